@@ -1,0 +1,5 @@
+import sys
+
+from tokenwatch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,45 @@
+"""The ``tokenwatch`` command. Every user error is one line and exit status 2; never a traceback."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tokenwatch.cli.parser import UsageError, parse, stderr_line
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from tokenwatch.durations import DurationError
+    from tokenwatch.recording import RecordingError, RecordingFormatError
+    from tokenwatch.sim.faults import FaultError
+    from tokenwatch.yaml_schema import SchemaError
+
+    return (UsageError, DurationError, FaultError, SchemaError, RecordingError, RecordingFormatError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse(argv)
+        from tokenwatch.cli.commands import COMMANDS
+
+        return COMMANDS[args.command](args)
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader of our stdout went away (e.g. `| head`): not an error worth a message.
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), sys.stdout.fileno())
+        return 0
+    except Exception as exc:
+        if isinstance(exc, _user_errors()):
+            stderr_line(f"tokenwatch: error: {exc}")
+            return 2
+        if os.environ.get("TOKENWATCH_DEBUG"):
+            raise
+        stderr_line(
+            f"tokenwatch: internal error: {type(exc).__name__}: {exc} (TOKENWATCH_DEBUG=1 shows where)"
+        )
+        return 1

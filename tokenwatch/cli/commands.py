@@ -1,0 +1,114 @@
+"""The sub-commands: sim, replay, summarize, profiles."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+import orjson
+
+from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.running import print_warnings, run_session
+from tokenwatch.core import RackCore, summarize_core
+from tokenwatch.output.summary_table import render_summary
+from tokenwatch.recording import RecordingReader
+from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
+from tokenwatch.sim.faults import parse_faults
+from tokenwatch.sim.profile import builtin_profiles, load_profile
+from tokenwatch.sim.rack_sim import SimSettings
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    if not 1 <= args.racks <= 256:
+        raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
+    if args.racks > 1:
+        profile = dataclasses.replace(
+            profile,
+            name=f"{profile.name} x{args.racks}",
+            nodes=profile.nodes * args.racks,
+            total_samples=profile.total_samples * args.racks,
+        )
+    faults = parse_faults(args.faults, profile.node_names())
+    settings = SimSettings(
+        profile, scenario=args.scenario, seed=args.seed, duration_s=args.duration, faults=faults
+    )
+    collector = SimulatorCollector(settings, speed=args.speed)
+    return run_session(args, [collector], created_epoch=SIM_EPOCH, paced=args.speed > 0, mode="sim")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tokenwatch.collectors.replay import ReplayCollector
+
+    collector = ReplayCollector(args.file, speed=args.speed, start_s=args.start)
+    return run_session(
+        args,
+        [collector],
+        paced=args.speed > 0,
+        mode="replay",
+        after=lambda _: print_warnings(collector.warnings),
+        replay_control=collector,
+    )
+
+
+def summarize_recording(path: str) -> tuple[RackCore, list[str]]:
+    reader = RecordingReader(path)
+    core = RackCore()
+    for event in reader.events():
+        core.advance(event.t) if core.started else None
+        core.ingest(event)
+    return core, reader.warnings
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    dirs = [p for p in args.paths if Path(p).is_dir()]
+    if dirs:
+        if len(dirs) != len(args.paths):
+            raise UsageError("tokenwatch summarize: give either one recording or result folders, not both")
+        from tokenwatch.sources.loadgen_results import summarize_result_dirs
+
+        summary, warnings = summarize_result_dirs([Path(p) for p in dirs], gpus_per_node=args.gpus_per_node)
+    else:
+        if len(args.paths) != 1:
+            raise UsageError("tokenwatch summarize: give one recording at a time")
+        core, warnings = summarize_recording(args.paths[0])
+        if not core.started:
+            raise UsageError(f"{args.paths[0]}: the recording holds no run start")
+        summary = summarize_core(core)
+    print_warnings(warnings)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(render_summary(summary) + "\n")
+    return 0
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    rows = []
+    for name in sorted(builtin_profiles()):
+        p = load_profile(name)
+        rows.append(
+            (
+                name,
+                f"{p.nodes} x {p.gpus_per_node} GPUs",
+                f"{p.duration_s / 60:g} min",
+                f"{p.node_tokens_per_s.mean * p.nodes:,.0f} tok/s",
+                f"{p.gpu.power_limit_w:g} W",
+                p.description,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for row in rows:
+        sys.stdout.write(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[5] + "\n"
+        )
+    sys.stdout.write(
+        "\nA profile file of your own: tokenwatch sim --profile my-rack.yaml (same keys as the built-ins).\n"
+    )
+    return 0
+
+
+COMMANDS = {"sim": cmd_sim, "replay": cmd_replay, "summarize": cmd_summarize, "profiles": cmd_profiles}

@@ -1,0 +1,163 @@
+"""The argument parser: one-line errors (exit 2), durations parsed at the edge."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from tokenwatch import __version__
+from tokenwatch.durations import DurationError, parse_duration
+
+
+class UsageError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_duration_arg(text: str) -> float:
+    value = duration_arg(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be longer than zero")
+    return value
+
+
+def speed_arg(text: str) -> float:
+    try:
+        value = float(text.lower().removeprefix("x").removesuffix("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad speed {text!r}: use a number such as 1, 60 or 0") from None
+    if not 0 <= value <= 1e6:
+        raise argparse.ArgumentTypeError(
+            f"bad speed {text!r}: must be between 0 (as fast as possible) and 1e6"
+        )
+    return value
+
+
+def port_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad port {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"bad port {text!r}: must be 0..65535")
+    return value
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    """What every run command (sim, replay, watch) shares: where the snapshots go."""
+    p.add_argument("--headless", action="store_true", help="no dashboard: one line per --interval on stdout")
+    p.add_argument(
+        "--interval",
+        type=positive_duration_arg,
+        default=10.0,
+        metavar="DURATION",
+        help="headless: run time between lines and JSONL snapshots (default 10s)",
+    )
+    p.add_argument(
+        "--jsonl", metavar="PATH", help="headless: write one JSON snapshot per interval ('-' = stdout)"
+    )
+    p.add_argument(
+        "--record", metavar="FILE", help="record every event to FILE (.jsonl, or .jsonl.zst compressed)"
+    )
+    p.add_argument("--theme", metavar="NAME", help="dashboard theme (see themes/; `t` cycles them)")
+    p.add_argument("--prometheus-port", type=port_arg, metavar="N", help="serve /metrics on 127.0.0.1:N")
+
+
+def build_parser() -> OneLineParser:
+    from tokenwatch.sim.profile import DEFAULT_PROFILE
+
+    parser = OneLineParser(
+        prog="tokenwatch",
+        description="Watch rack-scale LLM inference benchmarks live, replay them, log them headless. "
+        "With no command: the dashboard on the gb300-nvl72 simulator at x10.",
+    )
+    parser.add_argument("--version", action="version", version=f"tokenwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+
+    sim = sub.add_parser(
+        "sim",
+        help="simulate a rack run (the dashboard, or --headless)",
+        description="Simulate a rack run, deterministically from --seed.",
+    )
+    sim.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"built-in profile name or a YAML file (default {DEFAULT_PROFILE}; see `tokenwatch profiles`)",
+    )
+    sim.add_argument("--scenario", choices=("Offline", "Server"), default="Offline", type=str.title)
+    sim.add_argument("--seed", type=int, default=0, help="random seed (same seed, same run)")
+    sim.add_argument(
+        "--duration",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="nominal run length (default: the profile's, e.g. 80m)",
+    )
+    sim.add_argument(
+        "--faults",
+        default="",
+        metavar="SPEC",
+        help='e.g. "node07:down@30m,node03:throttle@10m-20m,node11:slow@5m-15m,node05:stale@20m-21m"',
+    )
+    sim.add_argument(
+        "--speed",
+        type=speed_arg,
+        default=1.0,
+        help="run seconds per wall second: 1 real time, 60 accelerated, 0 as fast as possible",
+    )
+    sim.add_argument("--racks", type=int, default=1, metavar="N", help="simulate N racks of the profile")
+    add_output_options(sim)
+
+    replay = sub.add_parser(
+        "replay",
+        help="replay a recording through the same core",
+        description="Replay a recording (.jsonl or .jsonl.zst).",
+    )
+    replay.add_argument("file", metavar="FILE")
+    replay.add_argument(
+        "--speed", type=speed_arg, default=1.0, help="1 real time, 30 = x30, 0 as fast as possible"
+    )
+    replay.add_argument(
+        "--start", type=duration_arg, default=0.0, metavar="DURATION", help="start at this run time, e.g. 30m"
+    )
+    add_output_options(replay)
+
+    summarize = sub.add_parser(
+        "summarize",
+        help="the rack summary table of a recording or MLPerf result folders",
+        description="Summarise a recording, or MLPerf LoadGen result folders.",
+    )
+    summarize.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    summarize.add_argument("--json", action="store_true", help="print the JSON contract instead of the table")
+    summarize.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="result folders: GPUs behind each LoadGen summary (default 1)",
+    )
+
+    sub.add_parser("profiles", help="list the simulator profiles")
+    return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        # `tokenwatch` alone: the dashboard on the default simulator, accelerated so it visibly moves.
+        argv = ["sim", "--speed", "10", *argv]
+    return build_parser().parse_args(argv)
+
+
+def stderr_line(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")

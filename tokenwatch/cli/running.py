@@ -1,0 +1,115 @@
+"""Running a session for sim, replay and watch: headless or the dashboard, recording, JSONL, Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.core import CoreConfig, RackCore, summarize_core
+from tokenwatch.output.headless import HeadlessLogger
+from tokenwatch.output.summary_table import render_summary
+from tokenwatch.recording import RecordingWriter
+from tokenwatch.session import Collector, Session
+
+
+@contextlib.contextmanager
+def open_jsonl(path: str | None) -> Iterator[IO[bytes] | None]:
+    if path is None:
+        yield None
+    elif path == "-":
+        yield sys.stdout.buffer
+    else:
+        try:
+            fh = open(path, "wb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise UsageError(f"--jsonl {path}: cannot write: {exc.strerror}") from None
+        try:
+            yield fh
+        finally:
+            fh.close()
+
+
+def make_recorder(args: argparse.Namespace, created_epoch: float | None = None) -> RecordingWriter | None:
+    if not args.record:
+        return None
+    meta: dict[str, Any] = {}
+    if created_epoch is not None:  # simulated runs: a fixed date keeps the file reproducible
+        meta["created"] = dt.datetime.fromtimestamp(created_epoch, dt.UTC).isoformat(timespec="seconds")
+    return RecordingWriter(args.record, meta=meta)
+
+
+def run_session(
+    args: argparse.Namespace,
+    collectors: Sequence[Collector],
+    *,
+    core_config: CoreConfig | None = None,
+    created_epoch: float | None = None,
+    paced: bool = True,
+    mode: str = "sim",
+    after: Callable[[Session], None] | None = None,
+    replay_control: Any = None,
+) -> int:
+    """Run to the end (or Ctrl-C / q) and return the exit status."""
+    core = RackCore(core_config)
+    recorder = make_recorder(args, created_epoch)
+    session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if paced else None)
+    if (not args.headless and sys.stdout.isatty()) or getattr(args, "force_tui", False):
+        from tokenwatch.tui.launch import run_dashboard
+
+        run_dashboard(session, args, mode=mode, replay_control=replay_control)
+        if after:
+            after(session)
+        return 0
+    human = sys.stderr if args.jsonl == "-" else sys.stdout
+    with open_jsonl(args.jsonl) as jsonl:
+        logger = HeadlessLogger(core, human, jsonl)
+        session.every(args.interval, logger.at)
+        exporter = start_exporter(args, core)
+        try:
+            asyncio.run(_run_until_signal(session))
+        finally:
+            if exporter is not None:
+                exporter.close()
+        logger.finish()
+    if after:
+        after(session)
+    if core.started:
+        human.write("\n" + render_summary(summarize_core(core)) + "\n")
+        human.flush()
+    return 0
+
+
+def start_exporter(args: argparse.Namespace, core: RackCore) -> Any:
+    port = getattr(args, "prometheus_port", None)
+    if port is None:
+        return None
+    from tokenwatch.exporter import serve_metrics
+
+    return serve_metrics(core, port)
+
+
+async def _run_until_signal(session: Session) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, session.stop)
+    try:
+        await session.run()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+def print_warnings(warnings: list[str], limit: int = 20) -> None:
+    for warning in warnings[:limit]:
+        stderr_line(f"warning: {warning}")
+    if len(warnings) > limit:
+        stderr_line(f"warning: ... and {len(warnings) - limit} more skipped lines")

@@ -1,0 +1,1 @@
+"""Collectors: sources of events behind one protocol (``async def run(self, emit)``)."""

@@ -1,0 +1,31 @@
+"""The numpy core: events in, immutable snapshots out. Never imports Textual or Rich."""
+
+from tokenwatch.core.node_spread import NodeSpread
+from tokenwatch.core.rack import CoreConfig, RackCore
+from tokenwatch.core.snapshot import (
+    Aggregate,
+    Alert,
+    GpuTable,
+    LatencyStats,
+    NodeTable,
+    RackSnapshot,
+    RunInfo,
+)
+from tokenwatch.core.summary import NodeResult, RunSummary, summarize_core, summarize_nodes
+
+__all__ = [
+    "Aggregate",
+    "Alert",
+    "CoreConfig",
+    "GpuTable",
+    "LatencyStats",
+    "NodeResult",
+    "NodeSpread",
+    "NodeTable",
+    "RackCore",
+    "RackSnapshot",
+    "RunInfo",
+    "RunSummary",
+    "summarize_core",
+    "summarize_nodes",
+]

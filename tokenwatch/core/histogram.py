@@ -1,0 +1,103 @@
+"""Mergeable log-bucketed latency histograms with a bounded relative error.
+
+Bucket ``i`` holds values in ``(GAMMA**(i-1), GAMMA**i] * MIN_VALUE_S``; a quantile is reported as
+the bucket's harmonic midpoint ``2*GAMMA**i/(GAMMA+1)``, whose relative error is at most
+``RELATIVE_ACCURACY`` (1 %) for every value inside the range (the DDSketch construction).
+Two histograms merge by adding their count arrays, so per-node histograms sum to the rack's and
+deltas from any source (raw observations, simulator ticks, Prometheus buckets) add the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from tokenwatch.events import FloatArray, IntArray
+
+RELATIVE_ACCURACY = 0.01
+GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
+_LOG_GAMMA = math.log(GAMMA)
+MIN_VALUE_S = 1e-6  # 1 µs: below that a latency is clamped to the first bucket
+MAX_VALUE_S = 1e5  # ~28 h: above that, to the last
+N_BUCKETS = math.ceil(math.log(MAX_VALUE_S / MIN_VALUE_S) / _LOG_GAMMA) + 1
+
+
+def bucket_index(values_s: FloatArray) -> IntArray:
+    """Bucket of each value (seconds); values outside the range clamp to the end buckets."""
+    clipped = np.clip(np.asarray(values_s, dtype=np.float64), MIN_VALUE_S, MAX_VALUE_S)
+    idx = np.ceil(np.log(clipped / MIN_VALUE_S) / _LOG_GAMMA - 1e-9).astype(np.int64)
+    return np.clip(idx, 0, N_BUCKETS - 1)
+
+
+def bucket_value(index: IntArray | int) -> FloatArray:
+    """The representative value (seconds) reported for bucket ``index``."""
+    i = np.asarray(index, dtype=np.float64)
+    return np.asarray(MIN_VALUE_S * 2.0 * GAMMA**i / (GAMMA + 1.0), dtype=np.float64)
+
+
+def bucket_upper(index: IntArray | int) -> FloatArray:
+    """Upper bound (seconds) of bucket ``index``."""
+    return np.asarray(MIN_VALUE_S * GAMMA ** np.asarray(index, dtype=np.float64), dtype=np.float64)
+
+
+class LogHistogram:
+    """Dense counts over :data:`N_BUCKETS` log buckets; ``dropped`` counts NaN/inf observations."""
+
+    __slots__ = ("counts", "dropped", "total")
+
+    def __init__(self) -> None:
+        self.counts: IntArray = np.zeros(N_BUCKETS, dtype=np.int64)
+        self.total = 0
+        self.dropped = 0
+
+    def add(self, values_s: FloatArray, counts: IntArray | None = None) -> None:
+        """Add observations (optionally weighted: ``counts[i]`` copies of ``values_s[i]``)."""
+        values = np.asarray(values_s, dtype=np.float64)
+        finite = np.isfinite(values)
+        weights = np.ones(values.shape, np.int64) if counts is None else np.asarray(counts, np.int64)
+        weights = np.where(weights > 0, weights, 0)
+        self.dropped += int(weights[~finite].sum())
+        idx = bucket_index(values[finite])
+        kept = weights[finite]
+        np.add.at(self.counts, idx, kept)
+        self.total += int(kept.sum())
+
+    def merge(self, other: LogHistogram) -> None:
+        self.counts += other.counts
+        self.total += other.total
+        self.dropped += other.dropped
+
+    def copy(self) -> LogHistogram:
+        clone = LogHistogram()
+        clone.counts = self.counts.copy()
+        clone.total = self.total
+        clone.dropped = self.dropped
+        return clone
+
+    def quantiles(self, qs: Sequence[float]) -> list[float]:
+        """Quantiles in seconds (smallest bucket whose cumulative share reaches q); NaN when empty."""
+        return quantiles_of(self.counts, qs)
+
+    def mean(self) -> float:
+        if self.total == 0:
+            return math.nan
+        return float((self.counts * bucket_value(np.arange(N_BUCKETS))).sum() / self.total)
+
+
+def quantiles_of(counts: IntArray, qs: Sequence[float]) -> list[float]:
+    """Quantiles of a dense count array (see :meth:`LogHistogram.quantiles`)."""
+    total = int(counts.sum())
+    if total == 0:
+        return [math.nan for _ in qs]
+    cumulative = np.cumsum(counts)
+    ranks = np.maximum(np.ceil(np.asarray(qs, dtype=np.float64) * total), 1)
+    idx = np.searchsorted(cumulative, ranks, side="left")
+    return [float(v) for v in bucket_value(np.minimum(idx, N_BUCKETS - 1))]
+
+
+def compress(counts: IntArray) -> tuple[FloatArray, IntArray]:
+    """The non-empty buckets as (representative values, counts): how histograms travel in events."""
+    nonzero = np.flatnonzero(counts)
+    return bucket_value(nonzero), counts[nonzero].copy()

@@ -1,0 +1,482 @@
+"""The rack core: consumes events, keeps bounded state, answers with immutable snapshots.
+
+Time only moves with events: at every ``tick_s`` of run time the core samples its state into
+bounded series and evaluates alerts, so a replay of the same events reproduces every figure
+exactly (``snapshot()`` itself never mutates anything).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tokenwatch import throttle
+from tokenwatch.core.alerts import AlertLog
+from tokenwatch.core.histogram import LogHistogram
+from tokenwatch.core.node_spread import below_median_pct
+from tokenwatch.core.ring import DownsampledSeries, RecentRing
+from tokenwatch.core.snapshot import RunInfo
+from tokenwatch.events import (
+    GPU_METRICS,
+    LATENCY_METRICS,
+    Event,
+    GpuBatch,
+    GpuSample,
+    Heartbeat,
+    LatencyBatch,
+    LatencyMetric,
+    LogLine,
+    NodeState,
+    NodeStatus,
+    Notice,
+    Progress,
+    ProgressBatch,
+    RunEnded,
+    RunStarted,
+)
+
+if TYPE_CHECKING:
+    from tokenwatch.core.snapshot import RackSnapshot
+
+# GPU metrics kept as time series (limits and totals are constants, not worth a series).
+GPU_SERIES_METRICS: tuple[str, ...] = (
+    "power_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "hbm_used_mib",
+    "hbm_busy_pct",
+    "util_pct",
+    "temp_c",
+)
+_SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
+_POWER = GPU_METRICS.index("power_w")
+_SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
+_STATE_CODE: dict[NodeState, int] = {"up": 0, "stale": 1, "down": 2, "finished": 3}
+STATE_NAMES: tuple[NodeState, ...] = ("up", "stale", "down", "finished")
+_MAX_FILL_TICKS = 100_000  # a time jump larger than this is not back-filled tick by tick
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    """Tunables. Times in seconds; ``*_pct`` in percent."""
+
+    tick_s: float = 1.0
+    window_s: float = 10.0
+    recent_points: int = 600
+    history_points: int = 1024
+    sparkline_points: int = 60
+    straggler_pct: float = 5.0
+    straggler_hold_s: float = 15.0
+    stale_after_s: float = 5.0
+    ttft_sla_s: float = 2.0
+    tpot_sla_s: float = 0.2
+    throttle_clock_drop_pct: float = 10.0
+    throttle_hold_s: float = 3.0
+    alert_log_size: int = 500
+    log_lines_per_node: int = 200
+    gpu_series_floats: int = 8_000_000  # memory budget for per-GPU series (recent + history)
+
+
+class RackCore:
+    """Ingests :mod:`tokenwatch.events`; see :meth:`snapshot` for what it answers."""
+
+    def __init__(self, config: CoreConfig | None = None) -> None:
+        self.config = config or CoreConfig()
+        self.run: RunInfo | None = None
+        self.now = 0.0
+        self.ended = False
+        self.end_reason = ""
+        self.alerts = AlertLog(self.config.alert_log_size)
+        self.skipped_events = 0
+        self._warned_unknown: set[str] = set()
+
+    # ------------------------------------------------------------------ setup
+    def _start(self, ev: RunStarted) -> None:
+        cfg = self.config
+        self.run = RunInfo(
+            ev.name,
+            ev.scenario,
+            ev.source,
+            ev.nodes,
+            ev.gpus_per_node,
+            ev.nominal_duration_s,
+            ev.total_samples,
+            ev.wall_epoch,
+            dict(ev.meta),
+        )
+        n, g = len(ev.nodes), ev.gpus_per_node
+        self.index = {name: i for i, name in enumerate(ev.nodes)}
+        self.now = ev.t
+        self.tokens = np.zeros(n, np.int64)
+        self.samples = np.zeros(n, np.int64)
+        self.prompt_tokens = np.zeros(n, np.int64)
+        self._raw = np.zeros((3, n), np.int64)  # last raw counters: tokens, samples, prompt
+        self._offset = np.zeros((3, n), np.int64)  # added on counter restarts
+        self.t_first = np.full(n, np.nan)
+        self.t_last_change = np.full(n, np.nan)
+        self.last_seen = np.full(n, np.nan)
+        self.explicit_state = np.zeros(n, np.int8)
+        self.state_reason = ["waiting for data"] * n
+        self.gpu_values = np.full((n, g, len(GPU_METRICS)), np.nan)
+        self.gpu_throttle = np.zeros((n, g), np.uint64)
+        self.sm_clock_max = np.full((n, g), np.nan)
+        self.throttle_since = np.full((n, g), np.nan)
+        self.straggler_since = np.full(n, np.nan)
+        self.energy_j = 0.0
+        self.latency = {m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS}
+        self.rack_latency = {m: LogHistogram() for m in LATENCY_METRICS}
+        self.latency_max = dict.fromkeys(LATENCY_METRICS, math.nan)
+        self.log_lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
+        self._next_tick = 0
+        self._last_sample_t = ev.t
+        r = cfg.recent_points
+        self.recent_tokens = RecentRing(r, (n,))
+        self.recent_samples = RecentRing(r, (n,))
+        self.recent_power = RecentRing(r, (n,))
+        h = cfg.history_points
+        self.history_tokens = DownsampledSeries(h, (n,), cfg.tick_s, "last")
+        self.history_power = DownsampledSeries(h, (n,), cfg.tick_s, "mean")
+        # Per-GPU series get what is left of a fixed float budget, so 4,608 GPUs still fit.
+        per_point = max(1, n * g * len(GPU_SERIES_METRICS))
+        gpu_recent = int(min(r, max(16, cfg.gpu_series_floats // 2 // per_point)))
+        gpu_hist = int(min(h, max(16, cfg.gpu_series_floats // 2 // per_point)))
+        self.recent_gpu = RecentRing(gpu_recent, (n, g, len(GPU_SERIES_METRICS)))
+        self.history_gpu = DownsampledSeries(
+            gpu_hist - gpu_hist % 2, (n, g, len(GPU_SERIES_METRICS)), cfg.tick_s, "mean"
+        )
+        self.straggling = np.zeros(n, bool)
+        self.throttling = np.zeros((n, g), bool)
+        self._straggler_alerted = np.zeros(n, bool)
+        self._stale_alerted = np.zeros(n, bool)
+        self._reference = math.nan
+        self._reference_due = 0
+        self._throttle_alerted = np.zeros(n, bool)
+
+    @property
+    def started(self) -> bool:
+        return self.run is not None
+
+    # ---------------------------------------------------------------- ingest
+    def ingest(self, ev: Event) -> None:
+        if isinstance(ev, RunStarted):
+            if self.run is None:
+                self._start(ev)
+            else:
+                self._skip("a second run start in one stream")
+            return
+        if self.run is None:
+            self._skip(f"{type(ev).__name__} before the run start")
+            return
+        self.advance(ev.t)
+        if isinstance(ev, GpuBatch):
+            self._gpu_batch(ev)
+        elif isinstance(ev, ProgressBatch):
+            self._progress_batch(ev)
+        elif isinstance(ev, GpuSample):
+            self._gpu_sample(ev)
+        elif isinstance(ev, Progress):
+            self._progress(ev)
+        elif isinstance(ev, LatencyBatch):
+            self._latency(ev)
+        elif isinstance(ev, NodeStatus):
+            self._status(ev)
+        elif isinstance(ev, LogLine):
+            self._log_line(ev)
+        elif isinstance(ev, Notice):
+            kind = "warning" if ev.level == "warning" else ("error" if ev.level == "error" else "info")
+            self.alerts.event(ev.t, ev.node, kind, ev.message, "critical" if kind == "error" else kind)
+        elif isinstance(ev, RunEnded):
+            self._sample(ev.t)
+            self.ended, self.end_reason = True, ev.reason
+        elif isinstance(ev, Heartbeat):
+            pass
+
+    def _skip(self, why: str) -> None:
+        self.skipped_events += 1
+        if why not in self._warned_unknown:
+            self._warned_unknown.add(why)
+            self.alerts.event(self.now, None, "warning", f"skipped event: {why}")
+
+    def _node(self, name: str) -> int | None:
+        i = self.index.get(name)
+        if i is None:
+            self._skip(f"unknown node {name!r}")
+        return i
+
+    def _seen(self, i: int | np.ndarray, t: float) -> None:
+        self.last_seen[i] = np.fmax(self.last_seen[i], t)
+
+    def _gpu_sample(self, ev: GpuSample) -> None:
+        i = self._node(ev.node)
+        if i is None:
+            return
+        if not 0 <= ev.gpu < self.gpu_values.shape[1]:
+            self._skip(f"GPU index {ev.gpu} outside 0..{self.gpu_values.shape[1] - 1}")
+            return
+        self.gpu_values[i, ev.gpu] = [getattr(ev, m) for m in GPU_METRICS]
+        self.gpu_throttle[i, ev.gpu] = ev.throttle_reasons
+        self.sm_clock_max[i, ev.gpu] = np.fmax(self.sm_clock_max[i, ev.gpu], ev.sm_clock_mhz)
+        self._seen(i, ev.t)
+
+    def _gpu_batch(self, ev: GpuBatch) -> None:
+        ni, gi = ev.node_index, ev.gpu
+        ok = (ni >= 0) & (ni < len(self.index)) & (gi >= 0) & (gi < self.gpu_values.shape[1])
+        if not ok.all():
+            self._skip("GPU batch rows outside the run's nodes or GPUs")
+            ni, gi, values, reasons = ni[ok], gi[ok], ev.values[ok], ev.throttle_reasons[ok]
+        else:
+            values, reasons = ev.values, ev.throttle_reasons
+        self.gpu_values[ni, gi] = values
+        self.gpu_throttle[ni, gi] = reasons
+        self.sm_clock_max[ni, gi] = np.fmax(self.sm_clock_max[ni, gi], values[:, _SM_CLOCK])
+        self._seen(ni, ev.t)
+
+    def _apply_counters(self, i: np.ndarray, t: float, raw: np.ndarray, known: np.ndarray | None) -> None:
+        """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes i; known: rows that carry a
+        value (None = all). A counter below its last value restarted: what it had counted is kept."""
+        prev = self._raw[:, i]
+        raw = raw if known is None else np.where(known, raw, prev)
+        restarted = raw < prev
+        if restarted.any():
+            self._offset[:, i] += np.where(restarted, prev, 0)
+        self._raw[:, i] = raw
+        totals = self._offset[:, i] + raw
+        self.t_last_change[i[totals[0] > self.tokens[i]]] = t
+        self.tokens[i], self.samples[i], self.prompt_tokens[i] = totals
+        first = i[np.isnan(self.t_first[i])]
+        self.t_first[first] = t
+        self.last_seen[i] = np.fmax(self.last_seen[i], t)
+
+    def _progress(self, ev: Progress) -> None:
+        i = self._node(ev.node)
+        if i is None:
+            return
+        raw = np.array([[ev.tokens_done], [ev.samples_done or 0], [ev.prompt_tokens_done or 0]], np.int64)
+        known = np.array([[True], [ev.samples_done is not None], [ev.prompt_tokens_done is not None]])
+        self._apply_counters(np.array([i]), ev.t, raw, known)
+
+    def _progress_batch(self, ev: ProgressBatch) -> None:
+        ni = ev.node_index
+        ok = (ni >= 0) & (ni < len(self.index))
+        if not ok.all():
+            self._skip("progress batch rows outside the run's nodes")
+        prompt = ev.prompt_tokens_done if ev.prompt_tokens_done is not None else np.zeros_like(ev.tokens_done)
+        raw = np.stack([ev.tokens_done, ev.samples_done, prompt])
+        known = None
+        if ev.prompt_tokens_done is None:
+            known = np.ones(raw.shape, bool)
+            known[2] = False
+        if not ok.all():
+            raw, known, ni = raw[:, ok], None if known is None else known[:, ok], ni[ok]
+        self._apply_counters(ni, ev.t, raw, known)
+
+    def _latency(self, ev: LatencyBatch) -> None:
+        i = self._node(ev.node)
+        if i is None or ev.metric not in self.latency:
+            return
+        self.latency[ev.metric][i].add(ev.values_s, ev.counts)
+        self.rack_latency[ev.metric].add(ev.values_s, ev.counts)
+        finite = ev.values_s[np.isfinite(ev.values_s)]
+        if finite.size:
+            self.latency_max[ev.metric] = float(np.fmax(self.latency_max[ev.metric], finite.max()))
+        self._seen(i, ev.t)
+
+    def _status(self, ev: NodeStatus) -> None:
+        i = self._node(ev.node)
+        if i is None or ev.state not in _STATE_CODE:
+            return
+        before = STATE_NAMES[self.explicit_state[i]]
+        self.explicit_state[i] = _STATE_CODE[ev.state]
+        self.state_reason[i] = ev.reason
+        name = ev.node
+        self.alerts.condition(
+            ev.t, name, "down", ev.state == "down", f"{name} down: {ev.reason}", "critical", f"{name} back up"
+        )
+        if ev.state == "finished" and before != "finished":
+            self.alerts.event(ev.t, name, "finished", f"{name} finished", "info")
+        if ev.state in ("up", "finished"):
+            self._seen(i, ev.t)
+
+    def _log_line(self, ev: LogLine) -> None:
+        i = self._node(ev.node)
+        if i is None:
+            return
+        lines = self.log_lines[i]
+        lines.append((ev.t, ev.text))
+        if len(lines) > self.config.log_lines_per_node:
+            del lines[: len(lines) - self.config.log_lines_per_node]
+
+    # ------------------------------------------------------------------ time
+    def advance(self, t: float) -> None:
+        """Sample every tick strictly before ``t`` (state then holds all events up to that tick)."""
+        if self.run is None or not math.isfinite(t):
+            return
+        tick = self.config.tick_s
+        if (t - self._next_tick * tick) / tick > _MAX_FILL_TICKS:
+            self._next_tick = int(t // tick)
+        while self._next_tick * tick < t:
+            self._sample(self._next_tick * tick)
+            self._next_tick += 1
+        self.now = max(self.now, t)
+
+    def _sample(self, t: float) -> None:
+        state = self.effective_state(t)
+        up = state == 0
+        node_power = np.where(up, np.nansum(self.gpu_values[:, :, _POWER], axis=1), 0.0)
+        if t > self._last_sample_t:
+            self.energy_j += float(node_power.sum()) * (t - self._last_sample_t)
+        self._last_sample_t = t
+        tokens = self.tokens.astype(np.float64)
+        self.recent_tokens.push(t, tokens)
+        self.recent_samples.push(t, self.samples.astype(np.float64))
+        self.recent_power.push(t, node_power)
+        self.history_tokens.add(t, tokens)
+        self.history_power.add(t, node_power)
+        gpu_now = self.gpu_values[:, :, _SERIES_COLS]
+        self.recent_gpu.push(t, gpu_now)
+        self.history_gpu.add(t, gpu_now)
+        self.now = max(self.now, t)
+        self._evaluate_alerts(t, state)
+
+    def effective_state(self, t: float) -> np.ndarray:
+        """Node state codes at ``t``: explicit states, plus stale for silent 'up' nodes."""
+        state = self.explicit_state.copy()
+        silent = np.where(
+            np.isnan(self.last_seen),
+            t > self.config.stale_after_s,
+            t - self.last_seen > self.config.stale_after_s,
+        )
+        state[(state == 0) & silent] = _STATE_CODE["stale"]
+        return state
+
+    def window_rates(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per-node (tokens/s, samples/s) over the last ``window_s`` before ``t``."""
+        n = len(self.index)
+        past = self.recent_tokens.value_at_or_before(t - self.config.window_s) or self.recent_tokens.oldest()
+        if past is None or t - past[0] <= 0:
+            return np.full(n, np.nan), np.full(n, np.nan)
+        t0, tokens0 = past
+        samples0 = self.recent_samples.value_at_or_before(t0)
+        span = t - t0
+        tok_rate = (self.tokens - tokens0) / span
+        smp_rate = (self.samples - samples0[1]) / span if samples0 else np.full(n, np.nan)
+        return tok_rate, smp_rate
+
+    def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-node (tokens/s, samples/s): counters over the node's own first-to-last-change span."""
+        span = self.t_last_change - self.t_first
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ok = span > 0
+            return (
+                np.where(ok, self.tokens / np.where(ok, span, 1), np.nan),
+                np.where(ok, self.samples / np.where(ok, span, 1), np.nan),
+            )
+
+    def _evaluate_alerts(self, t: float, state: np.ndarray) -> None:
+        cfg, run = self.config, self.run
+        assert run is not None
+        stale = state == 1
+        for i in np.flatnonzero(stale | self._stale_alerted).tolist():
+            name = run.nodes[i]
+            reason = (
+                self.state_reason[i]
+                if self.explicit_state[i] == 1
+                else f"no data for {cfg.stale_after_s:g} s"
+            )
+            self.alerts.condition(
+                t,
+                name,
+                "stale",
+                bool(stale[i]),
+                f"{name} stale: {reason}",
+                cleared_message=f"{name} reporting again",
+            )
+        self._stale_alerted = stale
+        # Stragglers: running nodes below the median of running nodes, for long enough.
+        rates, _ = self.window_rates(t)
+        running = (state == 0) & (self.tokens > 0) & (t >= cfg.window_s)
+        below = below_median_pct(rates, running)
+        slow = below > cfg.straggler_pct
+        self.straggler_since = np.where(slow, np.fmin(self.straggler_since, t), np.nan)
+        self.straggling = slow & (t - self.straggler_since >= cfg.straggler_hold_s)
+        for i in np.flatnonzero(self.straggling | self._straggler_alerted).tolist():
+            name = run.nodes[i]
+            self.alerts.condition(
+                t,
+                name,
+                "straggler",
+                bool(self.straggling[i]),
+                f"{name} straggler: {below[i]:.1f}% below the median node",
+                cleared_message=f"{name} back within {cfg.straggler_pct:g}% of the median",
+            )
+        self._straggler_alerted = self.straggling.copy()
+        self._evaluate_throttle(t, state)
+        if run.scenario == "Server":
+            slas: tuple[tuple[LatencyMetric, float], ...] = (
+                ("ttft", cfg.ttft_sla_s),
+                ("tpot", cfg.tpot_sla_s),
+            )
+            for metric, limit in slas:
+                hist = self.rack_latency[metric]
+                if hist.total:
+                    p99 = hist.quantiles([0.99])[0]
+                    self.alerts.condition(
+                        t,
+                        None,
+                        f"sla_{metric}",
+                        p99 > limit,
+                        f"SLA breach: {metric.upper()} p99 {p99:.3g} s > {limit:g} s",
+                        "critical",
+                        f"{metric.upper()} p99 back under {limit:g} s",
+                    )
+
+    def _evaluate_throttle(self, t: float, state: np.ndarray) -> None:
+        cfg, run = self.config, self.run
+        assert run is not None
+        reference = self._reference_clock()
+        clock = self.gpu_values[:, :, _SM_CLOCK]
+        limiting = (self.gpu_throttle & np.uint64(throttle.LIMITING_REASONS)) != 0
+        dropped = clock < reference * (1 - cfg.throttle_clock_drop_pct / 100)
+        now_throttled = limiting & dropped & (state[:, None] == 0)
+        self.throttle_since = np.where(now_throttled, np.fmin(self.throttle_since, t), np.nan)
+        self.throttling = now_throttled & (t - self.throttle_since >= cfg.throttle_hold_s)
+        node_throttling: np.ndarray = np.asarray(self.throttling.any(axis=1))
+        for i in np.flatnonzero(node_throttling | self._throttle_alerted).tolist():
+            name = run.nodes[i]
+            message = ""
+            if node_throttling[i]:
+                g = int(np.argmax(self.throttling[i]))
+                names = ", ".join(throttle.reason_names(int(self.gpu_throttle[i, g])))
+                drop = (1 - clock[i, g] / reference) * 100
+                message = (
+                    f"{name} throttling: GPU{g} SM clock {clock[i, g]:.0f} MHz "
+                    f"({drop:.0f}% below {reference:.0f}) [{names}]"
+                )
+            self.alerts.condition(
+                t,
+                name,
+                "throttle",
+                bool(node_throttling[i]),
+                message,
+                cleared_message=f"{name} clocks recovered",
+            )
+        self._throttle_alerted = node_throttling
+
+    def _reference_clock(self) -> float:
+        """The rack's typical top SM clock (median over GPUs of each one's maximum), refreshed every
+        30 ticks: it moves slowly, and a median per tick would dominate the core's cost."""
+        if self._next_tick >= self._reference_due:
+            finite = self.sm_clock_max[np.isfinite(self.sm_clock_max)]
+            self._reference = float(np.median(finite)) if finite.size else math.nan
+            self._reference_due = self._next_tick + 30
+        return self._reference
+
+    # --------------------------------------------------------------- answers
+    def snapshot(self, now: float | None = None) -> RackSnapshot:
+        """An immutable view at ``now`` (default: the latest event time). Never mutates the core."""
+        from tokenwatch.core.rack_snapshot import build_snapshot
+
+        return build_snapshot(self, self.now if now is None else now)

@@ -1,0 +1,247 @@
+"""Builds :class:`RackSnapshot` from a :class:`RackCore` without touching its state."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tokenwatch.core.histogram import bucket_value, quantiles_of
+from tokenwatch.core.node_spread import NodeSpread, below_median_pct
+from tokenwatch.core.snapshot import (
+    Aggregate,
+    GpuTable,
+    LatencyStats,
+    NodeTable,
+    RackSnapshot,
+    RunInfo,
+    Timeline,
+)
+from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, LatencyMetric
+
+if TYPE_CHECKING:
+    from tokenwatch.core.rack import RackCore
+
+_POWER = GPU_METRICS.index("power_w")
+_LIMIT = GPU_METRICS.index("power_limit_w")
+_SM = GPU_METRICS.index("sm_clock_mhz")
+_HBM = GPU_METRICS.index("hbm_used_mib")
+_TEMP = GPU_METRICS.index("temp_c")
+_ALERTS_IN_SNAPSHOT = 200
+
+
+def _nan_reduce(fn: object, values: np.ndarray) -> np.ndarray:
+    """np.nan* reductions over GPUs that return NaN (not a warning) for all-NaN nodes."""
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return fn(values, axis=1)  # type: ignore[operator]
+
+
+def empty_snapshot(now: float = 0.0) -> RackSnapshot:
+    """What front ends show before a run has started."""
+    run = RunInfo("waiting for a run", "Offline", "live", (), 0, None, None, 0.0)
+    nan = math.nan
+    z = np.zeros(0)
+    zi = np.zeros(0, np.int64)
+    return RackSnapshot(
+        t=now,
+        run=run,
+        ended=False,
+        end_reason="",
+        progress_pct=None,
+        eta_s=None,
+        aggregate=Aggregate(nan, nan, nan, nan, 0, 0, 0, 0, nan, nan, nan, 0.0, 0, 0, 0),
+        node_spread=NodeSpread.of(z),
+        stragglers=(),
+        nodes=NodeTable(
+            (), (), (), z, z, z, z, z, zi, zi, z, z, z, z, z.astype(bool), z.astype(bool), np.zeros((0, 0))
+        ),
+        gpus=GpuTable(np.zeros((0, 0, len(GPU_METRICS))), np.zeros((0, 0), np.uint64)),
+        latency={},
+        timeline=Timeline(z, z, z, nan),
+        alerts=(),
+        active_alerts=(),
+        sla_s={},
+    )
+
+
+def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
+    run = core.run
+    if run is None:
+        return empty_snapshot(now)
+    from tokenwatch.core.rack import STATE_NAMES
+
+    cfg = core.config
+    n = len(run.nodes)
+    state_codes = core.effective_state(now)
+    states = tuple(STATE_NAMES[c] for c in state_codes)
+    up = state_codes == 0
+    rates, sample_rates = core.window_rates(now)
+    rates = np.where(state_codes == 2, 0.0, rates)  # a down node contributes nothing now
+    means, sample_means = core.measured_means()
+
+    gpu = core.gpu_values.copy()
+    live = state_codes != 2
+    node_power = np.where(live, _nan_reduce(np.nansum, gpu[:, :, _POWER]), np.nan)
+    node_limit = _nan_reduce(np.nansum, gpu[:, :, _LIMIT])
+    gpus_reporting = int((np.isfinite(gpu[:, :, _POWER]) & live[:, None]).sum())
+    power_w = float(np.nansum(node_power)) if gpus_reporting else math.nan
+    power_limit_w = float(np.nansum(node_limit)) if np.isfinite(node_limit).any() else math.nan
+
+    agg_rate = float(np.nansum(rates)) if np.isfinite(rates).any() else math.nan
+    agg_samples = float(np.nansum(sample_rates)) if np.isfinite(sample_rates).any() else math.nan
+    gpus = run.gpus
+    tokens_done = int(core.tokens.sum())
+    samples_done = int(core.samples.sum())
+    aggregate = Aggregate(
+        tokens_per_s=agg_rate,
+        tokens_per_s_cumulative=float(np.nansum(means)) if np.isfinite(means).any() else math.nan,
+        per_gpu_tokens_per_s=agg_rate / gpus if gpus else math.nan,
+        samples_per_s=agg_samples,
+        nodes=n,
+        nodes_up=int(((state_codes == 0) | (state_codes == 3)).sum()),
+        gpus=gpus,
+        gpus_reporting=gpus_reporting,
+        power_w=power_w,
+        power_limit_w=power_limit_w,
+        tokens_per_joule=agg_rate / power_w if power_w and power_w > 0 else math.nan,
+        energy_j=core.energy_j,
+        tokens_done=tokens_done,
+        samples_done=samples_done,
+        prompt_tokens_done=int(core.prompt_tokens.sum()),
+    )
+
+    elapsed = now
+    progress_pct, eta_s = _progress(core, elapsed, samples_done, agg_samples)
+    node_progress = _node_progress(core, elapsed, state_codes)
+    running = up & (core.tokens > 0)
+    delta = -below_median_pct(rates, running)
+
+    spark_n = cfg.sparkline_points
+    times, cum = core.recent_tokens.view(spark_n + 1)
+    spark = (np.diff(cum, axis=0) / np.diff(times)[:, None]).T if len(times) >= 2 else np.zeros((n, 0))
+
+    nodes = NodeTable(
+        names=run.nodes,
+        state=states,
+        reason=tuple(core.state_reason),
+        tokens_per_s=rates,
+        mean_tokens_per_s=means,
+        mean_samples_per_s=sample_means,
+        delta_vs_median_pct=delta,
+        progress_pct=node_progress,
+        samples_done=core.samples.copy(),
+        tokens_done=core.tokens.copy(),
+        power_w=node_power,
+        sm_clock_mhz=_nan_reduce(np.nanmean, gpu[:, :, _SM]),
+        hbm_used_mib=np.where(
+            np.isfinite(gpu[:, :, _HBM]).any(axis=1), _nan_reduce(np.nansum, gpu[:, :, _HBM]), np.nan
+        ),
+        temp_c=_nan_reduce(np.nanmax, gpu[:, :, _TEMP]),
+        straggler=core.straggling.copy(),
+        throttling=np.asarray(core.throttling.any(axis=1)),
+        sparkline_tokens_per_s=spark,
+    )
+    return RackSnapshot(
+        t=now,
+        run=run,
+        ended=core.ended,
+        end_reason=core.end_reason,
+        progress_pct=progress_pct,
+        eta_s=eta_s,
+        aggregate=aggregate,
+        node_spread=NodeSpread.of(means),
+        stragglers=tuple(run.nodes[i] for i in np.flatnonzero(core.straggling)),
+        nodes=nodes,
+        gpus=GpuTable(gpu, core.gpu_throttle.copy()),
+        latency=latency_stats(core),
+        timeline=timeline(core),
+        alerts=core.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
+        active_alerts=core.alerts.active_newest_first(),
+        sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
+    )
+
+
+def _progress(
+    core: RackCore, elapsed: float, samples_done: int, sample_rate: float
+) -> tuple[float | None, float | None]:
+    run = core.run
+    assert run is not None
+    if run.total_samples:
+        pct = min(100.0, samples_done / run.total_samples * 100.0)
+        remaining = max(0, run.total_samples - samples_done)
+        if core.ended:
+            return pct, 0.0
+        eta = remaining / sample_rate if sample_rate and sample_rate > 0 else None
+        if eta is None and run.nominal_duration_s:
+            eta = max(0.0, run.nominal_duration_s - elapsed)
+        return pct, eta
+    if run.nominal_duration_s:
+        if core.ended:
+            return 100.0, 0.0
+        return min(100.0, elapsed / run.nominal_duration_s * 100.0), max(
+            0.0, run.nominal_duration_s - elapsed
+        )
+    return None, None
+
+
+def _node_progress(core: RackCore, elapsed: float, state_codes: np.ndarray) -> np.ndarray:
+    run = core.run
+    assert run is not None
+    n = len(run.nodes)
+    if run.total_samples:
+        share = run.total_samples / n
+        pct = np.minimum(100.0, core.samples / share * 100.0)
+    elif run.nominal_duration_s:
+        pct = np.full(n, min(100.0, elapsed / run.nominal_duration_s * 100.0))
+    else:
+        pct = np.full(n, np.nan)
+    return np.where(state_codes == 3, 100.0, pct)
+
+
+def latency_stats(core: RackCore) -> dict[LatencyMetric, LatencyStats]:
+    out: dict[LatencyMetric, LatencyStats] = {}
+    for metric in LATENCY_METRICS:
+        hist = core.rack_latency[metric]
+        if not hist.total:
+            continue
+        p50, p90, p99 = quantiles_of(hist.counts, (0.5, 0.9, 0.99))
+        nonzero = np.flatnonzero(hist.counts)
+        out[metric] = LatencyStats(
+            metric,
+            hist.total,
+            p50,
+            p90,
+            p99,
+            hist.mean(),
+            core.latency_max[metric],
+            bucket_value(nonzero),
+            hist.counts[nonzero].copy(),
+        )
+    return out
+
+
+def timeline(core: RackCore) -> Timeline:
+    times, cum = core.history_tokens.view()
+    _, power = core.history_power.view()
+    if len(times) < 2:
+        return Timeline(
+            times, np.full(len(times), np.nan), power.sum(axis=1) if len(power) else power, math.nan
+        )
+    rate = np.empty(len(times))
+    rate[1:] = np.diff(cum.sum(axis=1)) / np.diff(times)
+    rate[0] = np.nan
+    return Timeline(times, rate, power.sum(axis=1), steady_mean(rate))
+
+
+def steady_mean(rates: np.ndarray) -> float:
+    """Mean of the points at or above 80 % of the run's 90th-percentile rate: warm-up and tail left out."""
+    finite = rates[np.isfinite(rates)]
+    if finite.size == 0:
+        return math.nan
+    steady = finite[finite >= 0.8 * np.percentile(finite, 90)]
+    return float(steady.mean()) if steady.size else math.nan

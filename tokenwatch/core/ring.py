@@ -1,0 +1,131 @@
+"""Bounded time series: a full-resolution recent ring and a whole-run series that downsamples.
+
+Memory never grows with run length: :class:`RecentRing` keeps the last ``capacity`` points;
+:class:`DownsampledSeries` keeps the whole run in at most ``capacity`` points by merging adjacent
+pairs (and doubling the point width) each time it fills.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from tokenwatch.events import FloatArray
+
+
+class RecentRing:
+    """The last ``capacity`` samples of a fixed-shape value, with their times."""
+
+    __slots__ = ("_next", "_size", "capacity", "times", "values")
+
+    def __init__(self, capacity: int, shape: tuple[int, ...]) -> None:
+        self.capacity = capacity
+        self.times: FloatArray = np.full(capacity, np.nan)
+        self.values: FloatArray = np.full((capacity, *shape), np.nan)
+        self._next = 0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def push(self, t: float, value: FloatArray | float) -> None:
+        self.times[self._next] = t
+        self.values[self._next] = value
+        self._next = (self._next + 1) % self.capacity
+        self._size = min(self._size + 1, self.capacity)
+
+    def _order(self, last: int | None) -> np.ndarray:
+        n = self._size if last is None else min(last, self._size)
+        return (np.arange(self._next - n, self._next)) % self.capacity
+
+    def view(self, last: int | None = None) -> tuple[FloatArray, FloatArray]:
+        """Copies of (times, values), oldest first; ``last`` limits to the newest points."""
+        order = self._order(last)
+        return self.times[order], self.values[order]
+
+    def column(self, index: tuple[int, ...] | int, last: int | None = None) -> tuple[FloatArray, FloatArray]:
+        """(times, values[:, index]) without copying the other columns."""
+        order = self._order(last)
+        return self.times[order], self.values[(order, *np.atleast_1d(index))]
+
+    def oldest(self) -> tuple[float, FloatArray] | None:
+        if not self._size:
+            return None
+        i = (self._next - self._size) % self.capacity
+        return float(self.times[i]), self.values[i]
+
+    def value_at_or_before(self, t: float) -> tuple[float, FloatArray] | None:
+        """The newest sample taken at or before ``t`` (None when there is none)."""
+        order = self._order(None)
+        times = self.times[order]
+        pos = int(np.searchsorted(times, t, side="right")) - 1
+        if pos < 0:
+            return None
+        return float(times[pos]), self.values[order[pos]]
+
+
+class DownsampledSeries:
+    """The whole run in at most ``capacity`` points of width ``width_s`` (doubling when full).
+
+    ``mode="mean"`` averages the samples in a point (NaN ignored); ``mode="last"`` keeps the
+    newest, which is what cumulative counters need so rates can be taken between points.
+    """
+
+    __slots__ = ("_count", "_points", "capacity", "mode", "sums", "times", "width_s")
+
+    def __init__(
+        self, capacity: int, shape: tuple[int, ...], base_width_s: float, mode: Literal["mean", "last"]
+    ) -> None:
+        if capacity < 4 or capacity % 2:
+            raise ValueError("capacity must be an even number >= 4")
+        self.capacity = capacity
+        self.mode = mode
+        self.width_s = base_width_s
+        self.times: FloatArray = np.full(capacity, np.nan)  # time of the newest sample in the point
+        self.sums: FloatArray = np.zeros((capacity, *shape))
+        self._count: FloatArray = np.zeros((capacity, *shape))
+        self._points = 0
+
+    def add(self, t: float, value: FloatArray | float) -> None:
+        k = int(t // self.width_s)
+        while k >= self.capacity:
+            self._halve()
+            k = int(t // self.width_s)
+        # Points between the last filled one and k stay empty (NaN time) and are skipped by view().
+        self._points = max(self._points, k + 1)
+        self.times[k] = t
+        v = np.asarray(value, dtype=np.float64)
+        if self.mode == "last":
+            self.sums[k] = v
+            self._count[k] = 1.0
+        else:
+            ok = ~np.isnan(v)
+            self.sums[k] += np.where(ok, v, 0.0)
+            self._count[k] += ok
+
+    def _halve(self) -> None:
+        half = self.capacity // 2
+        a, b = slice(0, None, 2), slice(1, None, 2)
+        times = np.fmax(self.times[a], self.times[b])
+        if self.mode == "last":
+            newer_b = ~np.isnan(self.times[b])
+            shape = (half,) + (1,) * (self.sums.ndim - 1)
+            pick = newer_b.reshape(shape)
+            sums = np.where(pick, self.sums[b], self.sums[a])
+            count = np.where(pick, self._count[b], self._count[a])
+        else:
+            sums = self.sums[a] + self.sums[b]
+            count = self._count[a] + self._count[b]
+        self.times[:half], self.times[half:] = times, np.nan
+        self.sums[:half], self.sums[half:] = sums, 0.0
+        self._count[:half], self._count[half:] = count, 0.0
+        self.width_s *= 2
+        self._points = (self._points + 1) // 2
+
+    def view(self) -> tuple[FloatArray, FloatArray]:
+        """(times, values) of the filled points, oldest first; values are means or last samples."""
+        filled = ~np.isnan(self.times[: self._points])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = self.sums[: self._points][filled] / self._count[: self._points][filled]
+        return self.times[: self._points][filled], values

@@ -1,0 +1,206 @@
+"""The typed event model: the only thing collectors produce and the core consumes.
+
+Every event is a frozen, slotted dataclass. ``t`` is always seconds since run start (float).
+Missing numeric telemetry is ``math.nan`` (a GPU that reports ``[N/A]``), never ``None``,
+so batches stay plain float64 arrays.
+
+Batch events (:class:`GpuBatch`, :class:`ProgressBatch`, :class:`LatencyBatch`) carry numpy arrays so
+that a whole rack's tick travels as one record: the simulator and replay use them to keep
+80-minute, 72-GPU runs within a few seconds. Array-bearing events compare by identity
+(``eq=False``): compare them through :mod:`tokenwatch.recording.codec` instead.
+
+Node references: single events name their node (``node="node07"``); batch events carry
+``node_index`` into :attr:`RunStarted.nodes`, because a batch always follows its run's start.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+Scenario = Literal["Offline", "Server"]
+SCENARIOS: tuple[Scenario, ...] = ("Offline", "Server")
+SourceKind = Literal["sim", "live", "replay"]
+NodeState = Literal["up", "stale", "down", "finished"]
+NODE_STATES: tuple[NodeState, ...] = ("up", "stale", "down", "finished")
+LatencyMetric = Literal["ttft", "tpot", "e2e"]
+LATENCY_METRICS: tuple[LatencyMetric, ...] = ("ttft", "tpot", "e2e")
+NoticeLevel = Literal["info", "warning", "error"]
+
+FloatArray: TypeAlias = npt.NDArray[np.float64]
+IntArray: TypeAlias = npt.NDArray[np.int64]
+UIntArray: TypeAlias = npt.NDArray[np.uint64]
+
+NAN = math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A run begins. ``wall_epoch`` is the Unix time of ``t == 0``."""
+
+    t: float
+    name: str
+    scenario: Scenario
+    nodes: tuple[str, ...]
+    gpus_per_node: int
+    nominal_duration_s: float | None
+    total_samples: int | None
+    source: SourceKind
+    wall_epoch: float
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU's telemetry at ``t``. Units are in the names; ``math.nan`` = not reported.
+
+    ``throttle_reasons`` is NVML's clocks-event-reasons bitmask (see :mod:`tokenwatch.throttle`).
+    """
+
+    t: float
+    node: str
+    gpu: int
+    power_w: float = NAN
+    power_limit_w: float = NAN
+    sm_clock_mhz: float = NAN
+    mem_clock_mhz: float = NAN
+    hbm_used_mib: float = NAN
+    hbm_total_mib: float = NAN
+    hbm_busy_pct: float = NAN
+    util_pct: float = NAN
+    temp_c: float = NAN
+    throttle_reasons: int = 0
+
+
+# GpuSample's numeric fields in a fixed order: the columns of GpuBatch and of the core's GPU tables.
+GPU_METRICS: tuple[str, ...] = (
+    "power_w",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "hbm_used_mib",
+    "hbm_total_mib",
+    "hbm_busy_pct",
+    "util_pct",
+    "temp_c",
+)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GpuBatch:
+    """Many GPUs' telemetry at one ``t``: row i is GPU ``gpu[i]`` of node ``node_index[i]``.
+
+    ``values`` has shape (rows, len(GPU_METRICS)), columns in :data:`GPU_METRICS` order.
+    """
+
+    t: float
+    node_index: IntArray
+    gpu: IntArray
+    values: FloatArray
+    throttle_reasons: UIntArray
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A node's cumulative work at ``t``.
+
+    ``tokens_done`` counts generated (output) tokens, as MLPerf's "Tokens per second" does;
+    prompt tokens are kept apart in ``prompt_tokens_done``. A counter that goes backwards is
+    treated by the core as a source restart, never as negative work.
+    """
+
+    t: float
+    node: str
+    samples_done: int | None
+    tokens_done: int
+    prompt_tokens_done: int | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ProgressBatch:
+    """Cumulative work of several nodes at one ``t`` (arrays aligned on ``node_index``)."""
+
+    t: float
+    node_index: IntArray
+    samples_done: IntArray
+    tokens_done: IntArray
+    prompt_tokens_done: IntArray | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LatencyBatch:
+    """Latency observations of one node and metric, in seconds.
+
+    ``counts`` is ``None`` for raw observations (each value seen once) or the weight of each
+    value for histogram deltas (e.g. one value per bucket with its count), so raw samples and
+    Prometheus/simulator bucket deltas travel as the same record and merge the same way.
+    """
+
+    t: float
+    node: str
+    metric: LatencyMetric
+    values_s: FloatArray
+    counts: IntArray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """A source's verdict on a node: up, stale, down or finished, with a human reason."""
+
+    t: float
+    node: str
+    state: NodeState
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """A line of a node's harness log, kept for the node screen."""
+
+    t: float
+    node: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A message for the engineer: a skipped input line, a source error, a reconnect."""
+
+    t: float
+    level: NoticeLevel
+    message: str
+    node: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Run time passes with no data (live mode): lets the core notice stale nodes."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    t: float
+    reason: str = "completed"
+
+
+Event: TypeAlias = (
+    RunStarted
+    | GpuSample
+    | GpuBatch
+    | Progress
+    | ProgressBatch
+    | LatencyBatch
+    | NodeStatus
+    | LogLine
+    | Notice
+    | Heartbeat
+    | RunEnded
+)

@@ -1,0 +1,1 @@
+"""Plain-text front ends: the headless logger and the summary table."""

@@ -1,0 +1,59 @@
+"""Headless mode: one human line per interval of run time, optional JSONL snapshots, a summary at the end."""
+
+from __future__ import annotations
+
+from typing import IO
+
+import orjson
+
+from tokenwatch.core import RackCore, RackSnapshot
+from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.formatting import format_clock, group, kilowatts, pct
+
+MAX_ALERTS_IN_LINE = 4
+
+
+def human_line(snap: RackSnapshot) -> str:
+    agg = snap.aggregate
+    alerts = [a.message for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
+    more = len(snap.active_alerts) - len(alerts)
+    if more > 0:
+        alerts.append(f"+{more} more")
+    parts = [
+        format_clock(snap.t),
+        f"{pct(snap.progress_pct):>6}",
+        f"{group(agg.tokens_per_s):>10} tok/s",
+        f"{group(agg.per_gpu_tokens_per_s):>7} tok/s/GPU",
+        f"nodes {agg.nodes_up}/{agg.nodes}",
+        f"{kilowatts(agg.power_w):>9}",
+        f"spread {pct(snap.node_spread.spread_pct)}",
+    ]
+    line = "  ".join(parts)
+    return f"{line}  alerts: {'; '.join(alerts)}" if alerts else line
+
+
+class HeadlessLogger:
+    """Writes at each interval boundary; the session calls :meth:`at` with the boundary's run time."""
+
+    def __init__(self, core: RackCore, out: IO[str] | None, jsonl: IO[bytes] | None) -> None:
+        self.core = core
+        self.out = out
+        self.jsonl = jsonl
+        self.last_t: float | None = None
+
+    def at(self, t: float) -> None:
+        if not self.core.started:
+            return
+        snap = self.core.snapshot(t)
+        self.last_t = t
+        if self.out is not None:
+            self.out.write(human_line(snap) + "\n")
+            self.out.flush()
+        if self.jsonl is not None:
+            self.jsonl.write(orjson.dumps(snapshot_json(snap)) + b"\n")
+            self.jsonl.flush()
+
+    def finish(self) -> None:
+        """The last line at the run's end time (when it fell between boundaries)."""
+        if self.core.started and (self.last_t is None or self.core.now > self.last_t):
+            self.at(self.core.now)

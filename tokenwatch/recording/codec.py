@@ -1,0 +1,332 @@
+"""Events to and from JSON-ready dicts: the recording format, one record per line.
+
+Every record has ``k`` (kind) and ``t``. Batches are columnar (one list per GPU metric) because
+columns of similar numbers compress far better than rows. NaN is written as ``null``.
+Decoding validates shape and types: a record that does not fit raises :class:`CodecError`,
+which readers turn into a skipped line with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tokenwatch.events import (
+    GPU_METRICS,
+    LATENCY_METRICS,
+    NODE_STATES,
+    SCENARIOS,
+    Event,
+    GpuBatch,
+    GpuSample,
+    Heartbeat,
+    LatencyBatch,
+    LogLine,
+    NodeStatus,
+    Notice,
+    Progress,
+    ProgressBatch,
+    RunEnded,
+    RunStarted,
+)
+
+SCHEMA_VERSION = 1
+_DUMP_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+
+
+class CodecError(ValueError):
+    """A record that is not a valid event; the message says why."""
+
+
+def encode(event: Event) -> dict[str, Any]:
+    return _ENCODERS[type(event)](event)
+
+
+def dumps(event: Event) -> bytes:
+    """One recording line (with its newline)."""
+    return orjson.dumps(encode(event), option=_DUMP_OPTIONS) + b"\n"
+
+
+def _run_started(e: RunStarted) -> dict[str, Any]:
+    return {
+        "k": "run_started",
+        "t": e.t,
+        "name": e.name,
+        "scenario": e.scenario,
+        "nodes": list(e.nodes),
+        "gpus_per_node": e.gpus_per_node,
+        "nominal_duration_s": e.nominal_duration_s,
+        "total_samples": e.total_samples,
+        "source": e.source,
+        "wall_epoch": e.wall_epoch,
+        "meta": dict(e.meta),
+    }
+
+
+def _gpu(e: GpuSample) -> dict[str, Any]:
+    out: dict[str, Any] = {"k": "gpu", "t": e.t, "node": e.node, "gpu": e.gpu}
+    for m in GPU_METRICS:
+        value = getattr(e, m)
+        out[m] = None if math.isnan(value) else value
+    out["throttle_reasons"] = e.throttle_reasons
+    return out
+
+
+def _gpu_batch(e: GpuBatch) -> dict[str, Any]:
+    columns = {m: np.ascontiguousarray(e.values[:, i]) for i, m in enumerate(GPU_METRICS)}
+    return {
+        "k": "gpu_batch",
+        "t": e.t,
+        "node_index": e.node_index,
+        "gpu": e.gpu,
+        "m": columns,
+        "throttle_reasons": e.throttle_reasons,
+    }
+
+
+def _progress(e: Progress) -> dict[str, Any]:
+    return {
+        "k": "progress",
+        "t": e.t,
+        "node": e.node,
+        "samples": e.samples_done,
+        "tokens": e.tokens_done,
+        "prompt_tokens": e.prompt_tokens_done,
+    }
+
+
+def _progress_batch(e: ProgressBatch) -> dict[str, Any]:
+    out = {
+        "k": "progress_batch",
+        "t": e.t,
+        "node_index": e.node_index,
+        "samples": e.samples_done,
+        "tokens": e.tokens_done,
+    }
+    if e.prompt_tokens_done is not None:
+        out["prompt_tokens"] = e.prompt_tokens_done
+    return out
+
+
+def _latency(e: LatencyBatch) -> dict[str, Any]:
+    out = {"k": "latency", "t": e.t, "node": e.node, "metric": e.metric, "values_s": e.values_s}
+    if e.counts is not None:
+        out["counts"] = e.counts
+    return out
+
+
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    RunStarted: _run_started,
+    GpuSample: _gpu,
+    GpuBatch: _gpu_batch,
+    Progress: _progress,
+    ProgressBatch: _progress_batch,
+    LatencyBatch: _latency,
+    NodeStatus: lambda e: {"k": "status", "t": e.t, "node": e.node, "state": e.state, "reason": e.reason},
+    LogLine: lambda e: {"k": "log", "t": e.t, "node": e.node, "text": e.text},
+    Notice: lambda e: {
+        "k": "notice",
+        "t": e.t,
+        "level": e.level,
+        "message": e.message,
+        "node": e.node,
+        "source": e.source,
+    },
+    Heartbeat: lambda e: {"k": "heartbeat", "t": e.t},
+    RunEnded: lambda e: {"k": "run_ended", "t": e.t, "reason": e.reason},
+}
+
+
+# ----------------------------------------------------------------------------- decoding
+def _time(r: Mapping[str, Any]) -> float:
+    t = r["t"]
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+        raise CodecError(f"bad time {t!r}")
+    return float(t)
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise CodecError(f"{what} must be text")
+    return value
+
+
+def _opt_int(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CodecError(f"{what} must be a whole number")
+    return value
+
+
+def _float(value: Any) -> float:
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CodecError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _array(value: Any, dtype: type, what: str) -> np.ndarray:
+    if not isinstance(value, list):
+        raise CodecError(f"{what} must be a list")
+    try:
+        arr: np.ndarray = np.array(value, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise CodecError(f"{what} holds a value that is not a number") from None
+    if arr.ndim != 1:
+        raise CodecError(f"{what} must be a flat list")
+    return arr
+
+
+def _d_run_started(r: Mapping[str, Any]) -> RunStarted:
+    nodes = r["nodes"]
+    if (
+        not isinstance(nodes, list)
+        or not all(isinstance(n, str) for n in nodes)
+        or len(set(nodes)) != len(nodes)
+    ):
+        raise CodecError("nodes must be a list of distinct names")
+    if r["scenario"] not in SCENARIOS:
+        raise CodecError(f"scenario must be one of {SCENARIOS}")
+    if r["source"] not in ("sim", "live", "replay"):
+        raise CodecError("unknown source kind")
+    gpus = _opt_int(r["gpus_per_node"], "gpus_per_node")
+    if gpus is None or not 0 < gpus <= 1024:
+        raise CodecError("gpus_per_node must be between 1 and 1024")
+    nominal = r.get("nominal_duration_s")
+    meta = r.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise CodecError("meta must be a mapping")
+    return RunStarted(
+        t=_time(r),
+        name=_text(r["name"], "name"),
+        scenario=r["scenario"],
+        nodes=tuple(nodes),
+        gpus_per_node=gpus,
+        nominal_duration_s=None if nominal is None else _float(nominal),
+        total_samples=_opt_int(r.get("total_samples"), "total_samples"),
+        source=r["source"],
+        wall_epoch=_float(r["wall_epoch"]),
+        meta=meta,
+    )
+
+
+def _d_gpu(r: Mapping[str, Any]) -> GpuSample:
+    gpu = _opt_int(r["gpu"], "gpu")
+    reasons = _opt_int(r.get("throttle_reasons", 0), "throttle_reasons") or 0
+    if gpu is None or not 0 <= reasons < 2**64:
+        raise CodecError("bad GPU index or throttle reasons")
+    values = {m: _float(r.get(m)) for m in GPU_METRICS}
+    return GpuSample(_time(r), _text(r["node"], "node"), gpu, **values, throttle_reasons=reasons)
+
+
+def _d_gpu_batch(r: Mapping[str, Any]) -> GpuBatch:
+    node_index = _array(r["node_index"], np.int64, "node_index")
+    gpu = _array(r["gpu"], np.int64, "gpu")
+    columns = r["m"]
+    if not isinstance(columns, dict):
+        raise CodecError("m must map metrics to columns")
+    values = np.column_stack([_array(columns.get(m, [None] * len(gpu)), np.float64, m) for m in GPU_METRICS])
+    reasons = _array(r["throttle_reasons"], np.uint64, "throttle_reasons")
+    if not len(node_index) == len(gpu) == len(values) == len(reasons):
+        raise CodecError("batch columns differ in length")
+    return GpuBatch(_time(r), node_index, gpu, values, reasons)
+
+
+def _d_progress(r: Mapping[str, Any]) -> Progress:
+    tokens = _opt_int(r["tokens"], "tokens")
+    if tokens is None or tokens < 0:
+        raise CodecError("tokens must be a non-negative whole number")
+    return Progress(
+        _time(r),
+        _text(r["node"], "node"),
+        _opt_int(r.get("samples"), "samples"),
+        tokens,
+        _opt_int(r.get("prompt_tokens"), "prompt_tokens"),
+    )
+
+
+def _d_progress_batch(r: Mapping[str, Any]) -> ProgressBatch:
+    node_index = _array(r["node_index"], np.int64, "node_index")
+    samples = _array(r["samples"], np.int64, "samples")
+    tokens = _array(r["tokens"], np.int64, "tokens")
+    prompt = _array(r["prompt_tokens"], np.int64, "prompt_tokens") if "prompt_tokens" in r else None
+    if not len(node_index) == len(samples) == len(tokens) or (
+        prompt is not None and len(prompt) != len(tokens)
+    ):
+        raise CodecError("batch columns differ in length")
+    return ProgressBatch(_time(r), node_index, samples, tokens, prompt)
+
+
+def _d_latency(r: Mapping[str, Any]) -> LatencyBatch:
+    if r["metric"] not in LATENCY_METRICS:
+        raise CodecError(f"latency metric must be one of {LATENCY_METRICS}")
+    values = _array(r["values_s"], np.float64, "values_s")
+    counts = _array(r["counts"], np.int64, "counts") if r.get("counts") is not None else None
+    if counts is not None and len(counts) != len(values):
+        raise CodecError("counts and values differ in length")
+    return LatencyBatch(_time(r), _text(r["node"], "node"), r["metric"], values, counts)
+
+
+def _d_status(r: Mapping[str, Any]) -> NodeStatus:
+    if r["state"] not in NODE_STATES:
+        raise CodecError(f"state must be one of {NODE_STATES}")
+    return NodeStatus(_time(r), _text(r["node"], "node"), r["state"], _text(r.get("reason", ""), "reason"))
+
+
+def _d_notice(r: Mapping[str, Any]) -> Notice:
+    if r["level"] not in ("info", "warning", "error"):
+        raise CodecError("notice level must be info, warning or error")
+    node, source = r.get("node"), r.get("source")
+    return Notice(
+        _time(r),
+        r["level"],
+        _text(r["message"], "message"),
+        None if node is None else _text(node, "node"),
+        None if source is None else _text(source, "source"),
+    )
+
+
+_DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
+    "run_started": _d_run_started,
+    "gpu": _d_gpu,
+    "gpu_batch": _d_gpu_batch,
+    "progress": _d_progress,
+    "progress_batch": _d_progress_batch,
+    "latency": _d_latency,
+    "status": _d_status,
+    "log": lambda r: LogLine(_time(r), _text(r["node"], "node"), _text(r["text"], "text")),
+    "notice": _d_notice,
+    "heartbeat": lambda r: Heartbeat(_time(r)),
+    "run_ended": lambda r: RunEnded(_time(r), _text(r.get("reason", ""), "reason")),
+}
+
+
+def decode(record: Any) -> Event:
+    """The event in a parsed record; :class:`CodecError` says what is wrong with it."""
+    if not isinstance(record, dict):
+        raise CodecError("record is not a JSON object")
+    decoder = _DECODERS.get(record.get("k"))  # type: ignore[arg-type]
+    if decoder is None:
+        raise CodecError(f"unknown record kind {record.get('k')!r}")
+    try:
+        return decoder(record)
+    except KeyError as exc:
+        raise CodecError(f"{record['k']} record without {exc.args[0]!r}") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, CodecError):
+            raise
+        raise CodecError(f"bad {record['k']} record: {exc}") from None
+
+
+def loads(line: bytes) -> Event:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"not JSON ({exc.msg})") from None
+    return decode(record)

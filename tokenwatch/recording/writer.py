@@ -1,0 +1,123 @@
+"""Append-only, crash-safe recording writer: JSON lines, optionally zstandard-compressed.
+
+Lines are buffered and handed to the OS with ``os.write`` at least every ``flush_interval_s``
+(the session also calls :meth:`flush` on a timer), so after ``kill -9`` everything older than
+about a second is on disk. A ``.zst`` file is one zstd frame whose blocks are flushed the same
+way: a reader decodes every complete block of a cut-off file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import zstandard
+
+from tokenwatch import __version__
+from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.events import Event
+from tokenwatch.recording.codec import SCHEMA_VERSION, dumps
+
+HEADER_KEY = "tokenwatch_recording"
+_MAX_BUFFER_BYTES = 1 << 20
+
+
+class RecordingError(OSError):
+    """The recording cannot be created or written; the message names the file."""
+
+
+def header(meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        HEADER_KEY: SCHEMA_VERSION,
+        "tokenwatch_version": __version__,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        **(meta or {}),
+    }
+
+
+class RecordingWriter:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        flush_interval_s: float = 0.5,
+        zstd_level: int = 3,
+        meta: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock or MonotonicClock()
+        self.flush_interval_s = flush_interval_s
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if overwrite else os.O_EXCL)
+        try:
+            self._fd: int | None = os.open(self.path, flags, 0o644)
+        except FileExistsError:
+            raise RecordingError(f"{self.path}: already exists; choose another name or remove it") from None
+        except OSError as exc:
+            raise RecordingError(f"{self.path}: cannot create the recording: {exc.strerror}") from None
+        self._zstd = (
+            zstandard.ZstdCompressor(level=zstd_level).compressobj() if self.path.suffix == ".zst" else None
+        )
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self._last_flush = self.clock.time()
+        self.events_written = 0
+        self._append(orjson.dumps(header(meta)) + b"\n")
+        self.flush()
+
+    def write(self, event: Event) -> None:
+        self._append(dumps(event))
+        self.events_written += 1
+        if (
+            self._buffered > _MAX_BUFFER_BYTES
+            or self.clock.time() - self._last_flush >= self.flush_interval_s
+        ):
+            self.flush()
+
+    def _append(self, line: bytes) -> None:
+        self._buffer.append(line)
+        self._buffered += len(line)
+
+    def flush(self) -> None:
+        """Hand everything buffered to the OS (a complete zstd block for ``.zst``)."""
+        if self._fd is None:
+            return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        if self._zstd is not None:
+            data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        self._write_all(data)
+        self._last_flush = self.clock.time()
+
+    def _write_all(self, data: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            raise RecordingError(f"{self.path}: write failed: {exc.strerror}") from None
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        self.flush()
+        if self._zstd is not None:
+            self._write_all(self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+        os.close(self._fd)
+        self._fd = None
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,271 @@
+"""The deterministic rack simulation: a seeded generator of the event stream, independent of pacing.
+
+Offline: every node gets an equal share of the samples and a measured tokens/s drawn around the
+profile's node figures. Its rate ramps up over the warm-up, holds with ~1 % noise, and drains
+over the tail as its work runs out, so faster nodes finish first. The steady rate is set so that
+generated tokens / own duration equals the drawn figure, as MLPerf measures a node.
+Server: Poisson arrivals per node with log-normal TTFT/TPOT; latencies travel as histogram deltas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tokenwatch.core.histogram import N_BUCKETS, bucket_index, compress
+from tokenwatch.events import (
+    LATENCY_METRICS,
+    Event,
+    GpuBatch,
+    LatencyBatch,
+    LatencyMetric,
+    NodeStatus,
+    ProgressBatch,
+    RunEnded,
+    RunStarted,
+    Scenario,
+)
+from tokenwatch.sim.faults import Fault
+from tokenwatch.sim.gpu_model import THROTTLE_CLOCK_FACTOR, RackGpuModel
+from tokenwatch.sim.profile import Profile
+
+SLOW_FACTOR = 0.8
+_NOISE_AR = 0.9
+_NOISE_SD = 0.004
+_MAX_RUN_FACTOR = 4.0  # an Offline run stops at 4x its nominal duration whatever happens
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    profile: Profile
+    scenario: Scenario = "Offline"
+    seed: int = 0
+    duration_s: float | None = None  # None: the profile's
+    faults: tuple[Fault, ...] = ()
+    interval_s: float = 1.0
+    latency_interval_s: float = 5.0
+    name: str | None = None
+    extra_meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def run_duration_s(self) -> float:
+        return self.duration_s if self.duration_s is not None else self.profile.duration_s
+
+
+def draw_node_rates(profile: Profile, rng: np.random.Generator) -> np.ndarray:
+    """Each node's measured tokens/s: a normal around the mean, kept inside the profile's range."""
+    spec = profile.node_tokens_per_s
+    if profile.nodes == 1:
+        return np.array([spec.mean])
+    if spec.min is not None and spec.max is not None:
+        lo, hi = spec.min, spec.max
+    else:
+        half = spec.mean * (spec.spread_pct or 0.0) / 100.0 / 2.0
+        lo, hi = spec.mean - half, spec.mean + half
+    sd = (hi - lo) / 4.0
+    return np.clip(rng.normal(spec.mean, sd, profile.nodes), lo, hi)
+
+
+class RackSimulation:
+    """Iterate :meth:`events` for the whole run; the same settings give the same events."""
+
+    def __init__(self, settings: SimSettings, wall_epoch: float = 0.0) -> None:
+        self.s = settings
+        self.wall_epoch = wall_epoch
+        names = settings.profile.node_names()
+        self._fault_nodes = [(f, names.index(f.node)) for f in settings.faults]
+
+    def run_started(self) -> RunStarted:
+        s, p = self.s, self.s.profile
+        meta = {
+            "profile": p.name,
+            "seed": s.seed,
+            "faults": [f"{f.node}:{f.kind}@{f.start_s:g}-{f.end_s:g}" for f in s.faults],
+        }
+        meta.update(s.extra_meta)
+        total = self._offline_samples() if s.scenario == "Offline" else None
+        return RunStarted(
+            t=0.0,
+            name=s.name or f"{p.name} {s.scenario.lower()} (simulated)",
+            scenario=s.scenario,
+            nodes=p.node_names(),
+            gpus_per_node=p.gpus_per_node,
+            nominal_duration_s=s.run_duration_s,
+            total_samples=total,
+            source="sim",
+            wall_epoch=self.wall_epoch,
+            meta=meta,
+        )
+
+    def _offline_samples(self) -> int:
+        p = self.s.profile
+        return max(p.nodes, round(p.total_samples * self.s.run_duration_s / p.duration_s))
+
+    def events(self) -> Iterator[Event]:
+        s, p = self.s, self.s.profile
+        rng = np.random.default_rng(s.seed)
+        start = self.run_started()
+        yield start
+        n, nodes = p.nodes, start.nodes
+        node_rates = draw_node_rates(p, rng)
+        gpus = RackGpuModel(p.gpu, n, p.gpus_per_node, rng)
+        work = (
+            _OfflineWork(p, node_rates, self._offline_samples(), s.run_duration_s)
+            if s.scenario == "Offline"
+            else _ServerWork(p, node_rates, s.latency_interval_s, s.run_duration_s)
+        )
+        for i in range(n):
+            yield NodeStatus(0.0, nodes[i], "up", "simulated node started")
+        noise = np.zeros(n)
+        was_down = np.zeros(n, bool)
+        finished = np.zeros(n, bool)
+        dt = s.interval_s
+        all_nodes = np.arange(n)
+        down_forever_from = np.full(n, np.inf)
+        for f in s.faults:
+            if f.kind == "down" and math.isinf(f.end_s):
+                i = nodes.index(f.node)
+                down_forever_from[i] = min(down_forever_from[i], f.start_s)
+        for k in range(int(_MAX_RUN_FACTOR * s.run_duration_s / dt) + 1):
+            t = k * dt
+            down, stale, throttled, slow = (
+                self._fault_mask(kind, t) for kind in ("down", "stale", "throttle", "slow")
+            )
+            for i in np.flatnonzero(down != was_down).tolist():
+                yield NodeStatus(
+                    t,
+                    nodes[i],
+                    "down" if down[i] else "up",
+                    "simulated fault: node down" if down[i] else "simulated node recovered",
+                )
+            was_down = down
+            noise = np.clip(_NOISE_AR * noise + rng.normal(0.0, _NOISE_SD, n), -0.05, 0.05)
+            mult = np.where(slow, SLOW_FACTOR, 1.0) * np.where(throttled, THROTTLE_CLOCK_FACTOR * 1.06, 1.0)
+            active = ~down & ~finished
+            load = work.step(t, dt, np.where(active, (1.0 + noise) * mult, 0.0), rng) if k else np.zeros(n)
+            values, reasons = gpus.step(np.where(down, 0.0, load), throttled & active, dt)
+            report = ~down & ~stale
+            rows = np.repeat(report, p.gpus_per_node)
+            yield GpuBatch(t, gpus.node_index[rows], gpus.gpu_index[rows], values[rows], reasons[rows])
+            yield ProgressBatch(t, all_nodes[report], work.samples[report], work.tokens_int()[report])
+            for node_i, metric, values_s, counts in work.latency_deltas(t, report):
+                yield LatencyBatch(t, nodes[node_i], metric, values_s, counts)
+            newly = work.finished(t) & ~finished
+            for i in np.flatnonzero(newly).tolist():
+                yield NodeStatus(t, nodes[i], "finished", "simulated node completed its samples")
+            finished |= newly
+            if k and (finished | (t >= down_forever_from)).all():
+                yield RunEnded(t, "completed" if finished.all() else "completed without failed nodes")
+                return
+        yield RunEnded(t, "time limit")
+
+    def _fault_mask(self, kind: str, t: float) -> np.ndarray:
+        mask = np.zeros(self.s.profile.nodes, bool)
+        for fault, node_i in self._fault_nodes:
+            if fault.kind == kind and fault.active(t):
+                mask[node_i] = True
+        return mask
+
+
+class _OfflineWork:
+    """Each node works through its share of samples at its own drawn rate."""
+
+    def __init__(self, p: Profile, node_rates: np.ndarray, total_samples: int, duration_s: float) -> None:
+        n = p.nodes
+        self.tokens_per_sample = p.tokens_per_sample
+        self.quota = np.full(n, total_samples // n, np.int64)
+        self.quota[: total_samples % n] += 1
+        self.target_tokens = self.quota * self.tokens_per_sample
+        own_duration = self.target_tokens / node_rates
+        # Area under ramp-steady-drain = R * (D - (warmup + tail)/2): solve for the steady rate R.
+        self.steady = self.target_tokens / (own_duration - (p.warmup_s + p.tail_s) / 2.0)
+        self.warmup, self.tail = p.warmup_s, p.tail_s
+        self.tokens = np.zeros(n)
+        self.samples = np.zeros(n, np.int64)
+        self.done_at = np.full(n, np.nan)
+
+    def step(self, t: float, dt: float, factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        remaining = self.target_tokens - self.tokens
+        ramp = min(1.0, t / self.warmup) if self.warmup > 0 else 1.0
+        # Draining: rate ~ sqrt(remaining) falls linearly to zero over `tail` seconds.
+        drain = (
+            np.sqrt(np.clip(remaining / (self.steady * self.tail / 2.0), 0.0, 1.0)) if self.tail > 0 else 1.0
+        )
+        rate = self.steady * ramp * drain * factor
+        step = np.minimum(rate * dt, remaining)
+        finishing = (remaining - step < 0.5 * self.tokens_per_sample) & (factor > 0) & (remaining > 0)
+        step = np.where(finishing, remaining, step)
+        self.tokens += step
+        self.samples = np.minimum(self.quota, np.floor(self.tokens / self.tokens_per_sample).astype(np.int64))
+        self.samples = np.where(finishing, self.quota, self.samples)
+        self.done_at = np.where(finishing, t, self.done_at)
+        return np.asarray(step / (dt * self.steady))
+
+    def tokens_int(self) -> np.ndarray:
+        return np.round(self.tokens).astype(np.int64)
+
+    def finished(self, t: float) -> np.ndarray:
+        return ~np.isnan(self.done_at)
+
+    def latency_deltas(
+        self, t: float, report: np.ndarray
+    ) -> Iterator[tuple[int, LatencyMetric, np.ndarray, np.ndarray]]:
+        return iter(())
+
+
+class _ServerWork:
+    """Poisson arrivals at each node's rate; completed samples count at their arrival tick."""
+
+    def __init__(
+        self, p: Profile, node_rates: np.ndarray, latency_interval_s: float, duration_s: float
+    ) -> None:
+        n = p.nodes
+        srv = p.server
+        self.qps = srv.samples_per_s_per_node * node_rates / p.node_tokens_per_s.mean
+        self.out_mean = srv.output_tokens_per_sample
+        self.ttft, self.tpot = srv.ttft_median_s, srv.tpot_median_s
+        self.warmup = min(p.warmup_s, 30.0)
+        self.tokens = np.zeros(n)
+        self.samples = np.zeros(n, np.int64)
+        self.pending = {m: np.zeros((n, N_BUCKETS), np.int64) for m in LATENCY_METRICS}
+        self.latency_interval = latency_interval_s
+        self.next_flush = latency_interval_s
+        self.duration = duration_s
+
+    def step(self, t: float, dt: float, factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        ramp = min(1.0, t / self.warmup) if self.warmup > 0 else 1.0
+        arrivals = rng.poisson(self.qps * dt * ramp * factor)
+        total = int(arrivals.sum())
+        owner = np.repeat(np.arange(len(arrivals)), arrivals)
+        out_tokens = np.clip(np.round(rng.gamma(2.0, self.out_mean / 2.0, total)), 1, 2048)
+        # A slow or throttled node queues: its latencies stretch by 1/factor.
+        stretch = 1.0 / np.maximum(factor[owner], 0.05)
+        ttft = rng.lognormal(math.log(self.ttft), 0.45, total) * stretch
+        tpot = rng.lognormal(math.log(self.tpot), 0.2, total) * stretch
+        e2e = ttft + tpot * (out_tokens - 1)
+        for metric, values in zip(LATENCY_METRICS, (ttft, tpot, e2e), strict=True):
+            np.add.at(self.pending[metric], (owner, bucket_index(values)), 1)
+        self.tokens += np.bincount(owner, weights=out_tokens, minlength=len(arrivals))
+        self.samples += arrivals
+        return np.asarray(ramp * factor)
+
+    def tokens_int(self) -> np.ndarray:
+        return np.round(self.tokens).astype(np.int64)
+
+    def finished(self, t: float) -> np.ndarray:
+        return np.full(len(self.qps), t >= self.duration)
+
+    def latency_deltas(
+        self, t: float, report: np.ndarray
+    ) -> Iterator[tuple[int, LatencyMetric, np.ndarray, np.ndarray]]:
+        if t + 1e-9 < self.next_flush and t < self.duration:
+            return
+        self.next_flush += self.latency_interval
+        for metric, pending in self.pending.items():  # keys are LatencyMetric names
+            for i in np.flatnonzero(report & (pending.sum(axis=1) > 0)).tolist():
+                values, counts = compress(pending[i])
+                pending[i] = 0
+                yield int(i), metric, values, counts
