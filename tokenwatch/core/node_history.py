@@ -1,0 +1,44 @@
+"""Per-node detail for the node screen and reports: per-GPU time series and the node's throughput share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tokenwatch.events import FloatArray
+
+if TYPE_CHECKING:
+    from tokenwatch.core.rack import RackCore
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeHistory:
+    """Recent full-resolution series of one node (copies). ``gpu_series[metric]`` is (gpus, points)."""
+
+    node: str
+    times: FloatArray
+    gpu_series: dict[str, FloatArray]
+    tokens_per_s: FloatArray  # the node's rate per tick (len(times) - 1 points, aligned on times[1:])
+    share_pct: FloatArray  # the node's share of the rack's rate per tick, in %
+    log_lines: tuple[tuple[float, str], ...]
+
+
+def node_history(core: RackCore, node: str, last: int | None = None) -> NodeHistory:
+    """Raises KeyError for a node the run does not have."""
+    from tokenwatch.core.rack import GPU_SERIES_METRICS
+
+    i = core.index[node]
+    times, gpu = core.recent_gpu.view(last)
+    series = {m: gpu[:, i, :, k].T.copy() for k, m in enumerate(GPU_SERIES_METRICS)}
+    t_tok, tokens = core.recent_tokens.view(None if last is None else last + 1)
+    if len(t_tok) >= 2:
+        dt = np.diff(t_tok)
+        rack = np.diff(tokens.sum(axis=1)) / dt
+        mine = np.diff(tokens[:, i]) / dt
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(rack > 0, mine / rack * 100.0, np.nan)
+    else:
+        mine = share = np.zeros(0)
+    return NodeHistory(node, times, series, mine, share, tuple(core.log_lines[i]))
