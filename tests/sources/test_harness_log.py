@@ -61,8 +61,10 @@ def test_rate_integrates_over_feed_time_without_timestamps() -> None:
     parser.feed(b"warming up\n", 0.0)
     first = parser.feed(b"1000 tok/s\n", 5.0)[-1]
     second = parser.feed(b"1500 tok/s\n", 7.0)[-1]
-    assert isinstance(first, Progress) and first.tokens_done == 0  # no earlier rate line: no interval known
-    assert isinstance(second, Progress) and second.tokens_done == 1500 * 2
+    assert isinstance(first, Progress)
+    assert first.tokens_done == 0
+    assert isinstance(second, Progress)
+    assert second.tokens_done == 1500 * 2
 
 
 def test_yaml_rules_on_a_real_mlperf_harness_log(tmp_path: Path) -> None:
@@ -78,7 +80,8 @@ def test_yaml_rules_on_a_real_mlperf_harness_log(tmp_path: Path) -> None:
     events = feed_in_chunks(lambda chunk: parser.feed(chunk, 190.0), raw, 1000)
     assert parser.total_samples == 3000
     progress = [e for e in events if isinstance(e, Progress)]
-    assert progress[-1].samples_done == 3000 and progress[-1].tokens_done == 0
+    assert progress[-1].samples_done == 3000
+    assert progress[-1].tokens_done == 0
     texts = [e.text for e in events if isinstance(e, LogLine)]
     # tqdm's carriage-return lines become what a terminal would show.
     assert "Loading safetensors checkpoint shards: 100% Completed | 15/15 [00:25<00:00,  1.67s/it]" in texts
@@ -128,5 +131,6 @@ def test_presets_and_unknown_preset() -> None:
 def test_huge_line_is_skipped_with_a_warning() -> None:
     parser = LogProgressParser.preset("vllm", "n")
     events = parser.feed(b"x" * 100_000 + b"\nnext line\n", 1.0)
-    assert isinstance(events[0], Notice) and "longer than" in events[0].message
+    assert isinstance(events[0], Notice)
+    assert "longer than" in events[0].message
     assert [e.text for e in events if isinstance(e, LogLine)] == ["next line"]

@@ -63,9 +63,11 @@ def test_real_detail_logs(gpu: int) -> None:
 def test_loadgen_6_server_detail() -> None:
     detail = read_detail(LOADGEN / "generated" / "server-short" / "mlperf_log_detail.txt")
     summary = read_summary(LOADGEN / "generated" / "server-short" / "mlperf_log_summary.txt")
-    assert detail.loadgen_version is not None and detail.loadgen_version.startswith("6.0.17")
+    assert detail.loadgen_version is not None
+    assert detail.loadgen_version.startswith("6.0.17")
     assert detail.scenario == "Server"
-    assert detail.valid is False and summary.valid is False
+    assert detail.valid is False
+    assert summary.valid is False
     assert detail.tokens_per_s == pytest.approx(summary.tokens_per_s, rel=1e-4)
     assert detail.samples_completed == 80
     assert (
@@ -105,6 +107,7 @@ def test_streaming_parser_reports_loadgen_warnings_and_result() -> None:
         "LoadGen warning: CAS failed.",
         "LoadGen warning: Logging allocation detected: tid: 4159 reserved_entries: 1024 max_entries: 2659",
     ]
-    assert notices[-1].level == "info" and notices[-1].message == "LoadGen result VALID"
+    assert notices[-1].level == "info"
+    assert notices[-1].message == "LoadGen result VALID"
     assert parser.log.records == 94
     assert parser.log.tokens_per_s == 4119.21

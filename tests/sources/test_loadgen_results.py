@@ -57,7 +57,8 @@ def test_cli_json_and_table(run_cli) -> None:
     assert data["nodes"][0]["latency_ms"]["e2e"]["p50"] == pytest.approx(190343.670228)
     table = run_cli("summarize", str(ASUSTEK))
     assert table.returncode == 0
-    assert "33,238.7" in table.stdout and "Median single-node" in table.stdout
+    assert "33,238.7" in table.stdout
+    assert "Median single-node" in table.stdout
 
 
 def test_single_server_node_latency_comes_from_its_summary() -> None:
@@ -86,7 +87,9 @@ def test_mixed_scenarios_are_an_error(run_cli) -> None:
     result = run_cli("summarize", str(LOADGEN / "generated"))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
-    assert "mixed scenarios" in result.stderr and "Offline" in result.stderr and "Server" in result.stderr
+    assert "mixed scenarios" in result.stderr
+    assert "Offline" in result.stderr
+    assert "Server" in result.stderr
 
 
 def test_no_summaries_is_an_error(tmp_path: Path, run_cli) -> None:
@@ -101,7 +104,8 @@ def test_corrupt_summary_is_one_line_error(tmp_path: Path, run_cli) -> None:
     (node / "mlperf_log_summary.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     result = run_cli("summarize", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "node01/mlperf_log_summary.txt" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "node01/mlperf_log_summary.txt" in result.stderr
 
 
 def test_accuracy_runs_are_left_out(tmp_path: Path) -> None:
@@ -120,7 +124,9 @@ def test_several_dirs_and_name_clashes(tmp_path: Path) -> None:
         shutil.copytree(ASUSTEK / "llama2-70b_offline_performance_run_1_gpu_0", tmp_path / rack / "node00")
     summary, _ = summarize_result_dirs([tmp_path / "rack1", tmp_path / "rack2"], None)
     names = [n.name for n in summary.nodes]
-    assert names[0] == "node00" and names[1].endswith("rack2/node00") and len(set(names)) == 2
+    assert names[0] == "node00"
+    assert names[1].endswith("rack2/node00")
+    assert len(set(names)) == 2
     assert summary.tokens_per_s == pytest.approx(2 * 4103.7)
     assert find_summary_folders(tmp_path) == [tmp_path / "rack1" / "node00", tmp_path / "rack2" / "node00"]
 

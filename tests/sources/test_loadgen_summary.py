@@ -36,7 +36,8 @@ def test_real_offline_per_gpu_summaries(gpu: int) -> None:
     assert summary.scenario == "Offline"
     assert summary.mode == "PerformanceOnly"
     assert summary.sut_name == "PySUT"
-    assert summary.valid and summary.result == "VALID"
+    assert summary.valid
+    assert summary.result == "VALID"
     assert summary.tokens_per_s == tokens
     assert summary.samples_per_s == samples
     assert summary.warning_count == warnings
@@ -96,7 +97,8 @@ def test_real_offline_mean_below_min_quirk_is_kept() -> None:
 
 def test_loadgen_6_invalid_server_summary() -> None:
     summary = read_summary(LOADGEN / "generated" / "server-short" / "mlperf_log_summary.txt")
-    assert summary.result == "INVALID" and not summary.valid
+    assert summary.result == "INVALID"
+    assert not summary.valid
     assert summary.unmet_constraints == ["Early stopping satisfied"]
     assert "Recommendations:" in summary.notes
     # LoadGen 6.0 spells the TPOT min/max/mean "Time per Output Token": same block.
@@ -137,7 +139,8 @@ def test_unusable_summary_is_one_line_error(tmp_path: Path, mutate, message: str
     path.write_text(mutate(text))
     with pytest.raises(SourceFormatError, match=message) as info:
         read_summary(path)
-    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_binary_and_missing_files(tmp_path: Path) -> None:

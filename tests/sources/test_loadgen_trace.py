@@ -41,14 +41,16 @@ def test_tail_in_any_chunking_gives_loadgen_figures(run: str, chunk: int) -> Non
     events = feed_in_chunks(parser.feed, _trace(run), chunk) + parser.close()
     progress = [e for e in events if isinstance(e, Progress)]
     counts = [p.samples_done for p in progress]
-    assert counts == sorted(counts) and counts[-1] == detail.samples_completed
+    assert counts == sorted(counts)
+    assert counts[-1] == detail.samples_completed
     assert [p.t for p in progress] == sorted(p.t for p in progress)
     assert not [e for e in events if isinstance(e, Notice)]  # LoadGen's broken LogDetail lines are not news
     e2e_ns = np.round(_values(events, "e2e") * 1e9)
     assert len(e2e_ns) == detail.samples_completed
     # Every latency figure of LoadGen's own summary, reproduced from the trace to the nanosecond.
     expected = summary.latency_ns["e2e"]
-    assert e2e_ns.min() == expected["min"] and e2e_ns.max() == expected["max"]
+    assert e2e_ns.min() == expected["min"]
+    assert e2e_ns.max() == expected["max"]
     for key, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         assert loadgen_percentile(e2e_ns, q) == expected[key]
     ttft_ns = np.round(_values(events, "ttft") * 1e9)
@@ -58,7 +60,8 @@ def test_tail_in_any_chunking_gives_loadgen_figures(run: str, chunk: int) -> Non
         assert ttft_ns.min() == summary.latency_ns["ttft"]["min"]
     assert (ttft_ns <= e2e_ns.max()).all()
     finished = [e for e in events if isinstance(e, NodeStatus)]
-    assert len(finished) == 1 and finished[0].state == "finished"
+    assert len(finished) == 1
+    assert finished[0].state == "finished"
 
 
 @pytest.mark.parametrize("run", RUNS)

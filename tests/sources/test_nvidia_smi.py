@@ -51,7 +51,8 @@ def test_real_full_query_captures(capture: tuple[str, str, str]) -> None:
     text = (SMI / CAPTURE.format(gpu=gpu, state=state, lines=lines)).read_bytes()
     header = text.split(b"\n", 1)[0].decode()
     fields = fields_from_header(header)
-    assert len(fields) == 212 and "clocks_event_reasons.active" in fields
+    assert len(fields) == 212
+    assert "clocks_event_reasons.active" in fields
     parser = NvidiaSmiParser("node07", fields)
     events = parser.feed(text, 12.5)
     assert len(events) == 1  # the header row is recognised and skipped
@@ -87,7 +88,8 @@ def test_lms_stream_with_units_and_no_index() -> None:
         float(line.split(",")[1].split()[0]) for line in text.decode().splitlines()[1:] if line.strip()
     ]
     assert [e.power_w for e in events] == expected
-    assert 20 < min(expected) and max(expected) < 24
+    assert min(expected) > 20
+    assert max(expected) < 24
 
 
 def test_default_query_stream_partial_lines_and_missing_values() -> None:
@@ -110,8 +112,11 @@ def test_default_query_stream_partial_lines_and_missing_values() -> None:
         87,
     )
     assert first.throttle_reasons == 0x4  # sw_power_cap
-    assert math.isnan(second.power_w) and math.isnan(second.power_limit_w) and math.isnan(second.hbm_used_mib)
-    assert second.throttle_reasons == 0 and second.sm_clock_mhz == 1965
+    assert math.isnan(second.power_w)
+    assert math.isnan(second.power_limit_w)
+    assert math.isnan(second.hbm_used_mib)
+    assert second.throttle_reasons == 0
+    assert second.sm_clock_mhz == 1965
     assert decode_reasons("0x0000000000000060") == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
     assert third.throttle_reasons == 0x60
 
@@ -137,8 +142,11 @@ def test_bad_rows_become_one_notice_each(line: bytes, problem: str) -> None:
     assert [type(e) for e in events] == [GpuSample, Notice, GpuSample]
     notice = events[1]
     assert isinstance(notice, Notice)
-    assert notice.level == "warning" and notice.node == "node02" and notice.source == "nvidia-smi"
-    assert "line 2:" in notice.message and problem in notice.message
+    assert notice.level == "warning"
+    assert notice.node == "node02"
+    assert notice.source == "nvidia-smi"
+    assert "line 2:" in notice.message
+    assert problem in notice.message
 
 
 def test_huge_line_is_cut_and_reported_once() -> None:

@@ -64,7 +64,8 @@ def test_deltas_between_scrapes_and_counter_resets() -> None:
     second = _bump(BLOOM, 220000.0, {"0.04": 30, "0.06": 30, "0.08": 30})
     events = parser.parse(second, 2.0)
     (ttft,) = [e for e in events if isinstance(e, LatencyBatch)]
-    assert ttft.values_s.tolist() == pytest.approx([0.03]) and ttft.counts.tolist() == [30]
+    assert ttft.values_s.tolist() == pytest.approx([0.03])
+    assert ttft.counts.tolist() == [30]
     assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220000]
     # The server restarts: counters fall to small values; nothing is lost or counted twice.
     restarted = _bump(BLOOM, 500.0, {})
@@ -130,7 +131,9 @@ def test_bad_lines_cost_one_line_not_the_scrape() -> None:
     parser = MetricsScrapeParser("vllm", "n")
     events = parser.parse("\n".join(lines), 1.0)
     notices = [e.message for e in events if isinstance(e, Notice)]
-    assert len(notices) == 2 and "line 5:" in notices[0] and "line 10:" in notices[1]
+    assert len(notices) == 2
+    assert "line 5:" in notices[0]
+    assert "line 10:" in notices[1]
     assert [e for e in events if isinstance(e, Progress)] == [Progress(1.0, "n", None, 218152, 1196)]
     assert sum(int(e.counts.sum()) for e in events if isinstance(e, LatencyBatch)) == 213
 
@@ -148,8 +151,10 @@ def test_sglang_and_trtllm_presets() -> None:
     events = MetricsScrapeParser("sglang", "s").parse(sglang, 1.0)
     assert events[0] == Progress(1.0, "s", 42, 7557, 812)
     e2e = events[1]
-    assert isinstance(e2e, LatencyBatch) and e2e.metric == "e2e"
-    assert e2e.values_s.tolist() == [0.5, 1.0] and e2e.counts.tolist() == [40, 2]  # +Inf: last finite bound
+    assert isinstance(e2e, LatencyBatch)
+    assert e2e.metric == "e2e"
+    assert e2e.values_s.tolist() == [0.5, 1.0]
+    assert e2e.counts.tolist() == [40, 2]
     trtllm = (
         'trtllm_request_success_total{finished_reason="stop"} 150.0\n'
         'trtllm_request_success_total{finished_reason="length"} 5.0\n'
@@ -158,7 +163,8 @@ def test_sglang_and_trtllm_presets() -> None:
     )
     events = MetricsScrapeParser("trtllm", "t").parse(trtllm, 1.0)
     assert events[0] == Progress(1.0, "t", 155, 0, None)  # no token counter in trtllm-serve's metrics
-    assert events[1].metric == "tpot" and events[1].values_s.tolist() == pytest.approx([0.0175])
+    assert events[1].metric == "tpot"
+    assert events[1].values_s.tolist() == pytest.approx([0.0175])
 
 
 def test_real_dcgm_exporter_scrapes() -> None:
@@ -176,7 +182,8 @@ def test_real_dcgm_exporter_scrapes() -> None:
     a10g = samples["ip-11111"]
     assert a10g.hbm_busy_pct == pytest.approx(0.0003)  # DRAM_ACTIVE 0.000003 of the time, in %
     # The fixture's label-less dummy values cannot be placed on a node: one notice says so, once.
-    assert len(notices) == 1 and "series without the 'Hostname' label skipped" in notices[0].message
+    assert len(notices) == 1
+    assert "series without the 'Hostname' label skipped" in notices[0].message
     assert not [
         e for e in parser.parse((PROM / "datadog-dcgm-t4-a10g.txt").read_text(), 8.0) if isinstance(e, Notice)
     ]
@@ -186,7 +193,8 @@ def test_real_dcgm_v100_excerpt() -> None:
     text = (PROM / "NVIDIA-dcgm-exporter_issue-250_V100x4.excerpt.prom").read_text()
     events = MetricsScrapeParser("dcgm", node="r6i3n0").parse(text, 1.0)
     by_gpu = {e.gpu: e for e in events if isinstance(e, GpuSample)}
-    assert by_gpu[2].power_limit_w == 300.0 and by_gpu[3].power_limit_w == 300.0
+    assert by_gpu[2].power_limit_w == 300.0
+    assert by_gpu[3].power_limit_w == 300.0
     assert by_gpu[0].util_pct == 0.0
 
 
