@@ -4,6 +4,7 @@ UsageError line naming the file; never another exception, never a hang."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import shutil
 import tempfile
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenwatch.cli.parser import UsageError
-from tokenwatch.events import GpuSample, LatencyBatch, LogLine, Notice, NodeStatus, Progress
+from tokenwatch.events import GpuSample, LatencyBatch, LogLine, NodeStatus, Notice, Progress
 from tokenwatch.sources.errors import SourceFormatError
 from tokenwatch.sources.harness_log import LogPatternError, LogProgressParser
 from tokenwatch.sources.loadgen_detail import DetailLogParser, parse_detail_bytes
@@ -41,7 +42,7 @@ ENCODINGS = ["utf-8", "utf-16", "utf-16-le", "utf-32", "latin-1", "cp1252"]
 
 def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 def reencode(data: bytes, encoding: str) -> bytes:
@@ -101,13 +102,16 @@ def test_summary_random_bytes(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mlperf_log_summary.txt"
         path.write_bytes(data)
+        message = ""
         try:
             summary = read_summary(path)
         except SourceFormatError as exc:
-            assert str(path) in str(exc)
-            assert "\n" not in str(exc)
+            message = str(exc)
         else:
             assert summary.scenario  # what came back passed the checks
+        if message:
+            assert message.startswith(str(path))
+            assert "\n" not in message
 
 
 @FUZZ
@@ -150,12 +154,14 @@ def test_summarize_dirs_never_crashes(summary: bytes, detail: bytes, keep: bool)
         (node / "mlperf_log_detail.txt").write_bytes(detail)
         if not keep:
             (node / "mlperf_log_summary.txt").write_bytes(summary)
+        message = ""
         try:
             result, _ = summarize_result_dirs([root], None)
         except (SourceFormatError, UsageError) as exc:
-            assert "\n" not in str(exc)
+            message = str(exc)
         else:
             assert len(result.nodes) == 1
+        assert "\n" not in message
 
 
 # ---------------------------------------------------------------- nvidia-smi
@@ -228,10 +234,13 @@ def test_vllm_log_random_truncated_reencoded(data: bytes, chunks: list[int], enc
 @FUZZ
 @given(pattern=st.text(max_size=60), line=st.text(max_size=200))
 def test_user_patterns_error_cleanly_or_work(pattern: str, line: str) -> None:
+    message = ""
     try:
         parser = LogProgressParser.from_patterns({"rule": pattern}, "n")
     except LogPatternError as exc:
-        assert "\n" not in str(exc)
+        message = str(exc)
+    assert "\n" not in message
+    if message:
         return
     events = parser.feed(line.encode("utf-8", "surrogatepass") + b"\n", 1.0)
     assert all(isinstance(e, LogLine | Progress | Notice) for e in events)
