@@ -34,6 +34,7 @@ _TOKEN = b'{"name":"Token"'
 _TOKEN_LATENCY = b'{"name":"Token_Latency"'
 _LAST = b'{"name":"LastTrace"'
 _EVENT = b'{"name":'
+_END = b'"ph":"e"'
 # The array's frame: lines that are not events but belong to the file.
 _FRAME = (b"{", b"}", b"]", b'"displayTimeUnit"', b'"otherData"', b'"ts"', b'"version"', b'{"traceEvents"')
 _MAX_NS = 1e15  # ~11.6 days: a latency above that is corrupt input
@@ -91,6 +92,8 @@ class TraceTailParser:
             self.events_seen += 1
             if self.origin_us is None:
                 self._set_origin(line)
+            if _END in line[:64]:
+                continue  # the end half of a Sample/Token pair adds nothing: skip the JSON parse
             if line.startswith(_SAMPLE):
                 self._sample(line, first + offset, e2e, out, t)
             elif line.startswith(_TOKEN_LATENCY):
