@@ -162,7 +162,10 @@ class LogProgressParser:
         """Rules from a YAML file (errors name the file, line and key)."""
         data, lines = load_yaml(path)
         spec = Reader(str(path), lines).build(LogPresetSpec, data)
-        return cls.from_spec(spec, node, f"log:{Path(path).stem}")
+        try:
+            return cls.from_spec(spec, node, f"log:{Path(path).stem}")
+        except LogPatternError as exc:
+            raise LogPatternError(f"{path}: {exc}") from None
 
     @classmethod
     def preset(cls, name: str, node: str) -> LogProgressParser:
