@@ -29,7 +29,8 @@ BARE_JSON_PASS = r"""
 import json, sys, zstandard
 path = sys.argv[1]
 with open(path, "rb") as fh:
-    stream = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) if path.endswith(".zst") else fh
+    zst = path.endswith(".zst")
+    stream = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) if zst else fh
     tail = b""
     while chunk := stream.read(1 << 20):
         lines = (tail + chunk).split(b"\n")
@@ -87,8 +88,21 @@ def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(tmp) / "gb300.jsonl.zst"
-        sim_cmd = [py, "-m", "tokenwatch", "sim", "--speed", "0", "--seed", "1", "--headless", "--interval", "10m",
-                   "--record", str(rec)]  # fmt: skip
+        sim_cmd = [
+            py,
+            "-m",
+            "tokenwatch",
+            "sim",
+            "--speed",
+            "0",
+            "--seed",
+            "1",
+            "--headless",
+            "--interval",
+            "10m",
+            "--record",
+            str(rec),
+        ]
         sim = best(sim_cmd, args.repeat, setup=lambda: rec.unlink(missing_ok=True))
         bare = best([py, "-c", BARE_JSON_PASS, str(rec)], args.repeat)
         summ = best([py, "-m", "tokenwatch", "summarize", str(rec)], args.repeat)
@@ -112,16 +126,21 @@ def main() -> None:
         ("headless replay, --speed 0", rep, "<= 3 s", rep[0] <= 3),
     ]
     peak = max(sim[2], summ[2], rep[2])
-    print(f"tokenwatch foundation benchmark: best of {args.repeat}, pinned to one core, Python "
-          f"{sys.version.split()[0]}")  # fmt: skip
+    print(
+        f"tokenwatch foundation benchmark: best of {args.repeat}, pinned to one core, Python "
+        f"{sys.version.split()[0]}"
+    )
     for name, (cpu, wall, _), target, ok in rows:
-        print(
-            f"  {name:<50} CPU {cpu:5.2f} s (wall {wall:5.2f} s)  target {target:<36} {'ok' if ok else 'MISSED'}"
-        )
-    print(f"  {'peak RSS, largest of the three':<50} {peak:9.0f} MB{'':15}  target {'< 200 MB':<36} "
-          f"{'ok' if peak < 200 else 'MISSED'}")  # fmt: skip
-    print(f"  {'recording size (.jsonl.zst)':<50} {size_mb:9.1f} MB{'':15}  target {'<= 10 MB':<36} "
-          f"{'ok' if size_mb <= 10 else 'MISSED'}")  # fmt: skip
+        verdict = "ok" if ok else "MISSED"
+        print(f"  {name:<50} CPU {cpu:5.2f} s (wall {wall:5.2f} s)  target {target:<36} {verdict}")
+    print(
+        f"  {'peak RSS, largest of the three':<50} {peak:9.0f} MB{'':15}  target {'< 200 MB':<36} "
+        f"{'ok' if peak < 200 else 'MISSED'}"
+    )
+    print(
+        f"  {'recording size (.jsonl.zst)':<50} {size_mb:9.1f} MB{'':15}  target {'<= 10 MB':<36} "
+        f"{'ok' if size_mb <= 10 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

@@ -25,20 +25,23 @@ CORE_MODULES = [
 
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_core_module_does_not_pull_in_textual_or_rich(module: str) -> None:
-    code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(),
-                            cwd=REPO_ROOT, check=True)  # fmt: skip
+    tui_libraries = "{'textual', 'rich'}"
+    code = f"import sys, {module}; print(sorted({{m.split('.')[0] for m in sys.modules}} & {tui_libraries}))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=REPO_ROOT, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
 def test_headless_cli_run_does_not_load_the_tui() -> None:
     code = (
         "import sys; from tokenwatch.cli import main; "
-        "main(['sim','--speed','0','--duration','1m','--profile','h100-dgx','--headless','--interval','1m']); "
+        "main(['sim','--speed','0','--duration','1m','--profile','h100-dgx','--headless']); "
         "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'}))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(),
-                            cwd=REPO_ROOT, check=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=REPO_ROOT, check=True
+    )
     assert "LOADED []" in result.stdout
 
 

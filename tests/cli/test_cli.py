@@ -38,13 +38,17 @@ def test_headless_prints_a_line_per_interval_and_the_summary(run_cli, tmp_path: 
     records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert len(run_lines) == len(records)
     assert [r["t"] for r in records[:10]] == [60.0 * k for k in range(1, 11)]
-    assert run_lines[0].startswith("01:00") and "tok/s" in run_lines[0] and "nodes 18/18" in run_lines[0]
-    assert "Total aggregate" in result.stdout and "Median single-node" in result.stdout
+    assert run_lines[0].startswith("01:00")
+    assert "tok/s" in run_lines[0]
+    assert "nodes 18/18" in run_lines[0]
+    assert "Total aggregate" in result.stdout
+    assert "Median single-node" in result.stdout
     for record in records:
         assert set(record) == JSONL_KEYS
         assert set(record["aggregate"]) == AGGREGATE_KEYS
         assert set(record["node_spread"]) == SPREAD_KEYS
-        assert len(record["nodes"]) == 18 and set(record["nodes"][0]) == NODE_KEYS
+        assert len(record["nodes"]) == 18
+        assert set(record["nodes"][0]) == NODE_KEYS
     # The aggregate is the sum of the nodes; per-GPU is the aggregate over 72 GPUs.
     mid = records[5]
     assert mid["aggregate"]["tokens_per_s"] == pytest.approx(
@@ -56,11 +60,24 @@ def test_headless_prints_a_line_per_interval_and_the_summary(run_cli, tmp_path: 
 
 
 def test_jsonl_to_stdout_keeps_stdout_parseable(run_cli) -> None:
-    result = run_cli("sim", "--speed", "0", "--duration", "3m", "--profile", "h100-dgx", "--headless",
-                     "--interval", "1m", "--jsonl", "-")  # fmt: skip
+    result = run_cli(
+        "sim",
+        "--speed",
+        "0",
+        "--duration",
+        "3m",
+        "--profile",
+        "h100-dgx",
+        "--headless",
+        "--interval",
+        "1m",
+        "--jsonl",
+        "-",
+    )
     assert result.returncode == 0
     records = [orjson.loads(line) for line in result.stdout.splitlines()]
-    assert records and all(set(r) == JSONL_KEYS for r in records)
+    assert records
+    assert all(set(r) == JSONL_KEYS for r in records)
     assert "Total aggregate" in result.stderr
 
 
@@ -111,7 +128,8 @@ def test_summarize_server_has_latency_percentiles(run_cli) -> None:
     for pcts in lat.values():
         assert 0 < pcts["p50"] <= pcts["p90"] <= pcts["p99"]
     table = run_cli("summarize", str(SAMPLE_RUNS / "gb300-nvl72-server.jsonl.zst")).stdout
-    assert "TTFT" in table and "p99" in table
+    assert "TTFT" in table
+    assert "p99" in table
 
 
 def test_profiles_lists_the_built_ins(run_cli) -> None:
@@ -151,14 +169,28 @@ def test_existing_recording_is_never_overwritten(run_cli, tmp_path: Path) -> Non
     rec = tmp_path / "r.jsonl"
     rec.write_text("precious\n")
     result = run_cli("sim", "--speed", "0", "--duration", "1m", "--headless", "--record", str(rec))
-    assert result.returncode == 2 and "already exists" in result.stderr
+    assert result.returncode == 2
+    assert "already exists" in result.stderr
     assert rec.read_text() == "precious\n"
 
 
 def test_damaged_recording_still_summarises_with_warnings(run_cli, tmp_path: Path) -> None:
     rec = tmp_path / "r.jsonl"
-    assert run_cli("sim", "--speed", "0", "--duration", "2m", "--profile", "h100-dgx", "--headless",
-                   "--record", str(rec)).returncode == 0  # fmt: skip
+    assert (
+        run_cli(
+            "sim",
+            "--speed",
+            "0",
+            "--duration",
+            "2m",
+            "--profile",
+            "h100-dgx",
+            "--headless",
+            "--record",
+            str(rec),
+        ).returncode
+        == 0
+    )
     lines = rec.read_bytes().splitlines(keepends=True)
     rec.write_bytes(b"".join(lines[:5]) + b"garbage\n" + b"".join(lines[5:])[:-20])
     result = run_cli("summarize", str(rec))
@@ -172,7 +204,9 @@ def test_damaged_recording_still_summarises_with_warnings(run_cli, tmp_path: Pat
 
 def test_help_and_version(run_cli) -> None:
     result = run_cli("--help")
-    assert result.returncode == 0 and "sim" in result.stdout and "replay" in result.stdout
+    assert result.returncode == 0
+    assert "sim" in result.stdout
+    assert "replay" in result.stdout
     assert run_cli("--version").stdout.startswith("tokenwatch ")
     sim_help = run_cli("sim", "--help").stdout
     for flag in (

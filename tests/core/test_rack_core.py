@@ -158,8 +158,15 @@ def test_silent_node_goes_stale_and_recovers() -> None:
         power = np.full((len(NODES), GPUS), 1200.0)
         batch = gpu_batch(float(t), power)
         keep = batch.node_index != 2 if 10 <= t < 20 else np.ones(len(batch.node_index), bool)
-        core.ingest(GpuBatch(batch.t, batch.node_index[keep], batch.gpu[keep], batch.values[keep],
-                             batch.throttle_reasons[keep]))  # fmt: skip
+        core.ingest(
+            GpuBatch(
+                batch.t,
+                batch.node_index[keep],
+                batch.gpu[keep],
+                batch.values[keep],
+                batch.throttle_reasons[keep],
+            )
+        )
         if t == 17:
             snap = core.snapshot()
             assert snap.nodes.state[2] == "stale"

@@ -32,8 +32,13 @@ START = RunStarted(0.0, "r", "Server", ("a", "b"), 2, 60.0, None, "live", 1.7e9,
 EVERY_KIND: list[Event] = [
     START,
     GpuSample(0.5, "a", 1, power_w=700.25, sm_clock_mhz=1980.0, throttle_reasons=2**64 - 1),
-    GpuBatch(1.0, np.array([0, 0, 1]), np.array([0, 1, 0]),
-             np.arange(3 * len(GPU_METRICS), dtype=float).reshape(3, -1), np.array([0, 4, 8], np.uint64)),
+    GpuBatch(
+        1.0,
+        np.array([0, 0, 1]),
+        np.array([0, 1, 0]),
+        np.arange(3 * len(GPU_METRICS), dtype=float).reshape(3, -1),
+        np.array([0, 4, 8], np.uint64),
+    ),
     Progress(1.5, "b", None, 10, 99),
     ProgressBatch(2.0, np.array([0, 1]), np.array([1, 2]), np.array([300, 400]), np.array([5, 6])),
     LatencyBatch(2.5, "a", "ttft", np.array([0.1, 0.2])),
@@ -43,7 +48,7 @@ EVERY_KIND: list[Event] = [
     Notice(4.0, "warning", "skipped line 3", "a", "log"),
     Heartbeat(4.5),
     RunEnded(5.0, "completed"),
-]  # fmt: skip
+]
 
 
 def write(path: Path, events: list[Event]) -> Path:
@@ -59,7 +64,8 @@ def test_every_event_kind_round_trips_exactly(tmp_path: Path, suffix: str) -> No
     events, warnings = read_events(path)
     assert warnings == []
     assert [dumps(e) for e in events] == [dumps(e) for e in EVERY_KIND]
-    assert isinstance(events[1], GpuSample) and math.isnan(events[1].temp_c)
+    assert isinstance(events[1], GpuSample)
+    assert math.isnan(events[1].temp_c)
     assert events[1].throttle_reasons == 2**64 - 1
 
 
@@ -79,18 +85,22 @@ def test_a_torn_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
     path.write_bytes(data[:-10])  # the writer was killed in the middle of its last line
     events, warnings = read_events(path)
     assert len(events) == len(EVERY_KIND) - 1
-    assert (
-        len(warnings) == 1
-        and "torn last line" in warnings[0]
-        and f"{path}:{len(EVERY_KIND) + 1}" in warnings[0]
-    )
+    assert len(warnings) == 1
+    assert "torn last line" in warnings[0]
+    assert f"{path}:{len(EVERY_KIND) + 1}" in warnings[0]
 
 
 def test_garbage_lines_are_skipped_and_named(tmp_path: Path) -> None:
     path = write(tmp_path / "r.jsonl", EVERY_KIND)
     lines = path.read_bytes().split(b"\n")
-    lines[3:3] = [b"\xff\xfe not json", b'{"k":"gpu","t":1}', b'{"k":"progress","t":-1,"node":"a","tokens":1}',
-                  b"[1,2,3]", b'{"k":"teleport","t":1}', b""]  # fmt: skip
+    lines[3:3] = [
+        b"\xff\xfe not json",
+        b'{"k":"gpu","t":1}',
+        b'{"k":"progress","t":-1,"node":"a","tokens":1}',
+        b"[1,2,3]",
+        b'{"k":"teleport","t":1}',
+        b"",
+    ]
     path.write_bytes(b"\n".join(lines))
     events, warnings = read_events(path)
     assert [dumps(e) for e in events] == [dumps(e) for e in EVERY_KIND]
@@ -109,7 +119,8 @@ def test_cut_off_zst_keeps_every_complete_block(tmp_path: Path) -> None:
     writer.flush()  # flushed but never closed, as after kill -9
     events, warnings = read_events(path)
     assert [e.t for e in events] == [float(i) for i in range(200)]
-    assert warnings and "cut off" in warnings[-1]
+    assert warnings
+    assert "cut off" in warnings[-1]
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 5])
     events, warnings = read_events(path)
@@ -202,4 +213,5 @@ def test_arbitrary_bytes_give_events_or_a_format_error(data: bytes) -> None:
         path = Path(folder) / "any.jsonl"
         path.write_bytes(b'{"tokenwatch_recording": 1}\n' + data)
         events, warnings = read_events(path)
-        assert isinstance(events, list) and isinstance(warnings, list)
+        assert isinstance(events, list)
+        assert isinstance(warnings, list)

@@ -80,8 +80,10 @@ def test_offline_run_does_all_samples_and_nodes_finish_at_their_own_time() -> No
     assert samples.sum() == start.total_samples  # type: ignore[union-attr]
     measured = tokens / last_change  # each node's tokens over its own duration (it starts at 0)
     spec = GB300.node_tokens_per_s
-    assert spec.min is not None and spec.max is not None
-    assert (measured > spec.min * 0.98).all() and (measured < spec.max * 1.02).all()
+    assert spec.min is not None
+    assert spec.max is not None
+    assert (measured > spec.min * 0.98).all()
+    assert (measured < spec.max * 1.02).all()
     assert len(np.unique(last_change)) > 1  # a tail: nodes finish at different times
     finished = [e.node for e in events if isinstance(e, NodeStatus) and e.state == "finished"]
     assert sorted(finished) == sorted(NODES)
@@ -119,8 +121,11 @@ def test_gpu_telemetry_stays_physical() -> None:
 
 
 def per_node_rate(events: list[Event], node: int, t0: float, t1: float) -> float:
-    cum = {e.t: int(e.tokens_done[list(e.node_index).index(node)]) for e in events
-           if isinstance(e, ProgressBatch) and node in e.node_index}  # fmt: skip
+    cum = {
+        e.t: int(e.tokens_done[list(e.node_index).index(node)])
+        for e in events
+        if isinstance(e, ProgressBatch) and node in e.node_index
+    }
     return (cum[t1] - cum[t0]) / (t1 - t0)
 
 
@@ -134,7 +139,8 @@ def test_faults_shape_the_stream() -> None:
     after_down = [e for e in events if isinstance(e, GpuBatch | ProgressBatch) and e.t >= 300]
     assert all(6 not in e.node_index for e in after_down)
     silent = [e for e in events if isinstance(e, GpuBatch) and 120 <= e.t < 140]
-    assert silent and all(4 not in e.node_index for e in silent)
+    assert silent
+    assert all(4 not in e.node_index for e in silent)
     # slow: node11 runs at SLOW_FACTOR of its own pace inside the window.
     before, during = per_node_rate(events, 10, 100, 190), per_node_rate(events, 10, 250, 340)
     assert during / before == pytest.approx(SLOW_FACTOR, rel=0.03)
@@ -186,7 +192,8 @@ def test_user_profile_file_and_its_errors(tmp_path: Path) -> None:
     good = tmp_path / "mine.yaml"
     good.write_text(text.replace("name: h100-dgx", "name: my-rack").replace("nodes: 1", "nodes: 2"))
     profile = load_profile(str(good))
-    assert profile.name == "my-rack" and profile.node_names() == ("node01", "node02")
+    assert profile.name == "my-rack"
+    assert profile.node_names() == ("node01", "node02")
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace("  power_limit_w: 700", "  power_limit_w: lots"))
     with pytest.raises(SchemaError, match=r"bad.yaml:\d+: gpu.power_limit_w: expected a number"):
