@@ -295,3 +295,14 @@ def test_snapshots_are_immutable_views_of_their_time(irregular_run) -> None:
     feed(core, events[half:])
     assert np.array_equal(early.nodes.tokens_done, tokens_then)
     assert np.array_equal(early.gpus.values, power_then, equal_nan=True)
+
+
+def test_two_sources_on_one_node_each_count_their_own_counter() -> None:
+    """A LoadGen trace knows samples, a vLLM log knows tokens: neither resets the other."""
+    core = RackCore()
+    core.ingest(start())
+    for t in range(1, 6):
+        core.ingest(Progress(float(t), "node01", samples_done=10 * t, tokens_done=None))  # the trace
+        core.ingest(Progress(float(t) + 0.5, "node01", samples_done=None, tokens_done=3000 * t))  # the log
+    assert int(core.samples[0]) == 50
+    assert int(core.tokens[0]) == 15_000

@@ -293,9 +293,10 @@ class RackCore:
         if i is None:
             return
         prev = self._raw[:, i]  # a counter the source does not report keeps its last value
+        tokens = prev[0] if ev.tokens_done is None else ev.tokens_done
         samples = prev[1] if ev.samples_done is None else ev.samples_done
         prompt = prev[2] if ev.prompt_tokens_done is None else ev.prompt_tokens_done
-        self._apply_counters(np.array([i]), ev.t, np.array([[ev.tokens_done], [samples], [prompt]], np.int64))
+        self._apply_counters(np.array([i]), ev.t, np.array([[tokens], [samples], [prompt]], np.int64))
 
     def _progress_batch(self, ev: ProgressBatch) -> None:
         ni = ev.node_index

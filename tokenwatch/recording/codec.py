@@ -263,8 +263,8 @@ def _d_gpu_batch(r: Mapping[str, Any], metrics: tuple[str, ...] = GPU_METRICS) -
 
 
 def _d_progress(r: Mapping[str, Any]) -> Progress:
-    tokens = _opt_int(r["tokens"], "tokens")
-    if tokens is None or tokens < 0:
+    tokens = _opt_int(r.get("tokens"), "tokens")
+    if tokens is not None and tokens < 0:
         raise CodecError("tokens must be a non-negative whole number")
     return Progress(
         _time(r),

@@ -114,7 +114,7 @@ def _seconds(match: re.Match[str]) -> float | None:
 
 @dataclass(slots=True)
 class _State:
-    tokens: float = 0.0
+    tokens: float | None = None
     prompt_tokens: float | None = None
     samples: int | None = None
     last_stamp: float | None = None  # log time of the last rate line
@@ -215,7 +215,7 @@ class LogProgressParser:
                     t,
                     self.node,
                     state.samples,
-                    round(state.tokens),
+                    None if state.tokens is None else round(state.tokens),
                     None if state.prompt_tokens is None else round(state.prompt_tokens),
                 )
             )
@@ -243,7 +243,7 @@ class LogProgressParser:
         if any(g in values for g in RATE_GROUPS):
             step = self._rate_step(text, t)
             if "tokens_per_s" in values:
-                state.tokens += values["tokens_per_s"] * step
+                state.tokens = (state.tokens or 0.0) + values["tokens_per_s"] * step
             if "prompt_tokens_per_s" in values:
                 state.prompt_tokens = (state.prompt_tokens or 0.0) + values["prompt_tokens_per_s"] * step
             state.changed = True

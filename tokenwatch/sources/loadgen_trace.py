@@ -15,7 +15,7 @@ by line. What the lines say (checked against LoadGen 6.0.17's own summary, to th
 * ``LogDetail`` / ``LogSummary`` lines, which LoadGen writes with broken JSON (``""key""``): ignored.
 
 The trace holds no token counts, so ``tokens_done`` is only known when the caller gives the harness's
-fixed ``tokens_per_sample``; otherwise it stays 0 and tokens must come from another source. LoadGen
+fixed ``tokens_per_sample``; otherwise it is ``None`` (unknown) and tokens come from another source. LoadGen
 versions before 4.0 do not trace Offline samples at all (progress then stays at 0).
 """
 
@@ -114,7 +114,7 @@ class TraceTailParser:
             out.append(LatencyBatch(now, self.node, "ttft", np.array(ttft, dtype=np.float64)))
         if e2e:
             tokens = (
-                0 if self.tokens_per_sample is None else round(self.samples_done * self.tokens_per_sample)
+                None if self.tokens_per_sample is None else round(self.samples_done * self.tokens_per_sample)
             )
             out.append(Progress(now, self.node, self.samples_done, tokens))
         if finished_now:

@@ -72,7 +72,7 @@ PRESETS: dict[str, ServerPreset] = {
             "kv_cache_usage": ("sglang:token_usage",),
         },
     ),
-    # trtllm-serve's /prometheus/metrics has no token counters: tokens_done stays 0 (samples only).
+    # trtllm-serve's /prometheus/metrics has no token counters: tokens_done is None (samples only).
     "trtllm": ServerPreset(
         samples=("trtllm_request_success_total", "trtllm_num_requests_completed_total"),
         histograms={
@@ -211,7 +211,7 @@ class MetricsScrapeParser:
                     t,
                     node,
                     None if samples is None else round(samples),
-                    round(totals["tokens"] or 0.0),
+                    None if totals["tokens"] is None else round(totals["tokens"]),
                     None if prompt is None else round(prompt),
                 )
             )
