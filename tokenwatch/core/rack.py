@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenwatch import throttle
+from tokenwatch.core.alert_rules import AlertRules
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.snapshot import RunInfo
 from tokenwatch.events import (
@@ -27,7 +26,6 @@ from tokenwatch.events import (
     GpuSample,
     Heartbeat,
     LatencyBatch,
-    LatencyMetric,
     LogLine,
     NodeState,
     NodeStatus,
@@ -126,14 +124,12 @@ class RackCore:
         self.gpu_values = np.full((n, g, len(GPU_METRICS)), np.nan)
         self.gpu_throttle = np.zeros((n, g), np.uint64)
         self.sm_clock_max = np.full((n, g), np.nan)
-        self.throttle_since = np.full((n, g), np.nan)
-        self.straggler_since = np.full(n, np.nan)
         self.energy_j = 0.0
         self.latency = {m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS}
         self.rack_latency = {m: LogHistogram() for m in LATENCY_METRICS}
         self.latency_max = dict.fromkeys(LATENCY_METRICS, math.nan)
         self.log_lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
-        self._next_tick = 0
+        self.ticks_sampled = 0
         self._last_sample_t = ev.t
         r = cfg.recent_points
         self.recent_tokens = RecentRing(r, (n,))
@@ -150,15 +146,9 @@ class RackCore:
         self.history_gpu = DownsampledSeries(
             gpu_hist - gpu_hist % 2, (n, g, len(GPU_SERIES_METRICS)), cfg.tick_s, "mean"
         )
-        self.straggling = np.zeros(n, bool)
-        self.throttling = np.zeros((n, g), bool)
+        self.rules = AlertRules(self, n, g)
         self._whole_rack_key: tuple[object, object, bool] = (None, None, False)
         self._whole_nodes_key: tuple[object, bool] = (None, False)
-        self._straggler_alerted = np.zeros(n, bool)
-        self._stale_alerted = np.zeros(n, bool)
-        self._reference = math.nan
-        self._reference_due = 0
-        self._throttle_alerted = np.zeros(n, bool)
 
     @property
     def started(self) -> bool:
@@ -365,11 +355,11 @@ class RackCore:
         if self.run is None or not math.isfinite(t):
             return
         tick = self.config.tick_s
-        if (t - self._next_tick * tick) / tick > _MAX_FILL_TICKS:
-            self._next_tick = int(t // tick)
-        while self._next_tick * tick < t:
-            self._sample(self._next_tick * tick)
-            self._next_tick += 1
+        if (t - self.ticks_sampled * tick) / tick > _MAX_FILL_TICKS:
+            self.ticks_sampled = int(t // tick)
+        while self.ticks_sampled * tick < t:
+            self._sample(self.ticks_sampled * tick)
+            self.ticks_sampled += 1
         self.now = max(self.now, t)
 
     def _sample(self, t: float) -> None:
@@ -393,7 +383,7 @@ class RackCore:
         self.recent_gpu.push(t, gpu_now)
         self.history_gpu.add(t, gpu_now)
         self.now = max(self.now, t)
-        self._evaluate_alerts(t, state)
+        self.rules.evaluate(t, state)
 
     def effective_state(self, t: float) -> np.ndarray:
         """Node state codes at ``t``: explicit states, plus stale for silent 'up' nodes."""
@@ -427,105 +417,6 @@ class RackCore:
                 np.where(ok, self.tokens / np.where(ok, span, 1), np.nan),
                 np.where(ok, self.samples / np.where(ok, span, 1), np.nan),
             )
-
-    def _evaluate_alerts(self, t: float, state: np.ndarray) -> None:
-        cfg, run = self.config, self.run
-        assert run is not None
-        stale = state == 1
-        for i in np.flatnonzero(stale | self._stale_alerted).tolist():
-            name = run.nodes[i]
-            reason = (
-                self.state_reason[i]
-                if self.explicit_state[i] == 1
-                else f"no data for {cfg.stale_after_s:g} s"
-            )
-            self.alerts.condition(
-                t,
-                name,
-                "stale",
-                bool(stale[i]),
-                f"{name} stale: {reason}",
-                cleared_message=f"{name} reporting again",
-            )
-        self._stale_alerted = stale
-        # Stragglers: running nodes below the median of running nodes, for long enough.
-        rates, _ = self.window_rates(t)
-        running = (state == 0) & (self.tokens > 0) & (t >= cfg.window_s)
-        below = below_median_pct(rates, running)
-        slow = below > cfg.straggler_pct
-        self.straggler_since = np.where(slow, np.fmin(self.straggler_since, t), np.nan)
-        self.straggling = slow & (t - self.straggler_since >= cfg.straggler_hold_s)
-        for i in np.flatnonzero(self.straggling | self._straggler_alerted).tolist():
-            name = run.nodes[i]
-            self.alerts.condition(
-                t,
-                name,
-                "straggler",
-                bool(self.straggling[i]),
-                f"{name} straggler: {below[i]:.1f}% below the median node",
-                cleared_message=f"{name} back within {cfg.straggler_pct:g}% of the median",
-            )
-        self._straggler_alerted = self.straggling.copy()
-        self._evaluate_throttle(t, state)
-        if run.scenario == "Server":
-            slas: tuple[tuple[LatencyMetric, float], ...] = (
-                ("ttft", cfg.ttft_sla_s),
-                ("tpot", cfg.tpot_sla_s),
-            )
-            for metric, limit in slas:
-                hist = self.rack_latency[metric]
-                if hist.total:
-                    p99 = hist.quantiles([0.99])[0]
-                    self.alerts.condition(
-                        t,
-                        None,
-                        f"sla_{metric}",
-                        p99 > limit,
-                        f"SLA breach: {metric.upper()} p99 {p99:.3g} s > {limit:g} s",
-                        "critical",
-                        f"{metric.upper()} p99 back under {limit:g} s",
-                    )
-
-    def _evaluate_throttle(self, t: float, state: np.ndarray) -> None:
-        cfg, run = self.config, self.run
-        assert run is not None
-        reference = self._reference_clock()
-        clock = self.gpu_values[:, :, _SM_CLOCK]
-        limiting = (self.gpu_throttle & np.uint64(throttle.LIMITING_REASONS)) != 0
-        dropped = clock < reference * (1 - cfg.throttle_clock_drop_pct / 100)
-        now_throttled = limiting & dropped & (state[:, None] == 0)
-        self.throttle_since = np.where(now_throttled, np.fmin(self.throttle_since, t), np.nan)
-        self.throttling = now_throttled & (t - self.throttle_since >= cfg.throttle_hold_s)
-        node_throttling: np.ndarray = np.asarray(self.throttling.any(axis=1))
-        for i in np.flatnonzero(node_throttling | self._throttle_alerted).tolist():
-            name = run.nodes[i]
-            message = ""
-            if node_throttling[i]:
-                g = int(np.argmax(self.throttling[i]))
-                names = ", ".join(throttle.reason_names(int(self.gpu_throttle[i, g])))
-                drop = (1 - clock[i, g] / reference) * 100
-                message = (
-                    f"{name} throttling: GPU{g} SM clock {clock[i, g]:.0f} MHz "
-                    f"({drop:.0f}% below {reference:.0f}) [{names}]"
-                )
-            self.alerts.condition(
-                t,
-                name,
-                "throttle",
-                bool(node_throttling[i]),
-                message,
-                cleared_message=f"{name} clocks recovered",
-            )
-        self._throttle_alerted = node_throttling
-
-    def _reference_clock(self) -> float:
-        """The rack's typical top SM clock (median over GPUs of each one's maximum), refreshed every
-        30 ticks: it moves slowly, and a median per tick would dominate the core's cost."""
-        if self._next_tick >= self._reference_due:
-            finite = self.sm_clock_max[np.isfinite(self.sm_clock_max)]
-            self._reference = float(np.median(finite)) if finite.size else math.nan
-            self._reference_due = self._next_tick + 30
-        return self._reference
 
     # --------------------------------------------------------------- answers
     def snapshot(self, now: float | None = None) -> RackSnapshot:
