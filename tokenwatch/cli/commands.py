@@ -9,6 +9,7 @@ import sys
 import orjson
 
 from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.report_cmd import cmd_export, cmd_report
 from tokenwatch.cli.running import print_warnings, run_session
 from tokenwatch.core import RackCore, summarize_core
 from tokenwatch.output.summary_table import render_summary
@@ -112,3 +113,4 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"sim": cmd_sim, "replay": cmd_replay, "summarize": cmd_summarize, "profiles": cmd_profiles}
+COMMANDS.update({"report": cmd_report, "export": cmd_export})
