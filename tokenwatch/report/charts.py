@@ -303,14 +303,14 @@ def heatmap_chart(
     gid = f"cb{zlib.crc32(label.encode()):08x}"
     cb_x = right + 22
     out.append(f'<defs><linearGradient id="{gid}" x1="0" y1="0" x2="0" y2="1">{stops}</linearGradient></defs>')
-    out.append(f'<rect x="{cb_x}" y="{top}" width="14" height="{bottom - top}" fill="url(#{gid})"/>')
+    out.append(f'<g class="legend colorbar"><rect x="{cb_x}" y="{top}" width="14" height="{bottom - top}" fill="url(#{gid})"/>')
     for v in nice_range(vmin, vmax, 4)[2]:
         if vmin <= v <= vmax:
             y = bottom - (v - vmin) / ((vmax - vmin) or 1) * (bottom - top)
             out.append(f'<text x="{cb_x + 18}" y="{y + 4:.1f}">{esc(frame.y_fmt(v))}</text>')
     out.append(
         f'<text class="axis-label" transform="translate({WIDTH - 8} {(top + bottom) / 2:.0f}) rotate(-90)" '
-        f'text-anchor="middle">{esc(value_label)}</text>'
+        f'text-anchor="middle">{esc(value_label)}</text></g>'
     )
     out.append(
         f'<text class="axis-label" transform="translate(14 {(top + bottom) / 2:.0f}) rotate(-90)" '
