@@ -55,9 +55,30 @@ def gb200_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 10-minute gb200-nvl72 Offline run made by the simulator (the comparison's run A)."""
     path = tmp_path_factory.mktemp("gb200") / "gb200-nvl72.jsonl.zst"
     subprocess.run(
-        [sys.executable, "-m", "tokenwatch", "sim", "--profile", "gb200-nvl72", "--duration", "10m",
-         "--seed", "5", "--speed", "0", "--headless", "--interval", "10m", "--record", str(path)],
-        check=True, capture_output=True, env=cli_env(), cwd=REPO_ROOT, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "tokenwatch",
+            "sim",
+            "--profile",
+            "gb200-nvl72",
+            "--duration",
+            "10m",
+            "--seed",
+            "5",
+            "--speed",
+            "0",
+            "--headless",
+            "--interval",
+            "10m",
+            "--record",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        env=cli_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
     )
     return path
 
@@ -78,9 +99,18 @@ def chromium(tmp: Path, *args: str, timeout: float = 60) -> subprocess.Completed
     profile = tmp / f"chromium-profile-{time.monotonic_ns()}"
     profile.mkdir()
     cmd = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--hide-scrollbars", f"--user-data-dir={profile}", *args,
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
     ]
     return subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
 
@@ -90,7 +120,7 @@ PROMETHEUS = shutil.which("prometheus")
 
 
 class _StaticHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = STATIC_FILES.get(self.path)
         if path is None:
             self.send_error(404)
@@ -102,7 +132,7 @@ class _StaticHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -163,9 +193,15 @@ def prom_fleet(tmp_path_factory: pytest.TempPathFactory, server_core: RackCore) 
         f"      - targets: ['127.0.0.1:{static_port}']\n        labels: {{node: vllm-node}}\n"
     )
     proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "wb"),  # noqa: SIM115
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp / "prometheus.log", "wb"),  # noqa: SIM115
     )
     url = f"http://127.0.0.1:{port}"
     try:

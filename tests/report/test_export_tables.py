@@ -11,8 +11,8 @@ import pytest
 
 from tests.report.conftest import SERVER_RUN
 from tests.report.helpers import node_totals
-from tokenwatch.report.run_data import RunData
 from tokenwatch.export import run_tables, write_csv, write_parquet
+from tokenwatch.report.run_data import RunData
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -29,7 +29,9 @@ def csv_dir(server_run: RunData, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 def test_csv_files_and_shapes(csv_dir: Path, server_run: RunData) -> None:
     names = sorted(p.name for p in csv_dir.iterdir())
-    assert names == sorted(f"{n}.csv" for n in ("summary", "nodes", "alerts", "node_series", "gpu_series", "latency"))
+    assert names == sorted(
+        f"{n}.csv" for n in ("summary", "nodes", "alerts", "node_series", "gpu_series", "latency")
+    )
     h = server_run.history
     assert h is not None
     assert len(_read(csv_dir / "node_series.csv")) == h.points * 18
@@ -65,7 +67,8 @@ def test_latency_counts_sum_to_the_requests(csv_dir: Path, server_run: RunData) 
 def test_gpu_series_missing_values_are_empty_cells(failure_run: RunData, tmp_path: Path) -> None:
     write_csv(failure_run, tmp_path)
     rows = [r for r in _read(tmp_path / "gpu_series.csv") if r["node"] == "node07" and float(r["t_s"]) > 2000]
-    assert rows and all(r["power_w"] == "" for r in rows)
+    assert rows
+    assert all(r["power_w"] == "" for r in rows)
 
 
 def test_parquet_holds_the_same_tables(server_run: RunData, tmp_path: Path) -> None:
@@ -84,10 +87,14 @@ def test_parquet_holds_the_same_tables(server_run: RunData, tmp_path: Path) -> N
 
 def test_cli_export_errors(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     none = run_cli("export", str(SERVER_RUN))
-    assert none.returncode == 2 and "--csv DIR" in none.stderr
+    assert none.returncode == 2
+    assert "--csv DIR" in none.stderr
     blocker = tmp_path / "file"
     blocker.write_text("x")
     bad = run_cli("export", str(SERVER_RUN), "--csv", str(blocker / "sub"))
-    assert bad.returncode == 2 and "cannot create the folder" in bad.stderr and bad.stderr.count("\n") == 1
+    assert bad.returncode == 2
+    assert "cannot create the folder" in bad.stderr
+    assert bad.stderr.count("\n") == 1
     ok = run_cli("export", str(SERVER_RUN), "--csv", str(tmp_path / "out"))
-    assert ok.returncode == 0 and (tmp_path / "out" / "summary.csv").exists()
+    assert ok.returncode == 0
+    assert (tmp_path / "out" / "summary.csv").exists()

@@ -35,7 +35,9 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def _labels(text: str) -> dict[str, str]:
-    return {k: v.replace(r"\"", '"').replace(r"\n", "\n").replace("\\\\", "\\") for k, v in _LABEL.findall(text)}
+    return {
+        k: v.replace(r"\"", '"').replace(r"\n", "\n").replace("\\\\", "\\") for k, v in _LABEL.findall(text)
+    }
 
 
 class _Mirror:
@@ -52,8 +54,11 @@ class _Mirror:
                 for i, lab in enumerate(fam.labels):
                     les = [floatToGoString(x) for x in b.bounds_s] + ["+Inf"]
                     values = [*b.cumulative[i].tolist(), int(b.count[i])]
-                    out.add_metric([_labels(lab)["node"]], list(zip(les, map(float, values), strict=True)),
-                                   float(b.sum_s[i]))
+                    out.add_metric(
+                        [_labels(lab)["node"]],
+                        list(zip(les, map(float, values), strict=True)),
+                        float(b.sum_s[i]),
+                    )
                 yield out
                 continue
             cls = CounterMetricFamily if fam.kind == "counter" else GaugeMetricFamily
@@ -79,7 +84,9 @@ def test_scrape_over_http_serves_the_cores_figures(server_core: RackCore) -> Non
     server = MetricsServer(server_core, 0)
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read().decode()
-        gz = urllib.request.Request(f"http://127.0.0.1:{server.port}/metrics", headers={"Accept-Encoding": "gzip"})
+        gz = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/metrics", headers={"Accept-Encoding": "gzip"}
+        )
         assert urllib.request.urlopen(gz, timeout=5).headers["Content-Encoding"] == "gzip"
         missing = urllib.request.Request(f"http://127.0.0.1:{server.port}/nothing")
         with pytest.raises(urllib.error.HTTPError):
@@ -91,15 +98,22 @@ def test_scrape_over_http_serves_the_cores_figures(server_core: RackCore) -> Non
     assert run is not None
     tokens = {s.labels["node"]: s.value for s in parsed["tokenwatch_node_generated_tokens"].samples}
     assert tokens == {n: float(server_core.tokens[i]) for i, n in enumerate(run.nodes)}
-    power = {(s.labels["node"], int(s.labels["gpu"])): s.value for s in parsed["tokenwatch_gpu_power_watts"].samples}
+    power = {
+        (s.labels["node"], int(s.labels["gpu"])): s.value
+        for s in parsed["tokenwatch_gpu_power_watts"].samples
+    }
     p = GPU_METRICS.index("power_w")
-    assert power == {(n, g): server_core.gpu_values[i, g, p] for i, n in enumerate(run.nodes) for g in range(4)}
+    assert power == {
+        (n, g): server_core.gpu_values[i, g, p] for i, n in enumerate(run.nodes) for g in range(4)
+    }
     clocks = [s.value for s in parsed["tokenwatch_gpu_sm_clock_hertz"].samples]
     assert clocks[0] == server_core.gpu_values[0, 0, GPU_METRICS.index("sm_clock_mhz")] * 1e6
     ttft = parsed["tokenwatch_ttft_seconds"].samples
     counts = {s.labels["node"]: s.value for s in ttft if s.name.endswith("_count")}
     assert counts == {n: float(server_core.latency["ttft"][i].total) for i, n in enumerate(run.nodes)}
-    le_one = {s.labels["node"]: s.value for s in ttft if s.name.endswith("_bucket") and s.labels["le"] == "1.0"}
+    le_one = {
+        s.labels["node"]: s.value for s in ttft if s.name.endswith("_bucket") and s.labels["le"] == "1.0"
+    }
     node0 = server_core.latency["ttft"][0].counts
     assert le_one[run.nodes[0]] == float(cumulative_at(node0, [1.0])[0])
     status = [s for s in parsed["tokenwatch_node_status"].samples if s.value == 1.0]
@@ -108,7 +122,8 @@ def test_scrape_over_http_serves_the_cores_figures(server_core: RackCore) -> Non
 
 def test_before_the_run_only_up_is_served() -> None:
     assert render(take_view(RackCore())) == (
-        b"# HELP tokenwatch_up 1 while tokenwatch is serving.\n# TYPE tokenwatch_up gauge\ntokenwatch_up 1.0\n"
+        b"# HELP tokenwatch_up 1 while tokenwatch is serving.\n"
+        b"# TYPE tokenwatch_up gauge\ntokenwatch_up 1.0\n"
     )
 
 
@@ -125,8 +140,12 @@ async def test_scrapes_during_a_run_read_a_consistent_core() -> None:
     def scrape() -> None:
         while not session.stopped and len(bodies) < 200:
             try:
-                bodies.append(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read().decode())
-            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                bodies.append(
+                    urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5)
+                    .read()
+                    .decode()
+                )
+            except BaseException as exc:
                 errors.append(exc)
             time.sleep(0.01)
 
@@ -152,9 +171,25 @@ async def test_scrapes_during_a_run_read_a_consistent_core() -> None:
 def test_cli_sim_serves_metrics() -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenwatch", "sim", "--duration", "1m", "--speed", "20", "--headless",
-         "--interval", "30s", "--prometheus-port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=REPO_ROOT,
+        [
+            sys.executable,
+            "-m",
+            "tokenwatch",
+            "sim",
+            "--duration",
+            "1m",
+            "--speed",
+            "20",
+            "--headless",
+            "--interval",
+            "30s",
+            "--prometheus-port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+        cwd=REPO_ROOT,
     )
     try:
         body = ""
@@ -164,7 +199,7 @@ def test_cli_sim_serves_metrics() -> None:
                 body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
             except OSError:
                 time.sleep(0.2)
-        assert "tokenwatch_gpu_power_watts{gpu=\"3\",node=\"node18\"}" in body
+        assert 'tokenwatch_gpu_power_watts{gpu="3",node="node18"}' in body
     finally:
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

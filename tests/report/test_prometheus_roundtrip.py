@@ -47,7 +47,9 @@ def test_latency_histograms_come_back(prom_fleet: PromFleet) -> None:
     values, counts = _recorded_ttft()
     ((_, total),) = prom_fleet.query("sum(tokenwatch_ttft_seconds_count)")
     assert total == counts.sum()
-    buckets = {float(lab["le"]): v for lab, v in prom_fleet.query("sum by (le) (tokenwatch_ttft_seconds_bucket)")}
+    buckets = {
+        float(lab["le"]): v for lab, v in prom_fleet.query("sum by (le) (tokenwatch_ttft_seconds_bucket)")
+    }
     assert sorted(buckets) == sorted([*DEFAULT_BOUNDS_S, math.inf])
     for bound in (0.2, 0.5, 1.0):
         # Independent: the recorded observations at or below the bound, within the core's 1 % buckets.
@@ -76,9 +78,18 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
     run = source.run
     assert run is not None
     collector = PrometheusQueryCollector(
-        url=prom_fleet.url, nodes=run.nodes, gpus_per_node=4, node_label="node", interval_s=1.0,
-        gpu=True, progress=True, now=lambda: 1.0, clock=ManualClock(), gpu_preset="tokenwatch",
-        progress_preset="tokenwatch", polls=1,
+        url=prom_fleet.url,
+        nodes=run.nodes,
+        gpus_per_node=4,
+        node_label="node",
+        interval_s=1.0,
+        gpu=True,
+        progress=True,
+        now=lambda: 1.0,
+        clock=ManualClock(),
+        gpu_preset="tokenwatch",
+        progress_preset="tokenwatch",
+        polls=1,
     )
     events = _collect(collector)
     assert not [e for e in events if isinstance(e, Notice)], events
@@ -112,11 +123,22 @@ def test_collector_reads_real_dcgm_exporter_output(prom_fleet: PromFleet) -> Non
     expected = _exposition(DATA / "dcgm_datadog_fixture.prom")
     hosts = ("424773df46e0", "551bdf382151")
     collector = PrometheusQueryCollector(
-        url=prom_fleet.url, nodes=hosts, gpus_per_node=1, node_label="Hostname", interval_s=1.0,
-        gpu=True, progress=False, now=lambda: 2.0, clock=ManualClock(), polls=1,
+        url=prom_fleet.url,
+        nodes=hosts,
+        gpus_per_node=1,
+        node_label="Hostname",
+        interval_s=1.0,
+        gpu=True,
+        progress=False,
+        now=lambda: 2.0,
+        clock=ManualClock(),
+        polls=1,
     )
     (batch,) = [e for e in _collect(collector) if isinstance(e, GpuBatch)]
-    row = {(hosts[i], g): r for r, (i, g) in enumerate(zip(batch.node_index.tolist(), batch.gpu.tolist(), strict=True))}
+    row = {
+        (hosts[i], g): r
+        for r, (i, g) in enumerate(zip(batch.node_index.tolist(), batch.gpu.tolist(), strict=True))
+    }
     first = batch.values[row[(hosts[0], 0)]]
     assert first[GPU_METRICS.index("sm_clock_mhz")] == expected[("DCGM_FI_DEV_SM_CLOCK", hosts[0], "0")]
     assert first[GPU_METRICS.index("power_w")] == expected[("DCGM_FI_DEV_POWER_USAGE", hosts[0], "0")]
@@ -125,31 +147,80 @@ def test_collector_reads_real_dcgm_exporter_output(prom_fleet: PromFleet) -> Non
         expected[("DCGM_FI_DEV_FB_USED", hosts[0], "0")] + expected[("DCGM_FI_DEV_FB_FREE", hosts[0], "0")]
     )
     second = batch.values[row[(hosts[1], 0)]]
-    assert second[GPU_METRICS.index("power_limit_w")] == expected[("DCGM_FI_DEV_POWER_MGMT_LIMIT", hosts[1], "0")]
+    assert (
+        second[GPU_METRICS.index("power_limit_w")]
+        == expected[("DCGM_FI_DEV_POWER_MGMT_LIMIT", hosts[1], "0")]
+    )
     reasons = batch.throttle_reasons[row[(hosts[1], 0)]]
     assert reasons == expected[("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", hosts[1], "0")]
 
 
 def test_collector_reads_real_vllm_counters_and_ttft(prom_fleet: PromFleet) -> None:
     collector = PrometheusQueryCollector(
-        url=prom_fleet.url, nodes=("vllm-node",), gpus_per_node=1, node_label="node", interval_s=1.0,
-        gpu=False, progress=True, now=lambda: 3.0, clock=ManualClock(), polls=1,
+        url=prom_fleet.url,
+        nodes=("vllm-node",),
+        gpus_per_node=1,
+        node_label="node",
+        interval_s=1.0,
+        gpu=False,
+        progress=True,
+        now=lambda: 3.0,
+        clock=ManualClock(),
+        polls=1,
     )
     events = _collect(collector)
     (progress,) = [e for e in events if isinstance(e, ProgressBatch)]
     assert progress.tokens_done.tolist() == [218152]
-    assert progress.prompt_tokens_done is not None and progress.prompt_tokens_done.tolist() == [1196]
+    assert progress.prompt_tokens_done is not None
+    assert progress.prompt_tokens_done.tolist() == [1196]
     (ttft,) = [e for e in events if isinstance(e, LatencyBatch)]
-    # Buckets 0/0/0/112/211/211/213 at le=0.001..0.08: 112 in (0.01,0.02], 99 in (0.02,0.04], 2 in (0.06,0.08].
-    assert ttft.counts is not None and ttft.counts.tolist() == [112, 99, 2]
-    np.testing.assert_allclose(ttft.values_s, [math.sqrt(0.01 * 0.02), math.sqrt(0.02 * 0.04), math.sqrt(0.06 * 0.08)])
+    # Buckets 0/0/0/112/211/211/213 at le=0.001..0.08:
+    # 112 in (0.01, 0.02], 99 in (0.02, 0.04], 2 in (0.06, 0.08].
+    assert ttft.counts is not None
+    assert ttft.counts.tolist() == [112, 99, 2]
+    np.testing.assert_allclose(
+        ttft.values_s, [math.sqrt(0.01 * 0.02), math.sqrt(0.02 * 0.04), math.sqrt(0.06 * 0.08)]
+    )
 
 
 def test_collector_reports_bad_queries_once(prom_fleet: PromFleet) -> None:
     collector = PrometheusQueryCollector(
-        url=prom_fleet.url, nodes=("node01",), gpus_per_node=4, node_label="node", interval_s=1.0,
-        gpu=False, progress=True, now=lambda: 4.0, clock=ManualClock(), progress_preset="tokenwatch",
-        queries={"tokens": "sum by (node) (", "ttft": "", "tpot": "", "e2e": ""}, polls=3,
+        url=prom_fleet.url,
+        nodes=("node01",),
+        gpus_per_node=4,
+        node_label="node",
+        interval_s=1.0,
+        gpu=False,
+        progress=True,
+        now=lambda: 4.0,
+        clock=ManualClock(),
+        progress_preset="tokenwatch",
+        queries={"tokens": "sum by (node) (", "ttft": "", "tpot": "", "e2e": ""},
+        polls=3,
     )
     notices = [e for e in _collect(collector) if isinstance(e, Notice)]
-    assert len(notices) == 1 and "bad_data" in notices[0].message and "'tokens'" in notices[0].message
+    assert len(notices) == 1
+    assert "bad_data" in notices[0].message
+    assert "'tokens'" in notices[0].message
+
+
+def test_grafana_dashboard_queries_run_on_prometheus(prom_fleet: PromFleet) -> None:
+    """Every panel query of the shipped dashboard is valid PromQL over metrics tokenwatch serves."""
+    import re
+
+    import orjson
+
+    from tests.conftest import REPO_ROOT
+    from tokenwatch.exporter.exposition import render
+    from tokenwatch.exporter.families import take_view
+
+    dashboard = orjson.loads((REPO_ROOT / "grafana" / "tokenwatch-dashboard.json").read_bytes())
+    served = set(re.findall(rb"^# TYPE (\w+)", render(take_view(prom_fleet.core)), flags=re.M))
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert len(exprs) >= 20
+    for expr in exprs:
+        promql = expr.replace("$job", ".*").replace("$node", ".*").replace("$__rate_interval", "1m")
+        prom_fleet.query(promql)  # raises PromApiError on bad PromQL
+        for name in re.findall(r"tokenwatch_\w+", promql):
+            family = re.sub(r"_(bucket|count|sum)$", "", name)
+            assert family.encode() in served, name

@@ -33,7 +33,8 @@ def test_ratios_are_b_over_a(comparison_html: Path, gb200_recording: Path) -> No
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
     assert cells == [group(agg_a, 1), group(agg_b, 1), f"x{agg_b / agg_a:.3f}"]
     per_gpu = re.search(r"<td>Throughput: Per GPU \(tokens/s\)</td>(.*?)</tr>", table)
-    assert per_gpu is not None and f"x{(agg_b / 72) / (agg_a / 72):.3f}" in per_gpu.group(1)
+    assert per_gpu is not None
+    assert f"x{(agg_b / 72) / (agg_a / 72):.3f}" in per_gpu.group(1)
     # gb200's 1,200 W vs gb300's 1,400 W TDP: the TDP-based efficiency uses each run's own TDP.
     tdp = re.search(r"<td>Power: TDP-based tokens/s per W.*?</td>(.*?)</tr>", table)
     assert tdp is not None
@@ -52,8 +53,14 @@ def test_comparison_renders_in_chromium(comparison_html: Path, tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("a", "b", "better", "verdict"),
-    [(100.0, 120.0, "higher", True), (100.0, 80.0, "higher", False), (50.0, 40.0, "lower", True),
-     (50.0, 50.0, "lower", None), (0.0, 5.0, "higher", None), (float("nan"), 1.0, "higher", None)],
+    [
+        (100.0, 120.0, "higher", True),
+        (100.0, 80.0, "higher", False),
+        (50.0, 40.0, "lower", True),
+        (50.0, 50.0, "lower", None),
+        (0.0, 5.0, "higher", None),
+        (float("nan"), 1.0, "higher", None),
+    ],
 )
 def test_compared_figure_verdicts(a: float, b: float, better: str, verdict: bool | None) -> None:
     fig = ComparedFigure("s", "x", "", a, b, better)  # type: ignore[arg-type]
@@ -61,14 +68,20 @@ def test_compared_figure_verdicts(a: float, b: float, better: str, verdict: bool
 
 
 def test_compare_runs_lists_latency_only_when_measured(server_run, failure_run) -> None:  # type: ignore[no-untyped-def]
-    rows = compare_runs(failure_run.summary, failure_run.summary, failure_run.efficiency, failure_run.efficiency)
+    rows = compare_runs(
+        failure_run.summary, failure_run.summary, failure_run.efficiency, failure_run.efficiency
+    )
     assert not [r for r in rows if r.section == "Latency"]
-    rows = compare_runs(failure_run.summary, server_run.summary, failure_run.efficiency, server_run.efficiency)
+    rows = compare_runs(
+        failure_run.summary, server_run.summary, failure_run.efficiency, server_run.efficiency
+    )
     assert {r.label for r in rows if r.section == "Latency"} >= {"TTFT p99", "TPOT p50", "E2E p90"}
 
 
-@pytest.mark.parametrize(("tokens_per_s", "tokens", "expected"), [(1_100_948.3, 650, 1693.766615),
-                                                                     (1_100_948.3, 10_000, 110.09483)])
+@pytest.mark.parametrize(
+    ("tokens_per_s", "tokens", "expected"),
+    [(1_100_948.3, 650, 1693.766615), (1_100_948.3, 10_000, 110.09483)],
+)
 def test_capacity_is_throughput_over_tokens(tokens_per_s: float, tokens: float, expected: float) -> None:
     (row,) = capacity(tokens_per_s, 72, [Workload("w", tokens)])
     assert row.interactions_per_s == pytest.approx(expected, rel=1e-6)
@@ -82,4 +95,5 @@ def test_cli_compare(run_cli, gb200_recording: Path, tmp_path: Path) -> None:  #
     assert done.returncode == 0, done.stderr
     assert 'id="comparison-table"' in out.read_text()
     three = run_cli("report", str(SERVER_RUN), str(SERVER_RUN), str(SERVER_RUN), "-o", str(out))
-    assert three.returncode == 2 and "give one RUN, or two" in three.stderr
+    assert three.returncode == 2
+    assert "give one RUN, or two" in three.stderr

@@ -41,7 +41,8 @@ def test_report_is_self_contained(server_html: Path) -> None:
     # Nothing to fetch: no external src/href, no @import, no url() outside data: URIs, no <link>.
     assert not re.search(r"""(?:src|href)\s*=\s*["'](?!data:|#)""", html)
     assert not re.search(r"url\((?!#|data:)", html)
-    assert "<link" not in html and "@import" not in html
+    assert "<link" not in html
+    assert "@import" not in html
     assert "<script src" not in html
 
 
@@ -82,8 +83,12 @@ def test_chromium_renders_light_and_dark(server_html: Path, tmp_path: Path) -> N
     shots = {}
     for theme in ("light", "dark"):
         shot = tmp_path / f"{theme}.png"
-        result = chromium(tmp_path, "--window-size=1100,2400", f"--screenshot={shot}",
-                          f"{server_html.as_uri()}#theme={theme}")
+        result = chromium(
+            tmp_path,
+            "--window-size=1100,2400",
+            f"--screenshot={shot}",
+            f"{server_html.as_uri()}#theme={theme}",
+        )
         assert shot.exists(), result.stderr.decode(errors="replace")[-2000:]
         shots[theme] = png_pixels(shot.read_bytes())
     for theme, pixels in shots.items():
@@ -92,7 +97,8 @@ def test_chromium_renders_light_and_dark(server_html: Path, tmp_path: Path) -> N
         assert len(colours) > 200, theme
     light_bg = np.median(shots["light"][:40, :, :].reshape(-1, 3), axis=0)
     dark_bg = np.median(shots["dark"][:40, :, :].reshape(-1, 3), axis=0)
-    assert light_bg.mean() > 200 and dark_bg.mean() < 60, (light_bg, dark_bg)
+    assert light_bg.mean() > 200, light_bg
+    assert dark_bg.mean() < 60, dark_bg
 
 
 def test_chromium_dom_holds_the_figures(server_html: Path, tmp_path: Path) -> None:
@@ -103,8 +109,20 @@ def test_chromium_dom_holds_the_figures(server_html: Path, tmp_path: Path) -> No
     assert found >= FIGURES_SERVER
     # Every figure is a real chart: an SVG with axis labels and a legend.
     for fig in re.findall(r'<figure class="chart".*?</figure>', dom, flags=re.S):
-        assert "<svg" in fig and 'class="legend' in fig and 'class="axis' in fig
-    for section in ("summary", "throughput", "spread", "gpus", "power", "latency", "alerts", "capacity", "provenance"):
+        assert "<svg" in fig
+        assert 'class="legend' in fig
+        assert 'class="axis' in fig
+    for section in (
+        "summary",
+        "throughput",
+        "spread",
+        "gpus",
+        "power",
+        "latency",
+        "alerts",
+        "capacity",
+        "provenance",
+    ):
         assert f'<section id="{section}">' in dom
 
 
@@ -114,7 +132,9 @@ def test_provenance_names_the_recording(server_run: RunData) -> None:
     html = render_run_report(server_run)
     digest = hashlib.sha256(SERVER_RUN.read_bytes()).hexdigest()
     prov = html[html.index('id="provenance-list"') :]
-    assert digest in prov and "2025-09-09T00:00:00+00:00" in prov and "node18" in prov
+    assert digest in prov
+    assert "2025-09-09T00:00:00+00:00" in prov
+    assert "node18" in prov
 
 
 def test_node_failure_report_shows_the_outage(failure_run: RunData) -> None:
@@ -122,7 +142,8 @@ def test_node_failure_report_shows_the_outage(failure_run: RunData) -> None:
     alerts = html[html.index('id="alerts-table"') :]
     assert "node07 down" in alerts
     nodes = html[html.index('id="nodes-table"') :]
-    assert '<td>node07</td>' in nodes and '<td class="bad">down</td>' in nodes
+    assert "<td>node07</td>" in nodes
+    assert '<td class="bad">down</td>' in nodes
     # The heatmap shows node07's GPUs as not reporting after the outage (NaN in the history).
     h = failure_run.history
     assert h is not None
@@ -144,10 +165,14 @@ def test_cli_report_and_errors(run_cli, tmp_path: Path) -> None:  # type: ignore
     assert done.returncode == 0, done.stderr
     assert "<td>Chat</td><td>500</td>" in out.read_text()
     bad = run_cli("report", str(tmp_path / "missing.jsonl"), "-o", str(out))
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1
+    assert "no such file" in bad.stderr
     bad = run_cli("report", str(FAILURE_RUN), "-o", str(out), "--workload", "x=0")
-    assert bad.returncode == 2 and "tokens must be between" in bad.stderr
+    assert bad.returncode == 2
+    assert "tokens must be between" in bad.stderr
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_bytes(b"\x00\xffnot a recording\n")
     bad = run_cli("report", str(garbage), "-o", str(out))
-    assert bad.returncode == 2 and "not a tokenwatch recording" in bad.stderr
+    assert bad.returncode == 2
+    assert "not a tokenwatch recording" in bad.stderr

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.parser import OneLineParser, UsageError
 from tokenwatch.cli.running import print_warnings
 from tokenwatch.core.capacity import DEFAULT_WORKLOADS, WorkloadError, parse_workload
 from tokenwatch.report.run_data import RunData, RunLoadError, load_run
@@ -86,14 +86,19 @@ def _tdp(text: str) -> float:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tdp-w", type=_tdp, metavar="W", help="GPU TDP in W (default: the power limit the GPUs report)")
     p.add_argument(
-        "--gpus-per-node", type=int, default=None, metavar="N",
+        "--tdp-w", type=_tdp, metavar="W", help="GPU TDP in W (default: the power limit the GPUs report)"
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        metavar="N",
         help="result folders: GPUs behind each LoadGen summary (default 1)",
     )
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     report = sub.add_parser(
         "report",
         help="one self-contained HTML report of a run, or two runs side by side",
@@ -101,9 +106,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "with two RUNs, compare them (B / A).",
     )
     report.add_argument("runs", nargs="+", metavar="RUN")
-    report.add_argument("-o", "--output", required=True, metavar="FILE.html", help="where to write the report")
     report.add_argument(
-        "--workload", action="append", metavar="NAME=TOKENS",
+        "-o", "--output", required=True, metavar="FILE.html", help="where to write the report"
+    )
+    report.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME=TOKENS",
         help="capacity table profile (repeatable; replaces the defaults), e.g. 'RAG query=2500'",
     )
     _add_run_options(report)

@@ -31,7 +31,7 @@ def instant_query(base_url: str, promql: str, timeout_s: float = 5.0) -> list[Sa
     """The instant vector (or scalar) ``promql`` evaluates to now, as (labels, value) pairs."""
     url = query_url(base_url, promql)
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - http(s) URL from config
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             body = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
         # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
@@ -54,7 +54,7 @@ def instant_query(base_url: str, promql: str, timeout_s: float = 5.0) -> list[Sa
 
 def _value(pair: Any) -> float:
     if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
-        raise PromApiError(f"a sample value is not [time, \"number\"]: {str(pair)[:80]}")
+        raise PromApiError(f'a sample value is not [time, "number"]: {str(pair)[:80]}')
     try:
         return float(pair[1])
     except ValueError:

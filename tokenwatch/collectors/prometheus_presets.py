@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tokenwatch.events import GPU_METRICS
+from tokenwatch.events import GPU_METRICS, LatencyMetric
 
 PROGRESS_FIELDS = ("tokens", "samples", "prompt_tokens")
-LATENCY_FIELDS = ("ttft", "tpot", "e2e")
+LATENCY_FIELDS: tuple[LatencyMetric, ...] = ("ttft", "tpot", "e2e")
 GPU_FIELDS = (*GPU_METRICS, "throttle_reasons")
 ALL_FIELDS = (*GPU_FIELDS, *PROGRESS_FIELDS, *LATENCY_FIELDS)
 
@@ -93,7 +93,9 @@ def build_queries(
     """Field -> PromQL with the labels filled in. An override of "" drops that field."""
     unknown = set(overrides) - set(ALL_FIELDS)
     if unknown:
-        raise PresetError(f"unknown query field(s) {', '.join(sorted(unknown))}; fields: {', '.join(ALL_FIELDS)}")
+        raise PresetError(
+            f"unknown query field(s) {', '.join(sorted(unknown))}; fields: {', '.join(ALL_FIELDS)}"
+        )
     chosen: dict[str, str] = {}
     if gpu:
         if gpu_preset not in GPU_PRESETS:

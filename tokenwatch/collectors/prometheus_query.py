@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.prometheus_api import PromApiError, Sample, instant_query
+from tokenwatch.collectors.prometheus_api import Sample, instant_query
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, Notice, ProgressBatch
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, LatencyMetric, Notice, ProgressBatch
 from tokenwatch.session import Emit
 
 MAX_NOTICES_PER_KIND = 20
@@ -104,7 +104,9 @@ class PrometheusQueryCollector:
                 continue
             if field in self._failing:
                 del self._failing[field]
-                events.append(Notice(t, "info", f"prometheus query {field!r} answers again", source=self.name))
+                events.append(
+                    Notice(t, "info", f"prometheus query {field!r} answers again", source=self.name)
+                )
             results[field] = answer
         events += self._gpu_events(t, results)
         events += self._progress_events(t, results)
@@ -144,8 +146,12 @@ class PrometheusQueryCollector:
                 self._reported = self._reported | set(fresh)
                 label = self.node_label if kind == "unknown node" else self.gpu_label
                 out.append(
-                    Notice(t, "warning", f"prometheus: {label}={', '.join(fresh)} is not a node/GPU of this run; "
-                           "skipped", source=self.name)
+                    Notice(
+                        t,
+                        "warning",
+                        f"prometheus: {label}={', '.join(fresh)} is not a node/GPU of this run; skipped",
+                        source=self.name,
+                    )
                 )
             values.clear()
         return out
@@ -198,15 +204,16 @@ class PrometheusQueryCollector:
         counters = self._last_counters
         for i in nodes:
             for slot in range(3):
-                value = seen[i][slot]
-                if value is not None:
-                    counters[slot, i] = value  # a node missing samples keeps the last value it had
+                counter = seen[i][slot]
+                if counter is not None:
+                    counters[slot, i] = counter  # a node missing samples keeps the last value it had
         index = np.array(nodes, np.int64)
         prompt = counters[2, index].copy() if "prompt_tokens" in results else None
         return [ProgressBatch(t, index, counters[1, index].copy(), counters[0, index].copy(), prompt)]
 
     def _latency_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
         events: list[Event] = []
+        metric: LatencyMetric
         for metric in LATENCY_FIELDS:
             per_node: dict[int, list[tuple[float, float]]] = {}
             for labels, value in results.get(metric, ()):
@@ -224,7 +231,9 @@ class PrometheusQueryCollector:
                     events.append(batch)
         return events
 
-    def _bucket_delta(self, t: float, i: int, metric: str, pairs: list[tuple[float, float]]) -> LatencyBatch | None:
+    def _bucket_delta(
+        self, t: float, i: int, metric: LatencyMetric, pairs: list[tuple[float, float]]
+    ) -> LatencyBatch | None:
         """Cumulative ``le`` counts -> the observations added since the last poll, one value per bucket."""
         bounds = tuple(le for le, _ in pairs)
         cumulative = np.maximum.accumulate(np.array([v for _, v in pairs], dtype=np.float64))
@@ -251,5 +260,9 @@ class PrometheusQueryCollector:
                 reps.append(upper / 2)
         keep = counts > 0
         return LatencyBatch(
-            t, self.nodes[i], metric, np.array(reps, np.float64)[keep], counts[keep]  # type: ignore[arg-type]
+            t,
+            self.nodes[i],
+            metric,
+            np.array(reps, np.float64)[keep],
+            counts[keep],
         )

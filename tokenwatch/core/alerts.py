@@ -88,7 +88,5 @@ def alert_spans(alerts_oldest_first: Sequence[Alert]) -> tuple[AlertSpan, ...]:
             spans.append(AlertSpan(start.node, start.kind, start.t, alert.t, start.message, start.severity))
         else:
             spans.append(AlertSpan(alert.node, alert.kind, alert.t, alert.t, alert.message, alert.severity))
-    spans.extend(
-        AlertSpan(a.node, a.kind, a.t, None, a.message, a.severity) for a in open_spans.values()
-    )
+    spans.extend(AlertSpan(a.node, a.kind, a.t, None, a.message, a.severity) for a in open_spans.values())
     return tuple(sorted(spans, key=lambda s: s.start))

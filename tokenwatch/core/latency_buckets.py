@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from tokenwatch.core.rack import RackCore
 
 # 1-1.5-2-3-5-7 per decade from 1 ms to 100 s: about 14 % between bounds where TTFT and TPOT sit.
-DEFAULT_BOUNDS_S: tuple[float, ...] = tuple(
-    round(m * 10.0**e, 6) for e in range(-3, 2) for m in (1, 1.5, 2, 3, 5, 7)
-) + (100.0,)
+DEFAULT_BOUNDS_S: tuple[float, ...] = (
+    *tuple(round(m * 10.0**e, 6) for e in range(-3, 2) for m in (1, 1.5, 2, 3, 5, 7)),
+    100.0,
+)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -29,8 +29,14 @@ def summary_table(run: RunData) -> Table:
         ("aggregate_tokens_per_s", s.tokens_per_s, "tokens/s"),
         ("per_gpu_tokens_per_s", s.per_gpu_tokens_per_s, "tokens/s"),
     ]
-    rows += [(f"node_{k}_tokens_per_s" if k != "spread_pct" else "node_spread", v, "%" if k == "spread_pct" else "tokens/s")
-             for k, v in spread_json(s.spread).items()]
+    rows += [
+        (
+            f"node_{k}_tokens_per_s" if k != "spread_pct" else "node_spread",
+            v,
+            "%" if k == "spread_pct" else "tokens/s",
+        )
+        for k, v in spread_json(s.spread).items()
+    ]
     rows += [
         ("mean_power", e.mean_power_w, "W"),
         ("measured_tokens_per_s_per_w", e.measured_tokens_per_s_per_w, "tokens/J"),
@@ -170,13 +176,17 @@ def write_parquet(run: RunData, folder: Path) -> list[Path]:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise ExportError("--parquet needs pyarrow: pip install 'tokenwatch[parquet]' (or use --csv)") from None
+        raise ExportError(
+            "--parquet needs pyarrow: pip install 'tokenwatch[parquet]' (or use --csv)"
+        ) from None
     _prepare(folder)
     written = []
     for name, table in run_tables(run).items():
         path = folder / f"{name}.parquet"
         try:
-            pq.write_table(pa.table({k: list(v) if isinstance(v, list) else v for k, v in table.items()}), path)
+            pq.write_table(
+                pa.table({k: list(v) if isinstance(v, list) else v for k, v in table.items()}), path
+            )
         except OSError as exc:
             raise ExportError(f"{path}: cannot write: {exc}") from None
         written.append(path)

@@ -19,10 +19,9 @@ def serve_metrics(core: RackCore, port: int, *, host: str = "127.0.0.1") -> Metr
     ``attach_loop(loop)`` once the loop that feeds the core runs (the CLI does).
     """
     import asyncio
+    import contextlib
 
     server = MetricsServer(core, port, host=host)
-    try:
+    with contextlib.suppress(RuntimeError):  # no running loop here: the caller attaches one later
         server.attach_loop(asyncio.get_running_loop())
-    except RuntimeError:
-        pass
     return server

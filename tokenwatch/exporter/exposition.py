@@ -46,27 +46,42 @@ def families(view: MetricsView) -> list[Family]:
     ]
 
 
+def go_floats(values: np.ndarray) -> list[str]:
+    """``floatToGoString`` of every value, fast: Python's ``repr`` is already Go's spelling except for
+    infinities, NaN and positive numbers of 7 or more integer digits, which go through the original."""
+    floats = values.tolist()
+    out = list(map(repr, floats))
+    with np.errstate(invalid="ignore"):
+        odd = np.flatnonzero(~np.isfinite(values) | (values >= 1e6))
+    for k in odd.tolist():
+        out[k] = floatToGoString(floats[k])
+    return out
+
+
 def _samples(name: str, labels: Sequence[str], values: np.ndarray) -> list[str]:
-    keep = np.isfinite(values)
-    fmt = floatToGoString
-    return [
-        f"{name}{{{lab}}} {fmt(v)}\n" if lab else f"{name} {fmt(v)}\n"
-        for lab, v, ok in zip(labels, values.tolist(), keep.tolist(), strict=True)
-        if ok
-    ]
+    keep = np.flatnonzero(np.isfinite(values))
+    texts = go_floats(values[keep])
+    if len(labels) == 1 and not labels[0]:
+        return [f"{name} {t}\n" for t in texts]
+    prefix = name + "{"
+    return [f"{prefix}{labels[i]}}} {t}\n" for i, t in zip(keep.tolist(), texts, strict=True)]
 
 
 def _histogram(family: Family) -> list[str]:
     b = family.histogram
     assert b is not None
     les = [f'le="{floatToGoString(bound)}",' for bound in b.bounds_s] + ['le="+Inf",']
-    cumulative = np.concatenate([b.cumulative, b.count[:, None]], axis=1).astype(np.float64).tolist()
+    cumulative = np.concatenate([b.cumulative, b.count[:, None]], axis=1).astype(np.float64)
+    rows = go_floats(cumulative.reshape(-1))
+    counts = go_floats(b.count.astype(np.float64))
+    sums = go_floats(np.asarray(b.sum_s, dtype=np.float64))
+    width = len(les)
     out: list[str] = []
-    fmt = floatToGoString
     for i, lab in enumerate(family.labels):
-        out += [f"{family.name}_bucket{{{le}{lab}}} {fmt(v)}\n" for le, v in zip(les, cumulative[i], strict=True)]
-        out.append(f"{family.name}_count{{{lab}}} {fmt(float(b.count[i]))}\n")
-        out.append(f"{family.name}_sum{{{lab}}} {fmt(float(b.sum_s[i]))}\n")
+        row = rows[i * width : (i + 1) * width]
+        out += [f"{family.name}_bucket{{{le}{lab}}} {v}\n" for le, v in zip(les, row, strict=True)]
+        out.append(f"{family.name}_count{{{lab}}} {counts[i]}\n")
+        out.append(f"{family.name}_sum{{{lab}}} {sums[i]}\n")
     return out
 
 
@@ -74,7 +89,9 @@ def render_families(fams: Sequence[Family]) -> bytes:
     out: list[str] = []
     for fam in fams:
         name = f"{fam.name}_total" if fam.kind == "counter" else fam.name
-        out.append(f"# HELP {name} {fam.help.replace(chr(92), chr(92) * 2).replace(chr(10), chr(92) + 'n')}\n")
+        out.append(
+            f"# HELP {name} {fam.help.replace(chr(92), chr(92) * 2).replace(chr(10), chr(92) + 'n')}\n"
+        )
         out.append(f"# TYPE {name} {fam.kind}\n")
         out += _histogram(fam) if fam.kind == "histogram" else _samples(name, fam.labels, fam.values)
     return "".join(out).encode("utf-8")
@@ -82,5 +99,8 @@ def render_families(fams: Sequence[Family]) -> bytes:
 
 def render(view: MetricsView | None) -> bytes:
     """The /metrics body; before the run has started only ``tokenwatch_up``."""
-    head = b"# HELP tokenwatch_up 1 while tokenwatch is serving.\n# TYPE tokenwatch_up gauge\ntokenwatch_up 1.0\n"
+    head = (
+        b"# HELP tokenwatch_up 1 while tokenwatch is serving.\n"
+        b"# TYPE tokenwatch_up gauge\ntokenwatch_up 1.0\n"
+    )
     return head if view is None else head + render_families(families(view))

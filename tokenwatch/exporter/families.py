@@ -97,13 +97,22 @@ def rack_families(snap: RackSnapshot) -> list[Family]:
         one("rack_power_limit_watts", "Sum of the GPUs' power limits (W).", agg.power_limit_w),
         one("rack_tokens_per_joule", "Windowed tokens/s per W of rack GPU power.", agg.tokens_per_joule),
         one("rack_energy_joules", "GPU energy since the run start (J).", agg.energy_j, "counter"),
-        one("rack_generated_tokens", "Generated tokens since the run start.", float(agg.tokens_done), "counter"),
+        one(
+            "rack_generated_tokens",
+            "Generated tokens since the run start.",
+            float(agg.tokens_done),
+            "counter",
+        ),
         one("rack_samples", "Samples completed since the run start.", float(agg.samples_done), "counter"),
         one("rack_nodes", "Nodes in the run.", float(agg.nodes)),
         one("rack_nodes_up", "Nodes running or finished (not down, not stale).", float(agg.nodes_up)),
         one("rack_gpus", "GPUs in the run.", float(agg.gpus)),
         one("rack_gpus_reporting", "GPUs reporting telemetry.", float(agg.gpus_reporting)),
-        one("rack_node_spread_percent", "(max - min) / min of the nodes' measured tokens/s (%).", spread.spread_pct),
+        one(
+            "rack_node_spread_percent",
+            "(max - min) / min of the nodes' measured tokens/s (%).",
+            spread.spread_pct,
+        ),
         Family(
             f"{PREFIX}_rack_node_tokens_per_second",
             "Max, min, mean and median of the nodes' measured tokens/s.",
@@ -134,13 +143,28 @@ def node_families(snap: RackSnapshot, node_labels: Sequence[str]) -> list[Family
             "Node generated tokens / its own measured duration.",
             nodes.mean_tokens_per_s,
         ),
-        fam("node_generated_tokens", "Node generated tokens since the run start.", nodes.tokens_done, "counter"),
+        fam(
+            "node_generated_tokens",
+            "Node generated tokens since the run start.",
+            nodes.tokens_done,
+            "counter",
+        ),
         fam("node_samples", "Node samples completed since the run start.", nodes.samples_done, "counter"),
         fam("node_up", "1 while the node is running or finished.", (state == 0) | (state == 3)),
-        Family(f"{PREFIX}_node_status", "Node state (1 for the current one).", "gauge", status_labels, status_values),
+        Family(
+            f"{PREFIX}_node_status",
+            "Node state (1 for the current one).",
+            "gauge",
+            status_labels,
+            status_values,
+        ),
         fam("node_straggler", "1 while the node is a straggler.", nodes.straggler),
         fam("node_throttling", "1 while a GPU of the node is throttling.", nodes.throttling),
-        fam("node_delta_vs_median_percent", "Windowed rate vs the median running node (%).", nodes.delta_vs_median_pct),
+        fam(
+            "node_delta_vs_median_percent",
+            "Windowed rate vs the median running node (%).",
+            nodes.delta_vs_median_pct,
+        ),
         fam("node_progress_ratio", "Node progress (0..1).", nodes.progress_pct / 100.0),
         fam("node_power_watts", "Node GPU power (W).", nodes.power_w),
     ]
@@ -155,14 +179,27 @@ def gpu_families(snap: RackSnapshot, gpu_labels: Sequence[str]) -> list[Family]:
     reporting = np.isfinite(values[:, GPU_METRICS.index("power_w")])
     reasons = np.where(reporting, snap.gpus.throttle_reasons.reshape(-1).astype(np.float64), np.nan)
     out.append(
-        Family(f"{PREFIX}_gpu_throttle_reasons", "NVML clocks-event reasons bitmask.", "gauge", gpu_labels, reasons)
+        Family(
+            f"{PREFIX}_gpu_throttle_reasons",
+            "NVML clocks-event reasons bitmask.",
+            "gauge",
+            gpu_labels,
+            reasons,
+        )
     )
     return out
 
 
 def latency_families(view: MetricsView, node_labels: Sequence[str]) -> list[Family]:
     return [
-        Family(f"{PREFIX}_{metric}_seconds", LATENCY_HELP[metric], "histogram", node_labels, b.count.astype(float), b)
+        Family(
+            f"{PREFIX}_{metric}_seconds",
+            LATENCY_HELP[metric],
+            "histogram",
+            node_labels,
+            b.count.astype(float),
+            b,
+        )
         for metric, b in view.latency.items()
     ]
 

@@ -36,7 +36,9 @@ class MetricsServer:
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="tokenwatch-metrics", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="tokenwatch-metrics", daemon=True
+        )
         self._thread.start()
 
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -71,7 +73,7 @@ class MetricsServer:
 
 def _handler_for(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        def do_GET(self) -> None:
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics here")
                 return
@@ -94,7 +96,7 @@ def _handler_for(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the http.server API
+        def log_message(self, format: str, *args: object) -> None:
             pass  # scrapes every second would drown the headless log
 
     return Handler

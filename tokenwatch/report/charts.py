@@ -79,7 +79,8 @@ def _axes(frame: Frame, xs: Scale, ys: Scale, x_ticks: Sequence[float], y_ticks:
         text = esc(frame.x_fmt(v))
         if frame.rotate_x_labels:
             out.append(
-                f'<text transform="translate({x + 4:.1f} {bottom + 12}) rotate(-40)" text-anchor="end">{text}</text>'
+                f'<text transform="translate({x + 4:.1f} {bottom + 12}) rotate(-40)" '
+                f'text-anchor="end">{text}</text>'
             )
         else:
             out.append(f'<text x="{x:.1f}" y="{bottom + 18}" text-anchor="middle">{text}</text>')
@@ -174,7 +175,10 @@ def bar_chart(
         longest = max(len(c) for c in categories)
         extra = int(longest * 5)
         frame = dataclasses.replace(
-            frame, height=frame.height + extra, margin_bottom=frame.margin_bottom + extra, rotate_x_labels=True
+            frame,
+            height=frame.height + extra,
+            margin_bottom=frame.margin_bottom + extra,
+            rotate_x_labels=True,
         )
     bottom = frame.height - frame.margin_bottom
     left, right = MARGIN_LEFT, WIDTH - MARGIN_RIGHT
@@ -186,7 +190,11 @@ def bar_chart(
     x_ticks = [i + 0.5 for i in range(0, len(categories), step)]
     names = {i + 0.5: c for i, c in enumerate(categories)}
     tick_frame = dataclasses.replace(frame, x_fmt=lambda v: names.get(v, ""))
-    out = [svg_open(WIDTH, frame.height, label), _axes(tick_frame, xs, ys, x_ticks, y_ticks), '<g class="bars">']
+    out = [
+        svg_open(WIDTH, frame.height, label),
+        _axes(tick_frame, xs, ys, x_ticks, y_ticks),
+        '<g class="bars">',
+    ]
     zero = ys(0.0)
     for gi, group in enumerate(groups):
         for i, value in enumerate(group.values.tolist()):
@@ -288,7 +296,7 @@ def heatmap_chart(
         out.append(f'<text x="{x:.1f}" y="{bottom + 18}" text-anchor="middle">{esc(frame.x_fmt(v))}</text>')
     row_h = (bottom - top) / max(1, rows)
     last_y = -math.inf
-    for i in range(0, rows):
+    for i in range(rows):
         y = top + (i + 0.5) * row_h
         if not row_labels[i] or y - last_y < 13:  # no overlapping labels
             continue
@@ -302,8 +310,13 @@ def heatmap_chart(
     stops = "".join(f'<stop offset="{1 - o:.2f}" stop-color="{c}"/>' for o, c in viridis_stops())
     gid = f"cb{zlib.crc32(label.encode()):08x}"
     cb_x = right + 22
-    out.append(f'<defs><linearGradient id="{gid}" x1="0" y1="0" x2="0" y2="1">{stops}</linearGradient></defs>')
-    out.append(f'<g class="legend colorbar"><rect x="{cb_x}" y="{top}" width="14" height="{bottom - top}" fill="url(#{gid})"/>')
+    out.append(
+        f'<defs><linearGradient id="{gid}" x1="0" y1="0" x2="0" y2="1">{stops}</linearGradient></defs>'
+    )
+    out.append(
+        f'<g class="legend colorbar"><rect x="{cb_x}" y="{top}" width="14" height="{bottom - top}" '
+        f'fill="url(#{gid})"/>'
+    )
     for v in nice_range(vmin, vmax, 4)[2]:
         if vmin <= v <= vmax:
             y = bottom - (v - vmin) / ((vmax - vmin) or 1) * (bottom - top)
@@ -326,7 +339,9 @@ class TimelineRow:
     spans: Sequence[tuple[float, float, str, str]]  # start, end, css, title
 
 
-def timeline_chart(label: str, frame: Frame, rows: Sequence[TimelineRow], x_range: tuple[float, float]) -> str:
+def timeline_chart(
+    label: str, frame: Frame, rows: Sequence[TimelineRow], x_range: tuple[float, float]
+) -> str:
     """One row per (node, kind) with its spans as bars and one-off events as ticks."""
     row_h = 18
     height = MARGIN_TOP + MARGIN_BOTTOM + row_h * max(1, len(rows)) + 10

@@ -55,20 +55,30 @@ def comparison_table(figures: tuple[ComparedFigure, ...], label_a: str, label_b:
         rows.append([f"{f.section}: {f.label}{unit}", _value(f, f.a), _value(f, f.b), _ratio(f)])
         verdict = f.b_is_better
         css.append(["", "", "", "" if verdict is None else ("good" if verdict else "bad")])
-    return table(["figure", f"A: {label_a}", f"B: {label_b}", "B / A"], rows, cell_classes=css,
-                 table_id="comparison-table")
+    return table(
+        ["figure", f"A: {label_a}", f"B: {label_b}", "B / A"],
+        rows,
+        cell_classes=css,
+        table_id="comparison-table",
+    )
 
 
 def ratio_chart(figures: tuple[ComparedFigure, ...]) -> str:
     chosen = [f for f in figures if f.label in _RATIO_ROWS and math.isfinite(f.ratio)]
-    chosen += [f for f in figures if f.section == "Latency" and f.label.endswith("p99") and math.isfinite(f.ratio)]
+    chosen += [
+        f for f in figures if f.section == "Latency" and f.label.endswith("p99") and math.isfinite(f.ratio)
+    ]
     values = np.array([f.ratio for f in chosen], dtype=np.float64)
     css = ["fmuted" if f.b_is_better is None else ("fgood" if f.b_is_better else "fbad") for f in chosen]
     titles = [f"{f.label}: B / A = {f.ratio:.3f}" for f in chosen]
     return bar_chart(
         "Ratios B / A",
-        Frame("figure", "B / A", y_fmt=lambda v: f"x{v:g}",
-              extra_legend=[("B better", "fgood", "box"), ("B worse", "fbad", "box")]),
+        Frame(
+            "figure",
+            "B / A",
+            y_fmt=lambda v: f"x{v:g}",
+            extra_legend=[("B better", "fgood", "box"), ("B worse", "fbad", "box")],
+        ),
         [f.label.replace(" (GPUs x TDP)", "") for f in chosen],
         [BarGroup("", values, "f0", titles)],
         [RefLine(1.0, "equal (x1)")],
@@ -83,8 +93,11 @@ def throughput_overlay(a: RunData, b: RunData, la: str, lb: str) -> str | None:
             lines.append(Line(label, run.history.times / 60.0, run.history.rack_tokens_per_s, css, 2.0))
     if not lines:
         return None
-    return line_chart("Rack aggregate tokens/s, both runs", Frame("run time (min)", "tokens/s",
-                      x_fmt=lambda v: f"{v:g}"), lines)
+    return line_chart(
+        "Rack aggregate tokens/s, both runs",
+        Frame("run time (min)", "tokens/s", x_fmt=lambda v: f"{v:g}"),
+        lines,
+    )
 
 
 def power_overlay(a: RunData, b: RunData, la: str, lb: str) -> str | None:
@@ -95,8 +108,11 @@ def power_overlay(a: RunData, b: RunData, la: str, lb: str) -> str | None:
             lines.append(Line(label, h.times / 60.0, h.rack_power_w / 1000.0, css, 2.0))
     if not lines:
         return None
-    return line_chart("Rack GPU power, both runs", Frame("run time (min)", "rack GPU power (kW)",
-                      x_fmt=lambda v: f"{v:g}"), lines)
+    return line_chart(
+        "Rack GPU power, both runs",
+        Frame("run time (min)", "rack GPU power (kW)", x_fmt=lambda v: f"{v:g}"),
+        lines,
+    )
 
 
 def node_bars(a: RunData, b: RunData, la: str, lb: str) -> str:
@@ -125,8 +141,12 @@ def latency_bars(a: RunData, b: RunData, la: str, lb: str) -> list[str]:
         keys = ["p50", "p90", "p99"]
         va = np.array([(pa or {}).get(k, math.nan) for k in keys], dtype=np.float64)
         vb = np.array([(pb or {}).get(k, math.nan) for k in keys], dtype=np.float64)
-        chart = bar_chart(f"{metric.upper()} percentiles, both runs", Frame("percentile", f"{metric.upper()} (ms)"),
-                          keys, [BarGroup(la, va, "f0"), BarGroup(lb, vb, "f1")])
+        chart = bar_chart(
+            f"{metric.upper()} percentiles, both runs",
+            Frame("percentile", f"{metric.upper()} (ms)"),
+            keys,
+            [BarGroup(la, va, "f0"), BarGroup(lb, vb, "f1")],
+        )
         out.append(figure(f"compare-latency-{metric}", f"{metric.upper()} percentiles (ms)", chart))
     return out
 
@@ -155,28 +175,44 @@ def render_comparison(a: RunData, b: RunData) -> str:
     if power:
         charts.append(figure("compare-power", "Rack GPU power over time", power))
     latency = latency_bars(a, b, la, lb)
-    warnings = [warning_box(f"A: {w}") for w in a.warnings[:10]] + [warning_box(f"B: {w}") for w in b.warnings[:10]]
+    warnings = [warning_box(f"A: {w}") for w in a.warnings[:10]] + [
+        warning_box(f"B: {w}") for w in b.warnings[:10]
+    ]
     body = [
         *warnings,
         head,
-        section("comparison", "Side by side", comparison_table(figures, la, lb),
-                note("Ratios are B / A. Latency: lower is better; spread: lower is better.")),
+        section(
+            "comparison",
+            "Side by side",
+            comparison_table(figures, la, lb),
+            note("Ratios are B / A. Latency: lower is better; spread: lower is better."),
+        ),
         section("compare-charts", "Throughput, per GPU, power and spread", *charts),
-        section("compare-latency", "Latency", *latency) if latency else
-        section("compare-latency", "Latency", note("Neither run measured per-request latency (Offline).")),
-        section("compare-provenance", "Provenance", table(
-            ["", "A", "B"],
-            [
-                ["run", la, lb],
-                ["source", a.provenance.path, b.provenance.path],
-                ["sha256", a.provenance.sha256, b.provenance.sha256],
-                ["scenario", a.summary.scenario, b.summary.scenario],
-                ["nodes x GPUs", f"{len(a.summary.nodes)} x {a.gpus_per_node}",
-                 f"{len(b.summary.nodes)} x {b.gpus_per_node}"],
-                ["start time", a.provenance.start_time or "—", b.provenance.start_time or "—"],
-                ["report by", f"tokenwatch {a.provenance.report_version}", ""],
-            ],
-            table_id="compare-provenance-table",
-        )),
+        section("compare-latency", "Latency", *latency)
+        if latency
+        else section(
+            "compare-latency", "Latency", note("Neither run measured per-request latency (Offline).")
+        ),
+        section(
+            "compare-provenance",
+            "Provenance",
+            table(
+                ["", "A", "B"],
+                [
+                    ["run", la, lb],
+                    ["source", a.provenance.path, b.provenance.path],
+                    ["sha256", a.provenance.sha256, b.provenance.sha256],
+                    ["scenario", a.summary.scenario, b.summary.scenario],
+                    [
+                        "nodes x GPUs",
+                        f"{len(a.summary.nodes)} x {a.gpus_per_node}",
+                        f"{len(b.summary.nodes)} x {b.gpus_per_node}",
+                    ],
+                    ["start time", a.provenance.start_time or "—", b.provenance.start_time or "—"],
+                    ["report by", f"tokenwatch {a.provenance.report_version}", ""],
+                ],
+                table_id="compare-provenance-table",
+            ),
+        ),
     ]
     return page(f"{la} vs {lb}", f"A: {subtitle(a)}  |  B: {subtitle(b)}", body)

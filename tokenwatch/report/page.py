@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from tokenwatch.report.svg import esc
 
-_PALETTE_LIGHT = "#1f77b4 #d62728 #2ca02c #9467bd #ff7f0e #17becf #8c564b #e377c2".split()
-_PALETTE_DARK = "#5fa8e8 #ff6b6b #5fd35f #c39bf0 #ffae50 #4fd8e8 #c99a85 #f59ad6".split()
+_PALETTE_LIGHT = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+_PALETTE_DARK = ["#5fa8e8", "#ff6b6b", "#5fd35f", "#c39bf0", "#ffae50", "#4fd8e8", "#c99a85", "#f59ad6"]
 
 
 def _palette(colors: list[str]) -> str:
@@ -65,8 +65,10 @@ CSS = (
     "svg line.muted,svg line.s0,svg line.s1,svg line.s2,svg line.s3{stroke-width:2.5}"
     "svg rect.muted{fill:var(--node)}"
     "dl.prov{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;font-size:14px}"
-    "dl.prov dt{color:var(--muted)}dl.prov dd{margin:0;word-break:break-all;font-family:ui-monospace,monospace}"
-    ".warn{background:var(--panel);border-left:3px solid var(--bad);padding:6px 10px;margin:8px 0;font-size:13px}"
+    "dl.prov dt{color:var(--muted)}"
+    "dl.prov dd{margin:0;word-break:break-all;font-family:ui-monospace,monospace}"
+    ".warn{background:var(--panel);border-left:3px solid var(--bad);padding:6px 10px;margin:8px 0;"
+    "font-size:13px}"
     "@media print{button.theme{display:none}}"
 )
 
@@ -84,7 +86,7 @@ _THEME_SCRIPT = (
 
 def page(title: str, subtitle: str, body: Sequence[str]) -> str:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         '<meta name="generator" content="tokenwatch">'
         f"<title>{esc(title)}</title><style>{CSS}</style><script>{_THEME_SCRIPT}</script></head>"
@@ -130,7 +132,10 @@ def section(section_id: str, title: str, *parts: str) -> str:
 
 
 def cards(items: Sequence[tuple[str, str]]) -> str:
-    inner = "".join(f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>' for k, v in items)
+    inner = "".join(
+        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
+        for k, v in items
+    )
     return f'<div class="cards">{inner}</div>'
 
 

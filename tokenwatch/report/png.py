@@ -48,7 +48,10 @@ def colormap(fraction: FloatArray) -> np.ndarray:
 def viridis_stops(count: int = 10) -> list[tuple[float, str]]:
     """(offset 0..1, '#rrggbb') stops for an SVG gradient legend matching :func:`colormap`."""
     fractions = np.linspace(0.0, 1.0, count)
-    return [(float(f), "#{:02x}{:02x}{:02x}".format(*c)) for f, c in zip(fractions, colormap(fractions))]
+    return [
+        (float(f), "#{:02x}{:02x}{:02x}".format(*c))
+        for f, c in zip(fractions, colormap(fractions), strict=False)
+    ]
 
 
 def encode_png(rgb: np.ndarray) -> bytes:

@@ -69,8 +69,14 @@ def summary_section(run: RunData) -> str:
         delta = (node.tokens_per_s - s.spread.median) / s.spread.median * 100 if s.spread.nodes else math.nan
         state = snap.nodes.state[i] if snap is not None else ("INVALID" if node.valid is False else "")
         node_rows.append(
-            [node.name, str(node.gpus), group(node.tokens_per_s, 1), group(node.samples_per_s, 2),
-             f"{delta:+.2f} %" if math.isfinite(delta) else "—", state]
+            [
+                node.name,
+                str(node.gpus),
+                group(node.tokens_per_s, 1),
+                group(node.samples_per_s, 2),
+                f"{delta:+.2f} %" if math.isfinite(delta) else "—",
+                state,
+            ]
         )
         cell_css.append(["", "", "", "", "", "bad" if state in ("down", "INVALID", "stale") else ""])
     parts.append(
@@ -81,25 +87,39 @@ def summary_section(run: RunData) -> str:
             table_id="nodes-table",
         )
     )
-    parts.append(note("A node's tokens/s is its generated tokens divided by its own measured duration; the "
-                      "aggregate is the sum over nodes, as the published rack figure is."))
+    parts.append(
+        note(
+            "A node's tokens/s is its generated tokens divided by its own measured duration; the "
+            "aggregate is the sum over nodes, as the published rack figure is."
+        )
+    )
     return section("summary", "Rack summary", *parts)
 
 
 def capacity_section(run: RunData, workloads: Sequence[Workload]) -> str:
     s = run.summary
     rows = [
-        [r.workload.name, group(r.workload.tokens), group(r.interactions_per_s, 1),
-         group(r.interactions_per_s_per_gpu, 2), group(r.interactions_per_hour)]
+        [
+            r.workload.name,
+            group(r.workload.tokens),
+            group(r.interactions_per_s, 1),
+            group(r.interactions_per_s_per_gpu, 2),
+            group(r.interactions_per_hour),
+        ]
         for r in capacity(s.tokens_per_s, s.gpus, workloads)
     ]
     return section(
         "capacity",
         "Capacity",
-        table(["Workload", "tokens per interaction", "interactions/s (rack)", "per GPU", "per hour"],
-              rows, table_id="capacity-table"),
-        note(f"At the measured aggregate of {group(s.tokens_per_s)} generated tokens/s. Profiles are "
-             "configurable: tokenwatch report RUN --workload 'NAME=TOKENS' (repeatable)."),
+        table(
+            ["Workload", "tokens per interaction", "interactions/s (rack)", "per GPU", "per hour"],
+            rows,
+            table_id="capacity-table",
+        ),
+        note(
+            f"At the measured aggregate of {group(s.tokens_per_s)} generated tokens/s. Profiles are "
+            "configurable: tokenwatch report RUN --workload 'NAME=TOKENS' (repeatable)."
+        ),
     )
 
 

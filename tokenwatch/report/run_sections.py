@@ -50,8 +50,12 @@ def unavailable(section_id: str, title: str, why: str) -> str:
 def throughput_section(run: RunData) -> str:
     h = run.history
     if h is None or h.points < 2:
-        return unavailable("throughput", "Throughput over time", "No time series: MLPerf result folders "
-                           "hold each node's final figures only. Record the run to see it over time.")
+        return unavailable(
+            "throughput",
+            "Throughput over time",
+            "No time series: MLPerf result folders "
+            "hold each node's final figures only. Record the run to see it over time.",
+        )
     t = minutes(h.times)
     steady = run.snapshot.timeline.steady_mean_tokens_per_s if run.snapshot else math.nan
     aggregate = line_chart(
@@ -76,7 +80,13 @@ def throughput_section(run: RunData) -> str:
     else:
         q = h.node_rate_quantiles((0.0, 0.1, 0.5, 0.9, 1.0))
         for k, (label, css) in enumerate(
-            (("min node", "s1"), ("p10", "muted"), ("median node", "s0"), ("p90", "muted"), ("max node", "s2"))
+            (
+                ("min node", "s1"),
+                ("p10", "muted"),
+                ("median node", "s0"),
+                ("p90", "muted"),
+                ("max node", "s2"),
+            )
         ):
             lines.append(Line(label, t, q[k], css, 2.0 if css != "muted" else 1.2, dashed=css == "muted"))
         extra = []
@@ -108,8 +118,12 @@ def spread_section(run: RunData) -> str:
         titles.append(f"{name}{flag}: {group(tokens[i], 1)} tok/s, {delta[i]:+.2f} % vs the median node")
     chart = bar_chart(
         "Node spread: each node's measured tokens/s against the median node",
-        Frame("node", "% vs the median node", y_fmt=lambda v: f"{v:+g} %", extra_legend=[
-            ("below the median", "f4", "box"), ("down or invalid", "fbad", "box")]),
+        Frame(
+            "node",
+            "% vs the median node",
+            y_fmt=lambda v: f"{v:+g} %",
+            extra_legend=[("below the median", "f4", "box"), ("down or invalid", "fbad", "box")],
+        ),
         names,
         [BarGroup("at or above the median", delta, "f0", titles)],
         [RefLine(0.0, f"median node: {group(s.spread.median, 1)} tok/s")],
@@ -154,7 +168,9 @@ def gpu_section(run: RunData) -> str:
             vmin, vmax = 0.0, max(vmax, run.efficiency.tdp_w)
         chart = heatmap_chart(
             f"{title} heatmap over time",
-            Frame(TIME_AXIS, "GPU (node, GPU 0..N)" if per_gpu else "node (mean of its GPUs)", x_fmt=_min_label),
+            Frame(
+                TIME_AXIS, "GPU (node, GPU 0..N)" if per_gpu else "node (mean of its GPUs)", x_fmt=_min_label
+            ),
             values,
             x_range,
             labels,
@@ -163,8 +179,9 @@ def gpu_section(run: RunData) -> str:
             vmax,
         )
         rows = "one row per GPU, grouped by node" if per_gpu else "one row per node (mean of its GPUs)"
-        figures.append(figure(f"heatmap-{metric}", f"{title} ({unit}) over time", chart,
-                              f"{rows}; grey = not reported."))
+        figures.append(
+            figure(f"heatmap-{metric}", f"{title} ({unit}) over time", chart, f"{rows}; grey = not reported.")
+        )
     return section("gpus", "GPU telemetry over time", *figures)
 
 
@@ -199,9 +216,13 @@ def power_section(run: RunData) -> str:
         eff = h.rack_tokens_per_s_per_w()
         eff_refs = []
         if e.measured_tokens_per_s_per_w:
-            eff_refs.append(RefLine(e.measured_tokens_per_s_per_w, f"whole run: {e.measured_tokens_per_s_per_w:.2f}"))
+            eff_refs.append(
+                RefLine(e.measured_tokens_per_s_per_w, f"whole run: {e.measured_tokens_per_s_per_w:.2f}")
+            )
         if e.tdp_tokens_per_s_per_w:
-            eff_refs.append(RefLine(e.tdp_tokens_per_s_per_w, f"TDP-based: {e.tdp_tokens_per_s_per_w:.2f}", "s1"))
+            eff_refs.append(
+                RefLine(e.tdp_tokens_per_s_per_w, f"TDP-based: {e.tdp_tokens_per_s_per_w:.2f}", "s1")
+            )
         efficiency_chart = line_chart(
             "Tokens/s per watt over time",
             Frame(TIME_AXIS, "tokens/s per W", x_fmt=_min_label),
@@ -237,7 +258,11 @@ def latency_section(run: RunData) -> str:
                 group(st.count) if st else "—",
             ]
         )
-    parts = [table(["Latency (ms)", "p50", "p90", "p99", "mean", "max", "requests"], rows, table_id="latency-table")]
+    parts = [
+        table(
+            ["Latency (ms)", "p50", "p90", "p99", "mean", "max", "requests"], rows, table_id="latency-table"
+        )
+    ]
     names = {"ttft": "Time to first token", "tpot": "Time per output token", "e2e": "End-to-end latency"}
     sla = run.snapshot.sla_s if run.snapshot else {}
     for metric, st in stats.items():
@@ -275,7 +300,11 @@ def alerts_section(run: RunData) -> str:
     keys: dict[tuple[str | None, str], list[tuple[float, float, str, str]]] = {}
     for sp in spans:
         stop = sp.end if sp.end is not None else end
-        title = f"{sp.message} ({_clock(sp.start)}–{_clock(stop)})" if not sp.instant else f"{sp.message} ({_clock(sp.start)})"
+        title = (
+            f"{sp.message} ({_clock(sp.start)}–{_clock(stop)})"
+            if not sp.instant
+            else f"{sp.message} ({_clock(sp.start)})"
+        )
         keys.setdefault((sp.node, sp.kind), []).append(
             (sp.start / 60.0, stop / 60.0, _SEVERITY_CSS.get(sp.severity, "f4"), title)
         )
@@ -283,16 +312,30 @@ def alerts_section(run: RunData) -> str:
     more = len(rows) - MAX_TIMELINE_ROWS
     chart = timeline_chart(
         "Alerts timeline",
-        Frame(TIME_AXIS, "", x_fmt=_min_label, extra_legend=[
-            ("critical", "fbad", "box"), ("warning", "f4", "box"), ("info / event", "f2", "box")]),
+        Frame(
+            TIME_AXIS,
+            "",
+            x_fmt=_min_label,
+            extra_legend=[
+                ("critical", "fbad", "box"),
+                ("warning", "f4", "box"),
+                ("info / event", "f2", "box"),
+            ],
+        ),
         rows[:MAX_TIMELINE_ROWS],
         (0.0, end / 60.0),
     )
     log = list(run.snapshot.alerts)[::-1][:MAX_ALERT_TABLE_ROWS]
     table_rows = [[_clock(a.t), a.severity, a.node or "rack", a.kind, a.message] for a in log]
     parts = [
-        figure("alerts-timeline", "Alerts timeline", chart,
-               f"{more} more rows not drawn." if more > 0 else "Bars: how long a condition held; ticks: one-off events."),
+        figure(
+            "alerts-timeline",
+            "Alerts timeline",
+            chart,
+            f"{more} more rows not drawn."
+            if more > 0
+            else "Bars: how long a condition held; ticks: one-off events.",
+        ),
         table(["time", "severity", "node", "kind", "message"], table_rows, table_id="alerts-table"),
     ]
     return section("alerts", "Alerts", *parts)
