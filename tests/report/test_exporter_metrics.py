@@ -12,6 +12,8 @@ import urllib.request
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -24,7 +26,7 @@ from tokenwatch.core import RackCore
 from tokenwatch.core.histogram import cumulative_at
 from tokenwatch.events import GPU_METRICS
 from tokenwatch.exporter import MetricsServer, serve_metrics
-from tokenwatch.exporter.exposition import families, render, render_families
+from tokenwatch.exporter.exposition import families, go_floats, render, render_families
 from tokenwatch.exporter.families import take_view
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
@@ -203,3 +205,8 @@ def test_cli_sim_serves_metrics() -> None:
     finally:
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=50))
+def test_fast_float_spelling_is_prometheus_clients(values: list[float]) -> None:
+    assert go_floats(np.array(values, dtype=np.float64)) == [floatToGoString(v) for v in values]
