@@ -76,7 +76,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> OneLineParser:
-    from tokenwatch.sim.profile import DEFAULT_PROFILE
+    from tokenwatch.sim import DEFAULT_PROFILE
 
     parser = OneLineParser(
         prog="tokenwatch",
@@ -165,3 +165,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def stderr_line(message: str) -> None:
     sys.stderr.write(message.rstrip("\n") + "\n")
+
+
+def print_warnings(warnings: list[str], limit: int = 20) -> None:
+    """Skipped input lines, one per line on stderr, at most ``limit`` of them."""
+    for warning in warnings[:limit]:
+        stderr_line(f"warning: {warning}")
+    if len(warnings) > limit:
+        stderr_line(f"warning: ... and {len(warnings) - limit} more skipped lines")

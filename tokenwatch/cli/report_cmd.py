@@ -7,8 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from tokenwatch.cli.parser import OneLineParser, UsageError
-from tokenwatch.cli.running import print_warnings
+from tokenwatch.cli.parser import OneLineParser, UsageError, print_warnings
 from tokenwatch.core.capacity import DEFAULT_WORKLOADS, WorkloadError, parse_workload
 from tokenwatch.report.run_data import RunData, RunLoadError, load_run
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.cli.parser import UsageError
 from tokenwatch.core import CoreConfig, RackCore, summarize_core
 from tokenwatch.output.headless import HeadlessLogger
 from tokenwatch.output.summary_table import render_summary
@@ -69,7 +69,7 @@ def run_session(
         return 0
     human = sys.stderr if args.jsonl == "-" else sys.stdout
     with open_jsonl(args.jsonl) as jsonl:
-        logger = HeadlessLogger(core, human, jsonl)
+        logger = HeadlessLogger(core, human, jsonl, start_s=getattr(args, "start", 0.0))
         session.every(args.interval, logger.at)
         exporter = start_exporter(args, core)
         try:
@@ -108,10 +108,3 @@ async def _run_until_signal(session: Session, exporter: Any = None) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
-
-
-def print_warnings(warnings: list[str], limit: int = 20) -> None:
-    for warning in warnings[:limit]:
-        stderr_line(f"warning: {warning}")
-    if len(warnings) > limit:
-        stderr_line(f"warning: ... and {len(warnings) - limit} more skipped lines")

@@ -78,6 +78,9 @@ class CoreConfig:
     alert_log_size: int = 500
     log_lines_per_node: int = 200
     gpu_series_floats: int = 8_000_000  # memory budget for per-GPU series (recent + history)
+    # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
+    # live-view work (series, alerts) off and reads a recording several times faster.
+    live_view: bool = True
 
 
 class RackCore:
@@ -152,6 +155,8 @@ class RackCore:
         )
         self.straggling = np.zeros(n, bool)
         self.throttling = np.zeros((n, g), bool)
+        self._whole_rack_key: tuple[object, object, bool] = (None, None, False)
+        self._whole_nodes_key: tuple[object, bool] = (None, False)
         self._straggler_alerted = np.zeros(n, bool)
         self._stale_alerted = np.zeros(n, bool)
         self._reference = math.nan
@@ -172,6 +177,9 @@ class RackCore:
             return
         if self.run is None:
             self._skip(f"{type(ev).__name__} before the run start")
+            return
+        if not (math.isfinite(ev.t) and ev.t >= 0):
+            self._skip(f"{type(ev).__name__} with a run time that is not a finite, non-negative number")
             return
         self.advance(ev.t)
         if isinstance(ev, GpuBatch):
@@ -224,8 +232,30 @@ class RackCore:
         self.sm_clock_max[i, ev.gpu] = np.fmax(self.sm_clock_max[i, ev.gpu], ev.sm_clock_mhz)
         self._seen(i, ev.t)
 
+    def _is_whole_rack(self, ni: np.ndarray, gi: np.ndarray) -> bool:
+        """True for a batch with one row per GPU in node-major order (the simulator's and replay's
+        common case), which takes a reshape instead of fancy indexing. Cached by array identity:
+        decoders and the simulator reuse the same index arrays tick after tick."""
+        if ni is self._whole_rack_key[0] and gi is self._whole_rack_key[1]:
+            return self._whole_rack_key[2]
+        n, g = self.gpu_values.shape[:2]
+        whole = (
+            len(ni) == n * g
+            and np.array_equal(ni, np.repeat(np.arange(n), g))
+            and np.array_equal(gi, np.tile(np.arange(g), n))
+        )
+        self._whole_rack_key = (ni, gi, whole)
+        return whole
+
     def _gpu_batch(self, ev: GpuBatch) -> None:
         ni, gi = ev.node_index, ev.gpu
+        if self._is_whole_rack(ni, gi):
+            shape = self.gpu_values.shape
+            self.gpu_values[:] = ev.values.reshape(shape)
+            self.gpu_throttle[:] = ev.throttle_reasons.reshape(shape[:2])
+            np.fmax(self.sm_clock_max, self.gpu_values[:, :, _SM_CLOCK], out=self.sm_clock_max)
+            np.fmax(self.last_seen, ev.t, out=self.last_seen)
+            return
         ok = (ni >= 0) & (ni < len(self.index)) & (gi >= 0) & (gi < self.gpu_values.shape[1])
         if not ok.all():
             self._skip("GPU batch rows outside the run's nodes or GPUs")
@@ -237,44 +267,64 @@ class RackCore:
         self.sm_clock_max[ni, gi] = np.fmax(self.sm_clock_max[ni, gi], values[:, _SM_CLOCK])
         self._seen(ni, ev.t)
 
-    def _apply_counters(self, i: np.ndarray, t: float, raw: np.ndarray, known: np.ndarray | None) -> None:
-        """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes i; known: rows that carry a
-        value (None = all). A counter below its last value restarted: what it had counted is kept."""
+    def _apply_counters(self, i: np.ndarray | slice, t: float, raw: np.ndarray) -> None:
+        """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes ``i`` (a slice = all, in order).
+
+        A counter below its last value restarted (the source started over, or a reconnect re-read it
+        from zero): what it had counted is kept as an offset, so nothing is lost or counted twice.
+        """
         prev = self._raw[:, i]
-        raw = raw if known is None else np.where(known, raw, prev)
         restarted = raw < prev
         if restarted.any():
             self._offset[:, i] += np.where(restarted, prev, 0)
         self._raw[:, i] = raw
         totals = self._offset[:, i] + raw
-        self.t_last_change[i[totals[0] > self.tokens[i]]] = t
+        grew = totals[0] > self.tokens[i]
+        if isinstance(i, slice):  # the whole rack in order: no gathers
+            self.t_last_change[grew] = t
+            self.tokens[:], self.samples[:], self.prompt_tokens[:] = totals
+            self.t_first[np.isnan(self.t_first)] = t
+            np.fmax(self.last_seen, t, out=self.last_seen)
+            return
+        self.t_last_change[i[grew]] = t
         self.tokens[i], self.samples[i], self.prompt_tokens[i] = totals
-        first = i[np.isnan(self.t_first[i])]
-        self.t_first[first] = t
+        self.t_first[i[np.isnan(self.t_first[i])]] = t
         self.last_seen[i] = np.fmax(self.last_seen[i], t)
 
     def _progress(self, ev: Progress) -> None:
         i = self._node(ev.node)
         if i is None:
             return
-        raw = np.array([[ev.tokens_done], [ev.samples_done or 0], [ev.prompt_tokens_done or 0]], np.int64)
-        known = np.array([[True], [ev.samples_done is not None], [ev.prompt_tokens_done is not None]])
-        self._apply_counters(np.array([i]), ev.t, raw, known)
+        prev = self._raw[:, i]  # a counter the source does not report keeps its last value
+        tokens = prev[0] if ev.tokens_done is None else ev.tokens_done
+        samples = prev[1] if ev.samples_done is None else ev.samples_done
+        prompt = prev[2] if ev.prompt_tokens_done is None else ev.prompt_tokens_done
+        self._apply_counters(np.array([i]), ev.t, np.array([[tokens], [samples], [prompt]], np.int64))
 
     def _progress_batch(self, ev: ProgressBatch) -> None:
         ni = ev.node_index
-        ok = (ni >= 0) & (ni < len(self.index))
-        if not ok.all():
-            self._skip("progress batch rows outside the run's nodes")
-        prompt = ev.prompt_tokens_done if ev.prompt_tokens_done is not None else np.zeros_like(ev.tokens_done)
-        raw = np.stack([ev.tokens_done, ev.samples_done, prompt])
-        known = None
-        if ev.prompt_tokens_done is None:
-            known = np.ones(raw.shape, bool)
-            known[2] = False
-        if not ok.all():
-            raw, known, ni = raw[:, ok], None if known is None else known[:, ok], ni[ok]
-        self._apply_counters(ni, ev.t, raw, known)
+        whole = self._is_whole_rack_nodes(ni)
+        if not whole:
+            ok = (ni >= 0) & (ni < len(self.index))
+            if not ok.all():
+                self._skip("progress batch rows outside the run's nodes")
+                ni = ni[ok]
+        else:
+            ok = slice(None)  # type: ignore[assignment]
+        index: np.ndarray | slice = slice(None) if whole else ni
+        raw = np.empty((3, len(ni)), np.int64)
+        raw[0] = ev.tokens_done[ok]
+        raw[1] = ev.samples_done[ok]
+        raw[2] = ev.prompt_tokens_done[ok] if ev.prompt_tokens_done is not None else self._raw[2, index]
+        self._apply_counters(index, ev.t, raw)
+
+    def _is_whole_rack_nodes(self, ni: np.ndarray) -> bool:
+        """One row per node in order; cached by array identity like :meth:`_is_whole_rack`."""
+        if ni is self._whole_nodes_key[0]:
+            return self._whole_nodes_key[1]
+        whole = len(ni) == len(self.tokens) and np.array_equal(ni, np.arange(len(ni)))
+        self._whole_nodes_key = (ni, whole)
+        return whole
 
     def _latency(self, ev: LatencyBatch) -> None:
         i = self._node(ev.node)
@@ -328,10 +378,14 @@ class RackCore:
     def _sample(self, t: float) -> None:
         state = self.effective_state(t)
         up = state == 0
-        node_power = np.where(up, np.nansum(self.gpu_values[:, :, _POWER], axis=1), 0.0)
+        power = self.gpu_values[:, :, _POWER]
+        node_power = np.where(up, np.where(np.isnan(power), 0.0, power).sum(axis=1), 0.0)
         if t > self._last_sample_t:
             self.energy_j += float(node_power.sum()) * (t - self._last_sample_t)
         self._last_sample_t = t
+        if not self.config.live_view:
+            self.now = max(self.now, t)
+            return
         tokens = self.tokens.astype(np.float64)
         self.recent_tokens.push(t, tokens)
         self.recent_samples.push(t, self.samples.astype(np.float64))
@@ -348,26 +402,25 @@ class RackCore:
     def effective_state(self, t: float) -> np.ndarray:
         """Node state codes at ``t``: explicit states, plus stale for silent 'up' nodes."""
         state = self.explicit_state.copy()
-        silent = np.where(
-            np.isnan(self.last_seen),
-            t > self.config.stale_after_s,
-            t - self.last_seen > self.config.stale_after_s,
-        )
+        limit = self.config.stale_after_s
+        # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
+        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > limit))
         state[(state == 0) & silent] = _STATE_CODE["stale"]
         return state
 
     def window_rates(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Per-node (tokens/s, samples/s) over the last ``window_s`` before ``t``."""
-        n = len(self.index)
-        past = self.recent_tokens.value_at_or_before(t - self.config.window_s) or self.recent_tokens.oldest()
-        if past is None or t - past[0] <= 0:
+        ring = self.recent_tokens
+        slot = ring.slot_at_or_before(t - self.config.window_s)
+        slot = ring.oldest_slot() if slot is None else slot
+        if slot is None or t - ring.times[slot] <= 0:
+            n = len(self.index)
             return np.full(n, np.nan), np.full(n, np.nan)
-        t0, tokens0 = past
-        samples0 = self.recent_samples.value_at_or_before(t0)
-        span = t - t0
-        tok_rate = (self.tokens - tokens0) / span
-        smp_rate = (self.samples - samples0[1]) / span if samples0 else np.full(n, np.nan)
-        return tok_rate, smp_rate
+        span = t - float(ring.times[slot])
+        # recent_samples is pushed in lockstep with recent_tokens: same slot, same time.
+        return (self.tokens - ring.values[slot]) / span, (
+            self.samples - self.recent_samples.values[slot]
+        ) / span
 
     def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
         """Per-node (tokens/s, samples/s): counters over the node's own first-to-last-change span."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,7 +139,8 @@ def _load_recording(path: Path, tdp_w: float | None) -> RunData:
 
 def result_leaf_dirs(folder: Path) -> list[Path]:
     """The folders under ``folder`` (itself included) that hold a LoadGen summary, sorted."""
-    return sorted({p.parent for p in folder.rglob(SUMMARY_FILE)})
+    found = {Path(root) for root, _, files in os.walk(folder, followlinks=True) if SUMMARY_FILE in files}
+    return sorted(found)
 
 
 def _load_result_folders(folder: Path, tdp_w: float | None, gpus_per_node: int | None) -> RunData:
