@@ -118,3 +118,18 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"sim": cmd_sim, "replay": cmd_replay, "summarize": cmd_summarize, "profiles": cmd_profiles}
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.report_cmd import cmd_report as report
+
+    return report(args)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.report_cmd import cmd_export as export
+
+    return export(args)
+
+
+COMMANDS.update({"report": cmd_report, "export": cmd_export})

@@ -149,6 +149,10 @@ def build_parser() -> OneLineParser:
     )
 
     sub.add_parser("profiles", help="list the simulator profiles")
+
+    from tokenwatch.cli.report_cmd import add_parsers as add_report_parsers
+
+    add_report_parsers(sub)
     return parser
 
 

@@ -73,7 +73,7 @@ def run_session(
         session.every(args.interval, logger.at)
         exporter = start_exporter(args, core)
         try:
-            asyncio.run(_run_until_signal(session))
+            asyncio.run(_run_until_signal(session, exporter))
         finally:
             if exporter is not None:
                 exporter.close()
@@ -95,8 +95,10 @@ def start_exporter(args: argparse.Namespace, core: RackCore) -> Any:
     return serve_metrics(core, port)
 
 
-async def _run_until_signal(session: Session) -> None:
+async def _run_until_signal(session: Session, exporter: Any = None) -> None:
     loop = asyncio.get_running_loop()
+    if exporter is not None and hasattr(exporter, "attach_loop"):
+        exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, session.stop)

@@ -138,6 +138,9 @@ class RackCore:
         h = cfg.history_points
         self.history_tokens = DownsampledSeries(h, (n,), cfg.tick_s, "last")
         self.history_power = DownsampledSeries(h, (n,), cfg.tick_s, "mean")
+        # Node state codes over the run (the newest in each point), so a history reader can tell a silent
+        # node's carried-forward telemetry from fresh readings.
+        self.history_state = DownsampledSeries(h, (n,), cfg.tick_s, "last")
         # Per-GPU series get what is left of a fixed float budget, so 4,608 GPUs still fit.
         per_point = max(1, n * g * len(GPU_SERIES_METRICS))
         gpu_recent = int(min(r, max(16, cfg.gpu_series_floats // 2 // per_point)))
@@ -379,6 +382,7 @@ class RackCore:
         self.recent_power.push(t, node_power)
         self.history_tokens.add(t, tokens)
         self.history_power.add(t, node_power)
+        self.history_state.add(t, state)
         gpu_now = self.gpu_values[:, :, _SERIES_COLS]
         self.recent_gpu.push(t, gpu_now)
         self.history_gpu.add(t, gpu_now)
