@@ -28,6 +28,9 @@ from tokenwatch.events import Event, GpuSample, LatencyBatch, LatencyMetric, Pro
 from tokenwatch.sources.lines import NoticeLog
 from tokenwatch.sources.prometheus_exposition import Series, parse_exposition
 
+# Counts above 2**53 are not whole numbers as floats (and far beyond any real run): a damaged scrape.
+_MAX_BUCKET_COUNT = float(2**53)
+
 
 @dataclass(frozen=True, slots=True)
 class ServerPreset:
@@ -268,6 +271,11 @@ class MetricsScrapeParser:
             if previous is not None and previous.shape == cumulative.shape and (cumulative >= previous).all():
                 cumulative = cumulative - previous  # the usual case: new observations since last scrape
             per_bucket = np.diff(cumulative, prepend=0.0)
+            if (per_bucket > _MAX_BUCKET_COUNT).any():
+                self.notices.warn(
+                    out, t, f"{family}: a bucket count beyond {_MAX_BUCKET_COUNT:.0e}, series skipped"
+                )
+                continue
             if (per_bucket < 0).any():
                 self.notices.warn(out, t, f"{family}: bucket counts not increasing with le, clipped")
                 per_bucket = np.maximum(per_bucket, 0.0)
