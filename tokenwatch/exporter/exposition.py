@@ -67,22 +67,41 @@ def _samples(name: str, labels: Sequence[str], values: np.ndarray) -> list[str]:
     return [f"{prefix}{labels[i]}}} {t}\n" for i, t in zip(keep.tolist(), texts, strict=True)]
 
 
+# family name -> (labels, the numbers each node's text was made from, each node's text). A node's
+# histogram only changes when its latencies arrive, so a scrape re-renders just the nodes that moved:
+# a 1,152-node Server fleet has ~114,000 histogram lines, too many to format afresh every scrape.
+_HISTOGRAM_TEXT: dict[str, tuple[Sequence[str], np.ndarray, list[str]]] = {}
+
+
 def _histogram(family: Family) -> list[str]:
     b = family.histogram
     assert b is not None
-    les = [f'le="{floatToGoString(bound)}",' for bound in b.bounds_s] + ['le="+Inf",']
-    cumulative = np.concatenate([b.cumulative, b.count[:, None]], axis=1).astype(np.float64)
-    rows = go_floats(cumulative.reshape(-1))
-    counts = go_floats(b.count.astype(np.float64))
-    sums = go_floats(np.asarray(b.sum_s, dtype=np.float64))
-    width = len(les)
-    out: list[str] = []
-    for i, lab in enumerate(family.labels):
-        row = rows[i * width : (i + 1) * width]
-        out += [f"{family.name}_bucket{{{le}{lab}}} {v}\n" for le, v in zip(les, row, strict=True)]
-        out.append(f"{family.name}_count{{{lab}}} {counts[i]}\n")
-        out.append(f"{family.name}_sum{{{lab}}} {sums[i]}\n")
-    return out
+    numbers = np.concatenate(
+        [b.cumulative, b.count[:, None], np.asarray(b.sum_s, dtype=np.float64)[:, None]], axis=1
+    ).astype(np.float64)
+    cached = _HISTOGRAM_TEXT.get(family.name)
+    if cached is not None and cached[0] is family.labels and cached[1].shape == numbers.shape:
+        texts = list(cached[2])
+        changed = np.flatnonzero((cached[1] != numbers).any(axis=1)).tolist()
+    else:
+        texts = [""] * len(family.labels)
+        changed = list(range(len(family.labels)))
+    if changed:
+        les = [f'le="{floatToGoString(bound)}",' for bound in b.bounds_s] + ['le="+Inf",']
+        width = len(les)
+        formatted = go_floats(numbers[changed].reshape(-1))
+        step = width + 1  # a row: cumulative counts at each bound, the count (= the +Inf bucket), the sum
+        for k, i in enumerate(changed):
+            row = formatted[k * step : (k + 1) * step]
+            lab = family.labels[i]
+            lines = [
+                f"{family.name}_bucket{{{le}{lab}}} {v}\n" for le, v in zip(les, row[:width], strict=True)
+            ]
+            lines.append(f"{family.name}_count{{{lab}}} {row[width - 1]}\n")
+            lines.append(f"{family.name}_sum{{{lab}}} {row[width]}\n")
+            texts[i] = "".join(lines)
+    _HISTOGRAM_TEXT[family.name] = (family.labels, numbers, texts)
+    return texts
 
 
 def render_families(fams: Sequence[Family]) -> bytes:
