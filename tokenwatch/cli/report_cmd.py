@@ -6,13 +6,18 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenwatch.cli.parser import OneLineParser, UsageError, print_warnings
-from tokenwatch.core.capacity import DEFAULT_WORKLOADS, WorkloadError, parse_workload
-from tokenwatch.report.run_data import RunData, RunLoadError, load_run
+
+# The report machinery loads only when report/export run: every command builds this module's parsers.
+if TYPE_CHECKING:
+    from tokenwatch.report.run_data import RunData
 
 
 def _load(path: str, args: argparse.Namespace) -> RunData:
+    from tokenwatch.report.run_data import RunLoadError, load_run
+
     try:
         return load_run(path, tdp_w=args.tdp_w, gpus_per_node=args.gpus_per_node)
     except RunLoadError as exc:
@@ -31,6 +36,8 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from tokenwatch.core.capacity import DEFAULT_WORKLOADS, WorkloadError, parse_workload
+
     if len(args.runs) > 2:
         raise UsageError("tokenwatch report: give one RUN, or two to compare (A B)")
     try:

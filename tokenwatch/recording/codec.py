@@ -256,7 +256,10 @@ def _d_gpu_batch(r: Mapping[str, Any], metrics: tuple[str, ...] = GPU_METRICS) -
         if block.shape != (len(wanted), len(gpu)):
             raise CodecError("gpu_batch columns must all have one value per row")
         values[:, wanted] = block.T
-    reasons = _array(r["throttle_reasons"], np.uint64, "throttle_reasons")
+    if "throttle_reasons" in r or metrics is GPU_METRICS:
+        reasons = _array(r["throttle_reasons"], np.uint64, "throttle_reasons")
+    else:  # not asked for (see decode's gpu_metrics)
+        reasons = np.zeros(len(gpu), np.uint64)
     if not len(node_index) == len(gpu) == len(values) == len(reasons):
         raise CodecError("batch columns differ in length")
     return GpuBatch(_time(r), node_index, gpu, values, reasons)
@@ -334,8 +337,9 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
 def decode(record: Any, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> Event:
     """The event in a parsed record; :class:`CodecError` says what is wrong with it.
 
-    ``gpu_metrics`` limits which GPU batch columns are decoded (the others read as missing):
-    a summary needs power alone, and decoding one column of nine is most of its speed.
+    ``gpu_metrics`` limits which GPU batch columns are decoded (the others read as missing;
+    ``"throttle_reasons"`` may be named too, else they read as none): a summary needs power alone,
+    and decoding one column of nine is most of its speed.
     """
     if not isinstance(record, dict):
         raise CodecError("record is not a JSON object")
@@ -355,9 +359,46 @@ def decode(record: Any, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> Event:
         raise CodecError(f"bad {record['k']} record: {exc}") from None
 
 
+_GPU_BATCH_PREFIX = b'{"k":"gpu_batch",'
+_COLUMNS_KEY = b',"m":{'
+_THROTTLE_KEY = b'},"throttle_reasons":'
+
+
+def _some_gpu_columns(line: bytes, gpu_metrics: tuple[str, ...]) -> dict[str, Any] | None:
+    """The record of a GPU batch line with only ``gpu_metrics`` parsed (None: not our usual layout).
+
+    GPU batches are ~90 % of a recording's bytes and a summary needs one column of nine: parsing only
+    the head, the wanted columns and the tail makes reading 4x faster. It relies on the layout this
+    module writes (head, then ``"m"``, then ``throttle_reasons`` last); anything else takes the full path.
+    """
+    columns_at = line.find(_COLUMNS_KEY)
+    throttle_at = line.rfind(_THROTTLE_KEY)
+    if columns_at < 0 or throttle_at < columns_at or not line.endswith(b"]}"):
+        return None
+    record = orjson.loads(line[:columns_at] + b"}")
+    columns = {}
+    for name in gpu_metrics:
+        key = b'"' + name.encode() + b'":['
+        start = line.find(key, columns_at, throttle_at)
+        if start >= 0:
+            end = line.find(b"]", start)
+            columns[name] = orjson.loads(line[start + len(key) - 1 : end + 1])
+    record["m"] = columns
+    if "throttle_reasons" in gpu_metrics:
+        record["throttle_reasons"] = orjson.loads(line[throttle_at + len(_THROTTLE_KEY) : -1])
+    return record if isinstance(record, dict) else None
+
+
 def loads(line: bytes, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> Event:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise CodecError(f"not JSON ({exc.msg})") from None
+    record = None
+    if gpu_metrics is not GPU_METRICS and line.startswith(_GPU_BATCH_PREFIX):
+        try:
+            record = _some_gpu_columns(line, gpu_metrics)
+        except orjson.JSONDecodeError:
+            record = None  # not our layout after all: the full parse below says what is wrong
+    if record is None:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CodecError(f"not JSON ({exc.msg})") from None
     return decode(record, gpu_metrics)
