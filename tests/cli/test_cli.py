@@ -227,6 +227,10 @@ def test_a_node_that_dropped_out_is_flagged_not_silently_summed(run_cli) -> None
     summary = orjson.loads(result.stdout)
     flagged = [n["name"] for n in summary["nodes"] if n.get("valid") is False]
     assert flagged == ["node07"]  # down from 30 minutes on (the recording's fault list)
-    assert len(summary["warnings"]) == 1 and "node07 did not finish" in summary["warnings"][0]
-    clean = orjson.loads(run_cli("summarize", str(SAMPLE_RUNS / "gb300-nvl72-offline.jsonl.zst"), "--json").stdout)
-    assert "warnings" not in clean and all("valid" not in n for n in clean["nodes"])
+    assert len(summary["warnings"]) == 1
+    assert "node07 did not finish" in summary["warnings"][0]
+    clean = orjson.loads(
+        run_cli("summarize", str(SAMPLE_RUNS / "gb300-nvl72-offline.jsonl.zst"), "--json").stdout
+    )
+    assert "warnings" not in clean
+    assert all("valid" not in n for n in clean["nodes"])

@@ -25,7 +25,13 @@ from tokenwatch.events import (
     RunEnded,
     RunStarted,
 )
-from tokenwatch.recording import RecordingError, RecordingFormatError, RecordingWriter, read_events
+from tokenwatch.recording import (
+    RecordingError,
+    RecordingFormatError,
+    RecordingReader,
+    RecordingWriter,
+    read_events,
+)
 from tokenwatch.recording.codec import CodecError, dumps, loads
 
 START = RunStarted(0.0, "r", "Server", ("a", "b"), 2, 60.0, None, "live", 1.7e9, {"k": [1, "x"]})
@@ -215,3 +221,38 @@ def test_arbitrary_bytes_give_events_or_a_format_error(data: bytes) -> None:
         events, warnings = read_events(path)
         assert isinstance(events, list)
         assert isinstance(warnings, list)
+
+
+def test_reading_only_some_gpu_columns_gives_those_columns_exactly(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.jsonl", EVERY_KIND)
+    full, _ = read_events(path)
+    reader = RecordingReader(path, gpu_metrics=("power_w",))
+    partial = list(reader.events())
+    assert reader.warnings == []
+    assert [type(e) for e in partial] == [type(e) for e in full]
+    for a, b in zip(full, partial, strict=True):
+        if isinstance(a, GpuBatch):
+            assert isinstance(b, GpuBatch)
+            power = GPU_METRICS.index("power_w")
+            assert np.array_equal(b.values[:, power], a.values[:, power])
+            assert np.isnan(np.delete(b.values, power, axis=1)).all()
+            assert np.array_equal(b.node_index, a.node_index)
+            assert not b.throttle_reasons.any()
+        else:
+            assert dumps(a) == dumps(b)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"k":"gpu_batch","t":1,"node_index":[0],"gpu":[0],"m":{"power_w":[1.5]},"throttle_reasons":[0]',
+        b'{"k":"gpu_batch","t":1,"node_index":[0],"gpu":[0],"m":{"power_w":[1.5,]},"throttle_reasons":[0]}',
+        b'{"k":"gpu_batch","t":"x","node_index":[0],"gpu":[0],"m":{"power_w":[1.5]},"throttle_reasons":[0]}',
+        b'{"k":"gpu_batch","t":1,"node_index":[0,1],"gpu":[0],"m":{"power_w":[1.5]},"throttle_reasons":[0]}',
+    ],
+)
+def test_partial_reads_reject_what_a_full_read_rejects(line: bytes) -> None:
+    with pytest.raises(CodecError):
+        loads(line)
+    with pytest.raises(CodecError):
+        loads(line, ("power_w",))
