@@ -145,7 +145,9 @@ class ReplayPlayer:
 
     @property
     def at_end(self) -> bool:
-        return self._loaded and self._next >= len(self._events) and not self.seeking
+        """Everything played and handled by the session."""
+        drained = self._host is None or self._host.queue.qsize() == 0
+        return self._loaded and self._next >= len(self._events) and not self.seeking and drained
 
     @property
     def can_seek_back(self) -> bool:
@@ -240,7 +242,9 @@ class ReplayPlayer:
             if self._seek_target is not None:
                 await self._seek(emit)
                 continue
-            self._seeking = False
+            if self._seeking:
+                await self._drain()  # the seek is done once the session has handled what it played
+                self._seeking = self._seek_target is not None
             if self._next >= len(self._events):
                 if not self._loaded:
                     await asyncio.sleep(0.02)

@@ -15,6 +15,7 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.theme import Theme
+from textual.timer import Timer
 from textual.worker import Worker
 
 from tokenwatch.core.node_history import NodeHistory, node_history
@@ -64,6 +65,7 @@ class TokenwatchApp(App[None]):
         self.refreshes = 0  # snapshots drawn (tests and the benchmark read it)
         self._last_token: object = None
         self._session_worker: Worker[None] | None = None
+        self._refresh_timer: Timer | None = None
         self._quitting = False
         self.theme_catalog: ThemeCatalog = load_catalog(theme_dirs)
         self._theme_problems = list(self.theme_catalog.problems)
@@ -89,7 +91,7 @@ class TokenwatchApp(App[None]):
         for problem in self._theme_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=15)
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
-        self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
+        self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
 
     def _on_theme_changed(self, theme: Theme) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from rich.style import Style
 from textual.app import App
@@ -101,7 +102,7 @@ def _build(theme_key: tuple[tuple[str, str], ...], stops: tuple[str, ...]) -> Pa
     )
 
 
-def palette(app: App[object]) -> Palette:
+def palette(app: App[Any]) -> Palette:
     """The palette of ``app``'s current theme (heatmap stops from the theme file when it has them)."""
     variables = app.theme_variables or {}
     keys = ("background", "foreground", "primary", "warning", "error", "success", "accent", "surface")

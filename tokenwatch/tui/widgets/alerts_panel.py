@@ -10,7 +10,8 @@ from textual.strip import Strip
 
 from tokenwatch.core.snapshot import Alert, RackSnapshot
 from tokenwatch.formatting import format_clock
-from tokenwatch.tui.palette import Palette, palette
+from tokenwatch.tui.line_pass import LinePass
+from tokenwatch.tui.palette import Palette
 
 
 def alert_symbol(alert: Alert) -> str:
@@ -22,7 +23,7 @@ def alert_symbol(alert: Alert) -> str:
     return "✓" if alert.kind in ("up", "finished") or not alert.active else "·"
 
 
-class AlertsPanel(ScrollView):
+class AlertsPanel(LinePass, ScrollView):
     DEFAULT_CSS = """
     AlertsPanel {
         overflow-x: hidden;
@@ -61,8 +62,7 @@ class AlertsPanel(ScrollView):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
-        pal = palette(self.app)
+        base, pal = self.base, self.pal
         index = int(self.scroll_y) + y
         if not self.alerts:
             text = "no alerts: every node within range" if y == 0 else ""

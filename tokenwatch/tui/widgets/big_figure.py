@@ -53,11 +53,15 @@ class BigFigure(Widget):
     }
     """
 
-    value: reactive[str] = reactive("", layout=True)
+    value: reactive[str] = reactive("")
 
     def __init__(self, value: str = "", *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.set_reactive(BigFigure.value, value)
+
+    def watch_value(self, old: str, new: str) -> None:
+        # Only a change of width needs a new layout; most refreshes keep the digit count.
+        self.refresh(layout=glyph_width(old) != glyph_width(new))
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return glyph_width(self.value)

@@ -18,7 +18,8 @@ from textual.strip import Strip
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.views import HEAT_METRICS, HeatGrid, heat_grid
 from tokenwatch.formatting import DASH
-from tokenwatch.tui.palette import Palette, palette
+from tokenwatch.tui.line_pass import LinePass
+from tokenwatch.tui.palette import Palette
 
 # metric -> (label, unit, divisor for display)
 HEAT_LABELS: dict[str, tuple[str, str, float]] = {
@@ -41,7 +42,7 @@ def format_value(metric: str, value: float) -> str:
     return f"{shown:,.1f}" if metric == "hbm_used_mib" else f"{shown:,.0f}"
 
 
-class GpuHeatmap(ScrollView):
+class GpuHeatmap(LinePass, ScrollView):
     DEFAULT_CSS = """
     GpuHeatmap {
         overflow-x: hidden;
@@ -95,12 +96,12 @@ class GpuHeatmap(ScrollView):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self.base
         grid = self.grid
         if grid is None or not grid.row_labels:
             text = "waiting for GPU telemetry…" if y == 0 else ""
             return Strip([Segment(text, base + Style(dim=True))]).adjust_cell_length(width, base)
-        pal = palette(self.app)
+        pal = self.pal
         if y == 0:
             return self._legend(pal, base, width)
         label_w, cell_w = self._geometry(width)
@@ -147,15 +148,13 @@ class GpuHeatmap(ScrollView):
                 segs.append(Segment(DASH.center(cell_w) + " ", base + pal.muted))
                 continue
             fraction = (value - grid.low) / span if span > 0 else 0.5
-            if cell_w >= 5:  # the value itself on its colour
-                text, style = (
-                    format_value(self.metric, value).rjust(cell_w)[-cell_w:],
-                    pal.heat_style(fraction),
-                )
+            if cell_w >= 5:  # the value itself on its colour, cells apart
+                text = format_value(self.metric, value).rjust(cell_w)[-cell_w:]
+                segs.append(Segment(text, base + pal.heat_style(fraction)))
+                segs.append(Segment(" ", base))
             else:  # too narrow for digits: the colour as a glyph whose density also tells the level
-                text, style = _SHADES[min(3, int(fraction * 4))] * cell_w, pal.heat_fg_style(fraction)
-            segs.append(Segment(text, base + style))
-            segs.append(Segment(" ", base))
+                text = _SHADES[min(3, int(fraction * 4))] * cell_w + " "
+                segs.append(Segment(text, base + pal.heat_fg_style(fraction)))
         return Strip(segs).adjust_cell_length(width, base)
 
     def on_resize(self) -> None:

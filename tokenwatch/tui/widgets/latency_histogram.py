@@ -8,6 +8,7 @@ switches metric.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 from rich.text import Text
@@ -94,11 +95,11 @@ class LatencyHistogram(Widget):
         if stats is None or stats.count == 0:
             text.append("\n\n")
             if not snap.latency and snap.run.scenario == "Offline":
-                text.append(
+                message = (
                     "Offline run: no latency source. TTFT, TPOT and end-to-end histograms appear in "
-                    "Server runs, or when the source reports per-query latencies.",
-                    style=pal.muted,
+                    "Server runs, or when the source reports per-query latencies."
                 )
+                text.append("\n".join(textwrap.wrap(message, max(20, width))), style=pal.muted)
             else:
                 text.append(f"waiting for {METRIC_NAMES[self.metric]} data…", style=pal.muted)
             return text

@@ -109,7 +109,8 @@ class NodeSpreadPanel(Widget):
             text.append(f"{'':{half}}│{'':{half}}  —\n", style=pal.muted)
             return
         fraction = min(1.0, abs(dev) / scale)
-        style = pal.bad if down else (pal.warn if dev < 0 else pal.bar)
+        dev = round(dev, 1) or 0.0  # no "-0.0%"
+        style = pal.bad if down else (pal.warn if slow else pal.bar)  # colour only for real trouble
         if dev < 0:
             text.append(hbar_left(fraction, half), style=style)
             text.append("│", style=pal.muted)
@@ -118,4 +119,4 @@ class NodeSpreadPanel(Widget):
             text.append(" " * half)
             text.append("│", style=pal.muted)
             text.append(hbar(fraction, half), style=style)
-        text.append(f" {dev:+5.1f}%\n", style=style if dev < 0 else pal.text)
+        text.append(f" {dev:+5.1f}%\n", style=style if down or slow else pal.text)

@@ -25,7 +25,8 @@ from tokenwatch.core.snapshot import NodeTable as NodeRows
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.formatting import DASH, group
 from tokenwatch.tui.charts import finite_range, sparkline
-from tokenwatch.tui.palette import Palette, palette
+from tokenwatch.tui.line_pass import LinePass
+from tokenwatch.tui.palette import Palette
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
     return np.lexsort((names_rank, keyed, missing))
 
 
-class NodeTable(ScrollView, can_focus=True):
+class NodeTable(LinePass, ScrollView, can_focus=True):
     """Set ``snapshot``; posts :class:`NodeTable.NodeSelected` on Enter or a double click."""
 
     DEFAULT_CSS = """
@@ -269,8 +270,8 @@ class NodeTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
-        pal = palette(self.app)
+        base = self.base
+        pal = self.pal
         if y == 0:
             return self._header_strip(pal, base, width)
         row = int(self.scroll_y) + y - 1
@@ -301,7 +302,7 @@ class NodeTable(ScrollView, can_focus=True):
             "status": STATUS_LABEL[condition],
             "now": group(rows.tokens_per_s[i]),
             "mean": group(rows.mean_tokens_per_s[i]),
-            "delta": f"{delta:+.1f}%" if math.isfinite(delta) else DASH,
+            "delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
             "progress": f"{rows.progress_pct[i]:.0f}%" if math.isfinite(rows.progress_pct[i]) else DASH,
             "power": num(rows.power_w[i]),
             "sm": num(rows.sm_clock_mhz[i]),

@@ -69,8 +69,7 @@ class ThroughputTimeline(Widget):
             text.append(f"{label:>{_AXIS}}", style=pal.accent if r == mean_row else pal.muted)
             text.append("▕", style=pal.muted)
             if r == mean_row:  # the steady mean: a dashed line over empty cells, accent-coloured bar tops
-                for ch in row:
-                    text.append(ch if ch != " " else "╌", style=pal.accent)
+                text.append(row.replace(" ", "╌"), style=pal.accent)
             else:
                 text.append(row, style=pal.bar)
             text.append("\n")
