@@ -57,6 +57,10 @@ async def test_s_cycles_the_sort_column_and_S_reverses() -> None:
         while table.sort_key != "status":
             await pilot.press("s")
         assert table_order(table)[0] == "node07"  # the worst state first
+        assert table.cursor_node == "node07"  # a new sort puts the cursor on its first row
+        await pilot.press("enter")
+        assert isinstance(app.screen, NodeScreen)
+        assert app.screen.node == "node07"
 
 
 async def test_clicking_a_column_title_sorts_and_again_reverses() -> None:

@@ -180,8 +180,7 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         )
         self.sort_key = key
         self._resort()
-        self._scroll_to_cursor()
-        self.refresh()
+        self._move_to(0)  # a new order is read from the top; between sorts the cursor follows its node
 
     def cycle_sort(self) -> None:
         """The next column, ascending (``s``)."""
