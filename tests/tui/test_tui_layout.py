@@ -76,3 +76,21 @@ async def test_narrow_tables_drop_the_least_needed_columns() -> None:
     async with app.run_test(size=(250, 60)) as pilot:
         await settle(pilot, app)
         assert "trend" in [c.key for c in app.screen.query_one(NodeTable)._columns]
+
+
+async def test_tab_reaches_every_panel_and_scrolls_it_into_view() -> None:
+    app = replay_app(at_s=300)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        body = app.screen.query_one("#body")
+        reached = set()
+        for _ in range(8):
+            await pilot.press("tab")
+            await pilot.pause()
+            focused = app.focused
+            assert focused is not None
+            reached.add(focused.id)
+            if focused.parent is body:
+                # At least part of the focused panel is on screen.
+                assert focused.region.intersection(body.region).area > 0, focused.id
+        assert {"timeline", "alerts", "nodes", "spread", "heatmap", "latency"} <= reached

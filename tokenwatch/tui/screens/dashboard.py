@@ -63,7 +63,7 @@ class DashboardScreen(Screen[None]):
         yield RunHeader(id="header")
         if self.player is not None:
             yield ReplayBar(id="replay-bar")
-        with VerticalScroll(id="body"):
+        with VerticalScroll(id="body", can_focus=False):  # tab goes panel to panel, scrolling to each
             yield ThroughputTimeline(id="timeline")
             yield AlertsPanel(id="alerts")
             yield NodeTable(id="nodes")

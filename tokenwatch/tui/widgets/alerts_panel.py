@@ -23,7 +23,7 @@ def alert_symbol(alert: Alert) -> str:
     return "✓" if alert.kind in ("up", "finished") or not alert.active else "·"
 
 
-class AlertsPanel(LinePass, ScrollView):
+class AlertsPanel(LinePass, ScrollView, can_focus=True):
     DEFAULT_CSS = """
     AlertsPanel {
         overflow-x: hidden;

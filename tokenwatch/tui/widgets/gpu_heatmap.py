@@ -42,7 +42,7 @@ def format_value(metric: str, value: float) -> str:
     return f"{shown:,.1f}" if metric == "hbm_used_mib" else f"{shown:,.0f}"
 
 
-class GpuHeatmap(LinePass, ScrollView):
+class GpuHeatmap(LinePass, ScrollView, can_focus=True):
     DEFAULT_CSS = """
     GpuHeatmap {
         overflow-x: hidden;

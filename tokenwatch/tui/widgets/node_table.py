@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -252,9 +252,13 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ drawing
     def on_resize(self) -> None:
-        self._columns = self._fit_columns(self.scrollable_content_region.width)
         if self.snapshot is not None:
             self.virtual_size = Size(self.size.width, len(self._order) + 1)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Columns fit the width as drawn (a scroll bar coming or going changes it without a resize).
+        self._columns = self._fit_columns(self.scrollable_content_region.width)
+        return super().render_lines(crop)
 
     @staticmethod
     def _fit_columns(width: int) -> tuple[Column, ...]:
