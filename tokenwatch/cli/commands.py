@@ -42,7 +42,20 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from tokenwatch.cli.running import run_session
+    from tokenwatch.cli.running import run_session, wants_dashboard
+
+    if wants_dashboard(args):  # the dashboard's replay can pause, change speed and seek both ways
+        from tokenwatch.replay_player import ReplayPlayer
+
+        player = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
+        return run_session(
+            args,
+            [player],
+            paced=args.speed > 0,
+            mode="replay",
+            after=lambda _: print_warnings(player.warnings),
+            replay_control=player,
+        )
     from tokenwatch.collectors.replay import ReplayCollector
 
     collector = ReplayCollector(args.file, speed=args.speed, start_s=args.start)

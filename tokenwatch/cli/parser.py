@@ -72,6 +72,18 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         "--record", metavar="FILE", help="record every event to FILE (.jsonl, or .jsonl.zst compressed)"
     )
     p.add_argument("--theme", metavar="NAME", help="dashboard theme (see themes/; `t` cycles them)")
+    p.add_argument(
+        "--ttft-sla",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="time-to-first-token SLA for alerts and the latency panel (default 2s: MLPerf Llama-2-70B)",
+    )
+    p.add_argument(
+        "--tpot-sla",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="time-per-output-token SLA (default 200ms)",
+    )
     p.add_argument("--prometheus-port", type=port_arg, metavar="N", help="serve /metrics on 127.0.0.1:N")
 
 

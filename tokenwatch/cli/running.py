@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import signal
 import sys
@@ -45,6 +46,24 @@ def make_recorder(args: argparse.Namespace, created_epoch: float | None = None) 
     return RecordingWriter(args.record, meta=meta)
 
 
+def wants_dashboard(args: argparse.Namespace) -> bool:
+    """The dashboard unless --headless or stdout is not a terminal (tests may force it)."""
+    return (not args.headless and sys.stdout.isatty()) or bool(getattr(args, "force_tui", False))
+
+
+def with_sla_options(args: argparse.Namespace, config: CoreConfig | None) -> CoreConfig | None:
+    """--ttft-sla / --tpot-sla over the command's core settings."""
+    changes = {
+        field: value
+        for field, value in (
+            ("ttft_sla_s", getattr(args, "ttft_sla", None)),
+            ("tpot_sla_s", getattr(args, "tpot_sla", None)),
+        )
+        if value is not None
+    }
+    return dataclasses.replace(config or CoreConfig(), **changes) if changes else config
+
+
 def run_session(
     args: argparse.Namespace,
     collectors: Sequence[Collector],
@@ -57,10 +76,10 @@ def run_session(
     replay_control: Any = None,
 ) -> int:
     """Run to the end (or Ctrl-C / q) and return the exit status."""
-    core = RackCore(core_config)
+    core = RackCore(with_sla_options(args, core_config))
     recorder = make_recorder(args, created_epoch)
     session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if paced else None)
-    if (not args.headless and sys.stdout.isatty()) or getattr(args, "force_tui", False):
+    if wants_dashboard(args):
         from tokenwatch.tui.launch import run_dashboard
 
         run_dashboard(session, args, mode=mode, replay_control=replay_control)

@@ -281,9 +281,10 @@ class MetricsScrapeParser:
                 per_bucket = np.maximum(per_bucket, 0.0)
             lower = np.concatenate(([0.0], bounds[:-1]))
             mids = np.where(np.isinf(bounds), lower, (lower + bounds) / 2.0)
-            keep = per_bucket > 0
+            whole = np.round(per_bucket)  # bucket counts are whole observations; keep those that are some
+            keep = whole > 0
             values += mids[keep].tolist()
-            counts += np.round(per_bucket[keep]).astype(np.int64).tolist()
+            counts += whole[keep].astype(np.int64).tolist()
         if not values:
             return None
         return LatencyBatch(t, node, metric, np.array(values, np.float64), np.array(counts, np.int64))
