@@ -82,7 +82,12 @@ def run_session(
     if wants_dashboard(args):
         from tokenwatch.tui.launch import run_dashboard
 
-        run_dashboard(session, args, mode=mode, replay_control=replay_control)
+        exporter = start_exporter(args, lambda: session.core)  # a replay's seek may swap the core
+        try:
+            run_dashboard(session, args, mode=mode, replay_control=replay_control, exporter=exporter)
+        finally:
+            if exporter is not None:
+                exporter.close()
         if after:
             after(session)
         return 0
@@ -105,7 +110,7 @@ def run_session(
     return 0
 
 
-def start_exporter(args: argparse.Namespace, core: RackCore) -> Any:
+def start_exporter(args: argparse.Namespace, core: RackCore | Callable[[], RackCore]) -> Any:
     port = getattr(args, "prometheus_port", None)
     if port is None:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tokenwatch.exporter.server import MetricsServer
@@ -12,7 +13,9 @@ if TYPE_CHECKING:
 __all__ = ["MetricsServer", "serve_metrics"]
 
 
-def serve_metrics(core: RackCore, port: int, *, host: str = "127.0.0.1") -> MetricsServer:
+def serve_metrics(
+    core: RackCore | Callable[[], RackCore], port: int, *, host: str = "127.0.0.1"
+) -> MetricsServer:
     """Serve ``core`` on http://host:port/metrics from a background thread; ``.close()`` stops it.
 
     Called from inside a running event loop, it attaches to it at once; otherwise call

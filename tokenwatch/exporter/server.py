@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import gzip
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
@@ -27,10 +28,15 @@ _GZIP_MIN_BYTES = 4096
 
 
 class MetricsServer:
-    """``close()`` stops it. ``port`` is the bound port (useful with port 0 in tests)."""
+    """``close()`` stops it. ``port`` is the bound port (useful with port 0 in tests).
 
-    def __init__(self, core: RackCore, port: int, *, host: str = "127.0.0.1") -> None:
-        self.core = core
+    ``core`` is the core, or a function returning the current one (a replay's seek swaps cores).
+    """
+
+    def __init__(
+        self, core: RackCore | Callable[[], RackCore], port: int, *, host: str = "127.0.0.1"
+    ) -> None:
+        self._source = core
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
@@ -40,6 +46,10 @@ class MetricsServer:
             target=self._httpd.serve_forever, name="tokenwatch-metrics", daemon=True
         )
         self._thread.start()
+
+    @property
+    def core(self) -> RackCore:
+        return self._source() if callable(self._source) else self._source
 
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop that feeds the core: scrapes take their snapshot on it from now on."""

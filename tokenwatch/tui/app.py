@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -54,9 +54,12 @@ class TokenwatchApp(App[None]):
         speed: float | None = None,
         theme_dirs: list[Path] | None = None,
         refresh_hz: float = REFRESH_HZ,
+        exporter: Any = None,
     ) -> None:
+        """``exporter``: a /metrics server (``--prometheus-port``) that reads the core on this app's loop."""
         super().__init__()
         self.session = session
+        self.exporter = exporter
         self.mode = mode
         self.player = player
         self.speed = speed
@@ -90,6 +93,8 @@ class TokenwatchApp(App[None]):
         self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=15)
+        if self.exporter is not None:  # scrapes read the core between events, on this loop
+            self.exporter.attach_loop(asyncio.get_running_loop())
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
         self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)

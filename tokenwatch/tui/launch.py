@@ -10,7 +10,12 @@ from tokenwatch.session import Session
 
 
 def run_dashboard(
-    session: Session, args: argparse.Namespace, *, mode: str = "sim", replay_control: Any = None
+    session: Session,
+    args: argparse.Namespace,
+    *,
+    mode: str = "sim",
+    replay_control: Any = None,
+    exporter: Any = None,
 ) -> None:
     """Run the dashboard until the engineer quits; the session runs inside it.
 
@@ -28,6 +33,7 @@ def run_dashboard(
         player=player,
         theme=getattr(args, "theme", None),
         speed=getattr(args, "speed", None),
+        exporter=exporter,
     )
     try:
         app.run()
