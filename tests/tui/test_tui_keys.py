@@ -328,3 +328,10 @@ async def test_redraws_only_when_something_changed() -> None:
         assert app.refreshes == drawn  # one snapshot however many events came with the seek
         assert np.isfinite(app.latest.aggregate.tokens_per_s)
         assert app.latest.t == 900
+
+
+def test_the_readme_lists_every_key() -> None:
+    from tests.conftest import REPO_ROOT
+    from tokenwatch.tui.keys import markdown_table
+
+    assert markdown_table() in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
