@@ -38,17 +38,38 @@ def node_latency_buckets(
     """Metrics with at least one observation, each for every node of the run. Read-only."""
     if core.run is None:
         return {}
-    values = bucket_value(np.arange(N_BUCKETS))
     out: dict[LatencyMetric, NodeLatencyBuckets] = {}
+    bounds = tuple(bounds_s)
     for metric in LATENCY_METRICS:
         if not core.rack_latency[metric].total:
             continue
-        counts = np.stack([h.counts for h in core.latency[metric]])
-        out[metric] = NodeLatencyBuckets(
-            metric,
-            tuple(bounds_s),
-            cumulative_at(counts, bounds_s),
-            counts.sum(axis=1),
-            counts @ values,
-        )
+        hists = core.latency[metric]
+        totals = np.array([h.total for h in hists], np.int64)
+        cached = _CACHE.get((id(hists), bounds))
+        if cached is not None and cached[0] is hists and len(cached[1]) == len(hists):
+            _, old_totals, cumulative, count, sums = cached
+            # A histogram only grows, so an unchanged total means unchanged counts: redo only the rest.
+            changed = np.flatnonzero(totals != old_totals)
+            cumulative, count, sums = cumulative.copy(), count.copy(), sums.copy()
+        else:
+            changed = np.arange(len(hists))
+            cumulative = np.zeros((len(hists), len(bounds)), np.int64)
+            count, sums = np.zeros(len(hists), np.int64), np.zeros(len(hists))
+        if changed.size:
+            counts = np.stack([hists[i].counts for i in changed.tolist()])
+            cumulative[changed] = cumulative_at(counts, bounds)
+            count[changed] = counts.sum(axis=1)
+            sums[changed] = counts @ _VALUES
+        _CACHE[(id(hists), bounds)] = (hists, totals, cumulative, count, sums)
+        while len(_CACHE) > _CACHE_ENTRIES:  # a replay's seeks make new cores: forget the oldest
+            del _CACHE[next(iter(_CACHE))]
+        out[metric] = NodeLatencyBuckets(metric, bounds, cumulative, count, sums)
     return out
+
+
+_VALUES = bucket_value(np.arange(N_BUCKETS))
+# (histogram list, bounds) -> the last result. Keyed by id() but the list itself is kept and checked,
+# so an id reused by a new core's list is never mistaken for the old one. Bounded (insertion order):
+# a scrape server reads one core at a time, three metrics each.
+_CACHE_ENTRIES = 6
+_CACHE: dict[tuple[int, tuple[float, ...]], tuple[list, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}

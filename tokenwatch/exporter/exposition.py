@@ -46,6 +46,11 @@ def families(view: MetricsView) -> list[Family]:
     ]
 
 
+# Values of 1e6 and above (clocks in Hz, HBM in bytes, token totals) need Go's exponent spelling: a
+# Python call each. They repeat across GPUs and scrapes (quantised clocks, fixed HBM sizes), so cache.
+_go_float = functools.lru_cache(maxsize=1 << 16)(floatToGoString)
+
+
 def go_floats(values: np.ndarray) -> list[str]:
     """``floatToGoString`` of every value, fast: Python's ``repr`` is already Go's spelling except for
     infinities, NaN and positive numbers of 7 or more integer digits, which go through the original."""
@@ -54,7 +59,7 @@ def go_floats(values: np.ndarray) -> list[str]:
     with np.errstate(invalid="ignore"):
         odd = np.flatnonzero(~np.isfinite(values) | (values >= 1e6))
     for k in odd.tolist():
-        out[k] = floatToGoString(floats[k])
+        out[k] = _go_float(floats[k])
     return out
 
 
