@@ -306,3 +306,23 @@ def test_two_sources_on_one_node_each_count_their_own_counter() -> None:
         core.ingest(Progress(float(t) + 0.5, "node01", samples_done=None, tokens_done=3000 * t))  # the log
     assert int(core.samples[0]) == 50
     assert int(core.tokens[0]) == 15_000
+
+
+def test_cached_latency_buckets_follow_new_observations() -> None:
+    from tokenwatch.core import latency_buckets
+
+    core = RackCore()
+    core.ingest(start(scenario="Server", total=None))
+    rng = np.random.default_rng(9)
+    for i, node in enumerate(NODES):
+        core.ingest(LatencyBatch(1.0, node, "ttft", rng.lognormal(-1 + 0.1 * i, 0.5, 500)))
+    first = latency_buckets.node_latency_buckets(core)["ttft"]
+    core.ingest(LatencyBatch(2.0, "node03", "ttft", rng.uniform(2.0, 4.0, 200)))
+    cached = latency_buckets.node_latency_buckets(core)["ttft"]
+    latency_buckets._CACHE.clear()
+    fresh = latency_buckets.node_latency_buckets(core)["ttft"]
+    assert np.array_equal(cached.cumulative, fresh.cumulative)
+    assert np.array_equal(cached.count, fresh.count)
+    assert np.allclose(cached.sum_s, fresh.sum_s)
+    assert cached.count[2] == first.count[2] + 200
+    assert np.array_equal(np.delete(cached.cumulative, 2, axis=0), np.delete(first.cumulative, 2, axis=0))
