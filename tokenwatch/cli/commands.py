@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -12,6 +13,10 @@ from tokenwatch.cli.parser import UsageError, print_warnings
 from tokenwatch.core import CoreConfig, RackCore, summarize_core
 from tokenwatch.output.summary_table import render_summary
 from tokenwatch.recording import RecordingReader
+
+if TYPE_CHECKING:
+    from tokenwatch.collectors.replay import ReplayCollector
+    from tokenwatch.replay_player import ReplayPlayer
 
 # Commands import what only they need: `summarize` must not pay for asyncio, YAML or the simulator.
 
@@ -44,28 +49,22 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.cli.running import run_session, wants_dashboard
 
+    source: ReplayPlayer | ReplayCollector
     if wants_dashboard(args):  # the dashboard's replay can pause, change speed and seek both ways
         from tokenwatch.replay_player import ReplayPlayer
 
-        player = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
-        return run_session(
-            args,
-            [player],
-            paced=args.speed > 0,
-            mode="replay",
-            after=lambda _: print_warnings(player.warnings),
-            replay_control=player,
-        )
-    from tokenwatch.collectors.replay import ReplayCollector
+        source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
+    else:
+        from tokenwatch.collectors.replay import ReplayCollector
 
-    collector = ReplayCollector(args.file, speed=args.speed, start_s=args.start)
+        source = ReplayCollector(args.file, speed=args.speed, start_s=args.start)
     return run_session(
         args,
-        [collector],
+        [source],
         paced=args.speed > 0,
         mode="replay",
-        after=lambda _: print_warnings(collector.warnings),
-        replay_control=collector,
+        after=lambda _: print_warnings(source.warnings),
+        replay_control=source,
     )
 
 
