@@ -1,0 +1,94 @@
+"""One node's life: connect, run its sources, and on any failure report it and reconnect.
+
+Each node is its own fault domain, as the rack is built: its connection, its retries and its
+backoff are its own, and nothing it raises reaches another node. A node that comes back resumes
+its tails from their byte offsets with the same parsers (see :class:`FileTailSource`), so no
+work is counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+
+from tokenwatch.live.backoff import Backoff
+from tokenwatch.live.node_sources import NodeContext, NodeSource
+from tokenwatch.live.source_supervisor import SourceSupervisor
+from tokenwatch.live.ssh_connect import ConnectFailure, SshConnector
+from tokenwatch.live.targets import NodeTarget
+from tokenwatch.live.transport import LocalTransport, SshTransport
+
+STABLE_S = 10.0  # a connection that lasted this long resets the backoff
+
+
+class NodeRunner:
+    def __init__(
+        self,
+        target: NodeTarget,
+        sources: Sequence[NodeSource],
+        ctx: NodeContext,
+        *,
+        connector: SshConnector | None,
+        stale_after_s: float,
+        backoff_base_s: float = 1.0,
+        backoff_cap_s: float = 30.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.target = target
+        self.sources = list(sources)
+        self.ctx = ctx
+        self.connector = connector
+        self.stale_after_s = stale_after_s
+        self.rng = rng or random.Random()
+        self.backoff = Backoff(backoff_base_s, backoff_cap_s, rng=self.rng)
+        self.connects = 0
+
+    def _supervisor(self) -> SourceSupervisor:
+        return SourceSupervisor(
+            self.sources,
+            self.ctx,
+            stale_after_s=self.stale_after_s,
+            retry_base_s=self.backoff.base_s,
+            retry_cap_s=self.backoff.cap_s,
+            rng=self.rng,
+        )
+
+    async def run(self) -> None:
+        if self.target.local or self.connector is None:
+            await self.ctx.health.connected()
+            await self._supervisor().run(LocalTransport())
+            return
+        while True:
+            await self._connect_and_run(self.connector)
+            await self.ctx.clock.sleep(self.backoff.next_delay())
+
+    async def _connect_and_run(self, connector: SshConnector) -> None:
+        ctx = self.ctx
+        try:
+            conn, client = await connector.connect(self.target)
+        except ConnectFailure as exc:
+            await ctx.health.lost(str(exc))
+            await ctx.health.notice("ssh", "error", f"{self.target.name}: {exc}")
+            return
+        self.connects += 1
+        up_since = ctx.clock.time()
+        await ctx.health.connected()
+        if self.connects > 1:
+            await ctx.health.notice("ssh", "info", f"{self.target.name}: reconnected")
+        else:
+            ctx.health.forget_notice("ssh")
+        sources = asyncio.create_task(self._supervisor().run(SshTransport(conn)))
+        closed = asyncio.create_task(conn.wait_closed())
+        try:
+            await asyncio.wait({sources, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sources.cancel()
+            closed.cancel()
+            conn.close()
+            await asyncio.gather(sources, closed, return_exceptions=True)
+        reason = client.lost_reason or "connection closed"
+        await ctx.health.lost(reason)
+        await ctx.health.notice("ssh", "error", f"{self.target.name}: {reason}")
+        if ctx.clock.time() - up_since >= STABLE_S:
+            self.backoff.reset()
