@@ -12,9 +12,18 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from tokenwatch.durations import DurationError
     from tokenwatch.recording import RecordingError, RecordingFormatError
     from tokenwatch.sim.faults import FaultError
+    from tokenwatch.sources.errors import SourceFormatError
     from tokenwatch.yaml_schema import SchemaError
 
-    return (UsageError, DurationError, FaultError, SchemaError, RecordingError, RecordingFormatError)
+    return (
+        UsageError,
+        DurationError,
+        FaultError,
+        SchemaError,
+        RecordingError,
+        RecordingFormatError,
+        SourceFormatError,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,233 @@
+"""MLPerf LoadGen's ``mlperf_log_detail.txt``: one ``:::MLLOG {json}`` record per line.
+
+What we keep: the LoadGen version, the ``result_*`` keys (validity, throughput, latency percentiles),
+the ``effective_*`` settings the run really used, and every record LoadGen flagged as a warning or an
+error (``metadata.is_warning`` / ``is_error``). Values can be integers above 2**63 (RNG seeds), which
+the JSON reader keeps exact. A line that is not a record is skipped with a warning naming the file and
+line. :class:`DetailLogParser` reads the log while LoadGen writes it (Notices for its warnings/errors).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tokenwatch.events import Event, Notice, NoticeLevel
+from tokenwatch.sources.errors import SourceFormatError
+from tokenwatch.sources.lines import LineSplitter, NoticeLog, snippet
+
+DETAIL_NAME = "mlperf_log_detail.txt"
+MARKER = b":::MLLOG "
+MAX_DETAIL_BYTES = 256 << 20
+_MAX_LINE_BYTES = 64 << 20  # loaded_qsl_set lines of large runs reach megabytes
+_POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
+
+
+@dataclass(frozen=True, slots=True)
+class DetailRecord:
+    key: str
+    value: Any
+    time_ms: float
+    line: int
+    is_warning: bool = False
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class DetailLog:
+    """The records of one detail log, by kind. ``values`` holds the last value of every key."""
+
+    path: str
+    values: dict[str, Any] = field(default_factory=dict)
+    warnings: list[DetailRecord] = field(default_factory=list)
+    errors: list[DetailRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "file:line: why"
+    records: int = 0
+
+    @property
+    def loadgen_version(self) -> str | None:
+        value = self.values.get("loadgen_version")
+        return str(value) if value is not None else None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        return {k: v for k, v in self.values.items() if k.startswith("result_")}
+
+    @property
+    def effective(self) -> dict[str, Any]:
+        """``effective_*`` settings, keyed without the prefix (``scenario``, ``min_duration_ms``...)."""
+        return {k.removeprefix("effective_"): v for k, v in self.values.items() if k.startswith("effective_")}
+
+    @property
+    def scenario(self) -> str | None:
+        value = self.values.get("effective_scenario")
+        return str(value) if value is not None else None
+
+    @property
+    def valid(self) -> bool | None:
+        value = self.values.get("result_validity")
+        return None if value is None else str(value).upper() == "VALID"
+
+    @property
+    def tokens_per_s(self) -> float:
+        return _first_number(self.values, "result_tokens_per_second", "result_completed_tokens_per_second")
+
+    @property
+    def samples_per_s(self) -> float:
+        return _first_number(self.values, "result_samples_per_second", "result_completed_samples_per_sec")
+
+    @property
+    def samples_completed(self) -> int | None:
+        """Samples LoadGen counted: queries x samples per query (``result_query_count`` is queries)."""
+        queries = self.values.get("result_query_count")
+        per_query = self.values.get(
+            "generated_samples_per_query", self.values.get("effective_samples_per_query")
+        )
+        if isinstance(queries, int) and isinstance(per_query, int):
+            return queries * per_query
+        return None
+
+    def duration_s(self) -> float:
+        """The timed part of the run, from LoadGen's ``power_begin`` / ``power_end`` stamps."""
+        try:
+            begin = datetime.strptime(str(self.values["power_begin"]), _POWER_TIME)
+            end = datetime.strptime(str(self.values["power_end"]), _POWER_TIME)
+        except (KeyError, ValueError):
+            return math.nan
+        seconds = (end - begin).total_seconds()
+        return seconds if seconds >= 0 else math.nan
+
+
+def _first_number(values: dict[str, Any], *keys: str) -> float:
+    for key in keys:
+        value = values.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return math.nan
+
+
+def parse_record(line: bytes) -> tuple[DetailRecord | None, str]:
+    """One line -> (record, "") or (None, why it is not one). ``line`` has no newline."""
+    start = line.find(MARKER)
+    if start < 0:
+        return None, "not a :::MLLOG record"
+    payload = line[start + len(MARKER) :].strip()
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        try:  # orjson stops at 64-bit integers; the standard reader keeps any size exactly
+            data = json.loads(payload.decode("utf-8", "replace"))
+        except ValueError:
+            return None, "bad JSON after :::MLLOG"
+    if not isinstance(data, dict) or not isinstance(data.get("key"), str):
+        return None, "record without a key"
+    metadata = data.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
+    time_ms = data.get("time_ms")
+    time_value = (
+        float(time_ms) if isinstance(time_ms, int | float) and not isinstance(time_ms, bool) else math.nan
+    )
+    return (
+        DetailRecord(
+            data["key"],
+            data.get("value"),
+            time_value,
+            0,
+            is_warning=meta.get("is_warning") is True,
+            is_error=meta.get("is_error") is True,
+        ),
+        "",
+    )
+
+
+def _add(log: DetailLog, record: DetailRecord) -> None:
+    log.records += 1
+    log.values[record.key] = record.value
+    if record.is_error:
+        log.errors.append(record)
+    elif record.is_warning:
+        log.warnings.append(record)
+
+
+def parse_detail_bytes(data: bytes, path: str = DETAIL_NAME) -> DetailLog:
+    log = DetailLog(path)
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        record, why = parse_record(line)
+        if record is None:
+            log.skipped.append(f"{path}:{number}: skipped: {why}")
+            continue
+        _add(
+            log,
+            DetailRecord(
+                record.key, record.value, record.time_ms, number, record.is_warning, record.is_error
+            ),
+        )
+    return log
+
+
+def read_detail(path: Path | str) -> DetailLog:
+    """Read one detail log; a file with no record at all is a :class:`SourceFormatError`."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_DETAIL_BYTES + 1)
+    except OSError as exc:
+        raise SourceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_DETAIL_BYTES:
+        raise SourceFormatError(f"{path}: over {MAX_DETAIL_BYTES >> 20} MiB: not a LoadGen detail log")
+    log = parse_detail_bytes(data, str(path))
+    if log.records == 0:
+        raise SourceFormatError(f"{path}: no :::MLLOG records: not a LoadGen detail log")
+    return log
+
+
+class DetailLogParser:
+    """Tail a detail log while LoadGen writes it: LoadGen's warnings and errors become Notices,
+    the result becomes an info (VALID) or warning (INVALID) Notice; ``log`` accumulates the rest."""
+
+    def __init__(self, node: str, source: str = "loadgen-detail") -> None:
+        self.node = node
+        self.source = source
+        self.log = DetailLog(source)
+        self._lines = LineSplitter(_MAX_LINE_BYTES)
+        self.notices = NoticeLog(source, node)
+
+    def feed(self, data: bytes, t: float) -> list[Event]:
+        split = self._lines.feed(data)
+        return self._parse(split.first_line, split.lines, split.cut, t)
+
+    def close(self, t: float) -> list[Event]:
+        split = self._lines.flush()
+        return self._parse(split.first_line, split.lines, split.cut, t)
+
+    def _parse(self, first: int, lines: list[bytes], cut: list[int], t: float) -> list[Event]:
+        out: list[Event] = []
+        for offset, line in enumerate(lines):
+            number = first + offset
+            if number in cut:
+                self.notices.warn(out, t, f"line {number}: longer than {_MAX_LINE_BYTES} bytes, skipped")
+                continue
+            if not line.strip():
+                continue
+            record, why = parse_record(line)
+            if record is None:
+                self.notices.warn(out, t, f"line {number}: {why}: {snippet(line)}")
+                continue
+            _add(self.log, record)
+            if record.is_error or record.is_warning:
+                level: NoticeLevel = "error" if record.is_error else "warning"
+                out.append(Notice(t, level, f"LoadGen {level}: {record.value}", self.node, self.source))
+            elif record.key == "result_validity":
+                valid = str(record.value).upper() == "VALID"
+                reason = self.log.values.get("result_invalid_reason")
+                text = f"LoadGen result {record.value}" + (f" ({reason})" if reason and not valid else "")
+                out.append(Notice(t, "info" if valid else "warning", text, self.node, self.source))
+        return out

@@ -1,0 +1,227 @@
+"""``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` rows (also streamed with ``-lms``).
+
+Columns come in the order they were requested, so the parser is built with the same field list as
+the command (:func:`query_command`). ``[N/A]``, ``[Not Supported]``, ``[Unknown Error]`` and every other
+bracketed status become ``math.nan``; the clocks-event (throttle) bitmask becomes
+``GpuSample.throttle_reasons`` (names via :func:`tokenwatch.throttle.reason_names`). Rows captured
+with units (``--format=csv``: ``631.95 W``, ``81559 MiB``) parse too, so saved captures can be replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tokenwatch.events import Event, GpuSample
+from tokenwatch.sources.lines import LineSplitter, NoticeLog, snippet
+from tokenwatch.throttle import REASON_NAMES, reason_names
+
+# Names nvidia-smi accepts (see `nvidia-smi --help-query-gpu`; 530+ drivers also take the older
+# "clocks_throttle_reasons.active" spelling, which this parser reads too).
+DEFAULT_QUERY_FIELDS: tuple[str, ...] = (
+    "index",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks.mem",
+    "memory.used",
+    "memory.total",
+    "utilization.memory",
+    "utilization.gpu",
+    "temperature.gpu",
+    "clocks_event_reasons.active",
+)
+
+# query field -> GpuSample attribute. Aliases are the long names nvidia-smi prints in CSV headers.
+FIELD_ATTRIBUTES: dict[str, str] = {
+    "power.draw": "power_w",
+    "power.draw.instant": "power_w",
+    "power.draw.average": "power_w",
+    "gpu.power.draw.instant": "power_w",
+    "power.limit": "power_limit_w",
+    "enforced.power.limit": "power_limit_w",
+    "gpu.power.current_limit": "power_limit_w",
+    "gpu.power.requested_limit": "power_limit_w",
+    "clocks.sm": "sm_clock_mhz",
+    "clocks.current.sm": "sm_clock_mhz",
+    "clocks.mem": "mem_clock_mhz",
+    "clocks.current.memory": "mem_clock_mhz",
+    "memory.used": "hbm_used_mib",
+    "memory.total": "hbm_total_mib",
+    "utilization.memory": "hbm_busy_pct",
+    "utilization.gpu": "util_pct",
+    "temperature.gpu": "temp_c",
+}
+MASK_FIELDS = frozenset({"clocks_event_reasons.active", "clocks_throttle_reasons.active"})
+# Per-reason columns ("Active" / "Not Active") set the same bits as the mask.
+REASON_FIELDS: dict[str, int] = {
+    f"{prefix}.{name}": bit
+    for bit, name in REASON_NAMES.items()
+    for prefix in ("clocks_event_reasons", "clocks_throttle_reasons")
+}
+
+# Plausible ranges; a value outside is a corrupt row, not a reading.
+_RANGES: dict[str, tuple[float, float]] = {
+    "power_w": (0.0, 100_000.0),
+    "power_limit_w": (0.0, 100_000.0),
+    "sm_clock_mhz": (0.0, 100_000.0),
+    "mem_clock_mhz": (0.0, 100_000.0),
+    "hbm_used_mib": (0.0, 1e9),
+    "hbm_total_mib": (0.0, 1e9),
+    "hbm_busy_pct": (0.0, 100.0),
+    "util_pct": (0.0, 100.0),
+    "temp_c": (-100.0, 300.0),
+}
+MAX_GPU_INDEX = 4095
+_MASK_LIMIT = 1 << 64
+_MAX_LINE_BYTES = 64 * 1024
+
+
+def query_command(fields: Sequence[str] = DEFAULT_QUERY_FIELDS, interval_ms: int | None = None) -> list[str]:
+    """argv for nvidia-smi; ``interval_ms`` streams a row per GPU every so many ms (``-lms``)."""
+    if not fields:
+        raise ValueError("nvidia-smi: give at least one query field")
+    for name in fields:
+        if not name or any(c in name for c in ", \t\n="):
+            raise ValueError(f"nvidia-smi: bad query field {name!r}")
+    argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+    if interval_ms is not None:
+        if interval_ms <= 0:
+            raise ValueError(f"nvidia-smi: interval must be positive, not {interval_ms} ms")
+        argv += ["-lms", str(int(interval_ms))]
+    return argv
+
+
+def fields_from_header(line: str) -> list[str]:
+    """Field names from a ``--format=csv`` header (``power.draw [W]`` -> ``power.draw``)."""
+    return [cell.strip().split(" [", 1)[0].strip() for cell in line.split(",")]
+
+
+def is_missing(value: str) -> bool:
+    """``[N/A]``, ``[Not Supported]``, ``[Unknown Error]``, ... (any bracketed status) or empty."""
+    return not value or value == "N/A" or (value.startswith("[") and value.endswith("]"))
+
+
+def parse_reason_mask(value: str) -> int:
+    """``0x0000000000000004`` -> 4; raises ValueError for text that is not a 64-bit mask."""
+    text = value.strip()
+    mask = int(text, 16) if text[:2].lower() == "0x" else int(text)
+    if not 0 <= mask < _MASK_LIMIT:
+        raise ValueError(f"clocks event reasons {text} out of range")
+    return mask
+
+
+def decode_reasons(value: str) -> list[str]:
+    """Names of the clocks-event reasons in an nvidia-smi mask value (``[]`` when missing)."""
+    return [] if is_missing(value.strip()) else reason_names(parse_reason_mask(value))
+
+
+def _number(value: str) -> float:
+    """A reading with or without its unit (``631.95 W``, ``100 %``); NaN for a missing value."""
+    if is_missing(value):
+        return math.nan
+    head = value.split(None, 1)[0] if " " in value else value
+    number = float(head.rstrip("%"))
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
+
+
+class _RowError(ValueError):
+    pass
+
+
+class NvidiaSmiParser:
+    """Rows of one node's ``nvidia-smi`` stream -> :class:`GpuSample` events (one per GPU row).
+
+    ``feed(data, t)`` takes bytes as they arrive: complete lines become samples at run time ``t``,
+    a partial line waits for the next feed, a bad line becomes one ``Notice`` (never an exception).
+    A CSV header row (``--format=csv`` without ``noheader``) is recognised and skipped.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        fields: Sequence[str] = DEFAULT_QUERY_FIELDS,
+        source: str = "nvidia-smi",
+        gpu_field: str = "index",
+    ) -> None:
+        self.node = node
+        self.fields = tuple(f.strip() for f in fields)
+        self.source = source
+        if gpu_field not in self.fields:
+            raise ValueError(f"nvidia-smi: the query must include {gpu_field!r} to tell GPUs apart")
+        self._gpu_column = self.fields.index(gpu_field)
+        self._columns: list[tuple[int, str, str]] = []  # (column, kind, attribute) for used columns
+        seen: set[str] = set()
+        for i, name in enumerate(self.fields):
+            if name in MASK_FIELDS:
+                self._columns.append((i, "mask", ""))
+            elif name in REASON_FIELDS:
+                self._columns.append((i, "reason", name))
+            elif name in FIELD_ATTRIBUTES and FIELD_ATTRIBUTES[name] not in seen:
+                seen.add(FIELD_ATTRIBUTES[name])  # first column for an attribute wins (e.g. power.draw)
+                self._columns.append((i, "value", FIELD_ATTRIBUTES[name]))
+        self._lines = LineSplitter(_MAX_LINE_BYTES)
+        self.notices = NoticeLog(source, node)
+        self.rows = 0
+
+    def feed(self, data: bytes, t: float) -> list[Event]:
+        out: list[Event] = []
+        split = self._lines.feed(data)
+        self._parse_lines(split.first_line, split.lines, split.cut, t, out)
+        return out
+
+    def close(self, t: float) -> list[Event]:
+        """End of the stream: a last line without its newline is parsed too."""
+        out: list[Event] = []
+        split = self._lines.flush()
+        self._parse_lines(split.first_line, split.lines, split.cut, t, out)
+        return out
+
+    def _parse_lines(
+        self, first: int, lines: list[bytes], cut: list[int], t: float, out: list[Event]
+    ) -> None:
+        for offset, raw in enumerate(lines):
+            number = first + offset
+            if number in cut:
+                self.notices.warn(out, t, f"line {number}: longer than {_MAX_LINE_BYTES} bytes, skipped")
+                continue
+            text = raw.decode("utf-8", "replace").strip().strip("\r")
+            if not text:
+                continue
+            cells = [cell.strip() for cell in text.split(",")]
+            if self._is_header(cells):
+                continue
+            try:
+                out.append(self._sample(cells, t))
+            except (_RowError, ValueError) as exc:
+                self.notices.warn(out, t, f"line {number}: {exc}: {snippet(text)}")
+
+    def _is_header(self, cells: list[str]) -> bool:
+        return len(cells) == len(self.fields) and fields_from_header(cells[0])[0] == self.fields[0]
+
+    def _sample(self, cells: list[str], t: float) -> GpuSample:
+        if len(cells) != len(self.fields):
+            raise _RowError(f"expected {len(self.fields)} fields, got {len(cells)}")
+        gpu_text = cells[self._gpu_column]
+        if not gpu_text.isdigit() or int(gpu_text) > MAX_GPU_INDEX:
+            raise _RowError(f"bad GPU index {gpu_text[:20]!r}")
+        values: dict[str, float] = {}
+        mask = 0
+        for column, kind, attribute in self._columns:
+            cell = cells[column]
+            if kind == "mask":
+                if not is_missing(cell):
+                    mask |= parse_reason_mask(cell)
+            elif kind == "reason":
+                if cell.lower() == "active":
+                    mask |= REASON_FIELDS[attribute]
+            else:
+                number = _number(cell)
+                low, high = _RANGES[attribute]
+                if not math.isnan(number) and not low <= number <= high:
+                    raise _RowError(f"{self.fields[column]} = {cell[:20]} out of range")
+                values[attribute] = number
+        self.rows += 1
+        return GpuSample(t, self.node, int(gpu_text), throttle_reasons=mask, **values)
