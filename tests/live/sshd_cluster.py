@@ -168,6 +168,10 @@ class LoopbackCluster:
         self.client_key = root / "client_ed25519"
         self.authorized_keys = root / "authorized_keys"
         self.authorized_keys.write_text(keygen(self.client_key) + "\n")
+        # Sessions get a clean HOME: this machine's root ~/.bashrc runs `pyenv init` (0.6 s of CPU per
+        # session), which would distort every timing and is no part of a GPU node.
+        self.home = root / "home"
+        self.home.mkdir(exist_ok=True)
         self.bin_dir = root / "bin"
         self.bin_dir.mkdir(exist_ok=True)
         (self.bin_dir / "nvidia-smi").symlink_to(FAKE_NVIDIA_SMI)
@@ -175,7 +179,8 @@ class LoopbackCluster:
         self.nodes: list[LoopbackNode] = []
         for i in range(1, n + 1):
             name = f"{prefix}{i:0{width}d}"
-            node = LoopbackNode(name, i, root / name, free_port(), env=dict(extra_env or {}))
+            env = {"HOME": str(self.home), **(extra_env or {})}
+            node = LoopbackNode(name, i, root / name, free_port(), env=env)
             node.root.mkdir()
             node.control.mkdir()
             node.host_key_line = keygen(node.root / "host_ed25519")

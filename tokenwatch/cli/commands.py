@@ -111,4 +111,23 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"sim": cmd_sim, "replay": cmd_replay, "summarize": cmd_summarize, "profiles": cmd_profiles}
+def cmd_watch(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.watch_cmd import cmd_watch as watch
+
+    return watch(args)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.watch_cmd import cmd_check as check
+
+    return check(args)
+
+
+COMMANDS = {
+    "sim": cmd_sim,
+    "replay": cmd_replay,
+    "summarize": cmd_summarize,
+    "profiles": cmd_profiles,
+    "watch": cmd_watch,
+    "check": cmd_check,
+}

@@ -78,6 +78,7 @@ class ProgressSourceConfig:
     patterns: dict[str, str] | None = None
     node_label: str | None = None
     interval_s: float | None = duration_field(None, key="interval")
+    tokens_per_sample: float | None = None  # loadgen-trace: the trace counts samples, not tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class WatchConfig:
 
 # Which keys each progress kind needs (all) and accepts (beyond ``kind``).
 _PROGRESS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "loadgen-trace": (("path",), ("path",)),
+    "loadgen-trace": (("path",), ("path", "tokens_per_sample")),
     "log": (("path",), ("path", "preset", "patterns")),
     "prometheus": (("url", "preset"), ("url", "preset", "interval")),
     "prometheus-query": (("url",), ("url", "node_label", "interval", "preset")),
@@ -230,22 +231,34 @@ def _check_progress(reader: Reader, source: ProgressSourceConfig, path: KeyPath,
             raise reader.error(path, f"kind {source.kind} needs {key!r}")
     if source.kind == "log" and (source.preset is None) == (source.patterns is None):
         raise reader.error(path, "kind log needs either 'preset' or 'patterns'")
-    if source.patterns is not None:
-        if not source.patterns:
-            raise reader.error((*path, "patterns"), "no patterns given")
-        for name, pattern in source.patterns.items():
-            try:
-                compiled = re.compile(pattern)
-            except re.error as exc:
-                raise reader.error((*path, "patterns", name), f"bad regular expression: {exc}") from None
-            if not compiled.groupindex:
-                raise reader.error((*path, "patterns", name), "needs a named group, e.g. (?P<samples>\\d+)")
+    _check_parser_settings(reader, source, path)
     if source.path is not None and not source.path.strip():
         raise reader.error((*path, "path"), "must not be empty")
     if source.url is not None:
         _check_url(reader, (*path, "url"), source.url)
     if source.interval_s is not None and source.interval_s < 0.1:
         raise reader.error((*path, "interval"), "must be at least 100ms")
+
+
+def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: KeyPath) -> None:
+    """Presets and patterns are checked by the parsers' own rules, reported at the config line."""
+    from tokenwatch.sources.harness_log import LogPatternError, compile_rule, preset_names
+    from tokenwatch.sources.prometheus_metrics import PRESETS
+
+    if source.patterns is not None:
+        if not source.patterns:
+            raise reader.error((*path, "patterns"), "no patterns given")
+        for name, pattern in source.patterns.items():
+            try:
+                compile_rule(name, pattern)
+            except LogPatternError as exc:
+                raise reader.error((*path, "patterns", name), str(exc)) from None
+    if source.preset is not None:
+        known = preset_names() if source.kind == "log" else sorted(p for p in PRESETS if p != "dcgm")
+        if source.preset not in known:
+            raise reader.error((*path, "preset"), f"unknown preset {source.preset!r} (known: {', '.join(known)})")
+    if source.tokens_per_sample is not None and not 0 <= source.tokens_per_sample < 1e7:
+        raise reader.error((*path, "tokens_per_sample"), "must be a number of tokens, 0 or more")
 
 
 def _check_url(reader: Reader, path: KeyPath, url: str) -> None:

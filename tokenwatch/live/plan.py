@@ -20,9 +20,6 @@ RACK_WIDE_GPU = ("prometheus",)
 RACK_WIDE_PROGRESS = ("prometheus-query",)
 
 
-class PlanError(ValueError):
-    """The config asks for something this machine or build cannot do (one line)."""
-
 
 def node_sources(
     config: WatchConfig, target: NodeTarget, *, gpu: bool = True, nvml: Any = None, tail_poll_s: float = 0.25
@@ -44,7 +41,7 @@ def node_sources(
 
         url = target.expand(g.url or DEFAULT_DCGM_URL)
         sources.append(
-            ScrapeSource("dcgm-exporter", url, MetricsScrapeParser("dcgm-exporter", node=target.name), g.interval_s)
+            ScrapeSource("dcgm-exporter", url, MetricsScrapeParser("dcgm", node=target.name), g.interval_s)
         )
     names: set[str] = {s.name for s in sources}
     for entry in config.progress:
@@ -68,7 +65,10 @@ def _progress_source(
         from tokenwatch.sources.loadgen_trace import TraceTailParser
 
         path = target.expand(entry.path or "")
-        return FileTailSource(f"trace {path}", path, lambda: TraceTailParser(node), tail_poll_s)
+        per_sample = entry.tokens_per_sample
+        return FileTailSource(
+            f"trace {path}", path, lambda: TraceTailParser(node, tokens_per_sample=per_sample), tail_poll_s
+        )
     if entry.kind == "log":
         path = target.expand(entry.path or "")
         return FileTailSource(f"log {path}", path, log_parser_factory(entry, node), tail_poll_s)
@@ -91,21 +91,6 @@ def log_parser_factory(entry: ProgressSourceConfig, node: str) -> Callable[[], S
     return lambda: LogProgressParser.preset(preset, node)
 
 
-def check_presets(config: WatchConfig) -> None:
-    """Build one parser per progress entry, so an unknown preset is an error before connecting."""
-    for i, entry in enumerate(config.progress):
-        where = f"{config.path}: progress.{i}"
-        try:
-            if entry.kind == "log":
-                log_parser_factory(entry, "check")()
-            elif entry.kind == "prometheus":
-                from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
-
-                MetricsScrapeParser(entry.preset or "", node="check")
-        except (KeyError, ValueError) as exc:
-            raise PlanError(f"{where}: {_one_line(exc)}") from None
-
-
 def local_gpu_problem(config: WatchConfig, nvml: Any = None) -> str | None:
     """Why the GPU source cannot work on this machine (local mode), or None."""
     source = config.gpu.source
@@ -121,8 +106,3 @@ def local_gpu_problem(config: WatchConfig, nvml: Any = None) -> str | None:
         if count_gpus(module) is None:
             return "gpu.source nvml: NVML cannot start here (no NVIDIA driver)"
     return None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    return str(text).splitlines()[0] if str(text) else type(exc).__name__
