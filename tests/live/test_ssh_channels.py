@@ -1,0 +1,156 @@
+"""What travels over a node's SSH connection besides nvidia-smi: node-local /metrics fetched through
+direct-tcpip channels, and file paths full of shell metacharacters that must stay inert."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import DATA, live_run, needs_sshd, write_config
+from sshd_cluster import LoopbackCluster
+
+from tokenwatch.events import GpuSample, LogLine, Progress
+
+pytestmark = [needs_sshd, pytest.mark.timeout(120)]
+
+VLLM = DATA / "vllm-bloom-560m.excerpt.prom"  # a real, non-idle vLLM scrape
+DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # a real 4 x V100 dcgm-exporter scrape
+
+
+class MetricsServer:
+    """Serves ``/<node>/vllm`` and ``/<node>/dcgm`` on 127.0.0.1 and counts requests per path."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        bodies = {"vllm": VLLM.read_bytes(), "dcgm": DCGM.read_bytes()}
+        hits = self.hits
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                kind = self.path.rsplit("/", 1)[-1]
+                body = bodies.get(kind)
+                hits[self.path] += 1
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def metrics() -> Iterator[MetricsServer]:
+    server = MetricsServer()
+    yield server
+    server.close()
+
+
+def expected_vllm_tokens() -> int:
+    text = VLLM.read_text()
+    return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]
+
+
+async def test_node_local_metrics_come_through_the_ssh_connection(
+    healthy: LoopbackCluster, metrics: MetricsServer, tmp_path: Path
+) -> None:
+    extra = f"""progress:
+  - kind: prometheus
+    url: http://localhost:{metrics.port}/{{name}}/vllm
+    preset: vllm
+    interval: 300ms
+"""
+    cfg = write_config(tmp_path / "w.yaml", healthy, extra=extra)
+    victim = healthy["node02"]
+    tokens = expected_vllm_tokens()
+    async with live_run(cfg) as run:
+
+        def progressed(node: str) -> bool:
+            return any(isinstance(e, Progress) and e.node == node and e.tokens_done == tokens for e in run.events)
+
+        await run.wait_for("every node's scrape", lambda: all(progressed(n.name) for n in healthy.nodes))
+        victim.kill()  # the HTTP server stays up: only the SSH path to it goes
+        await run.wait_for("node02 down", lambda: run.state("node02") == "down")
+        hits_then = metrics.hits[f"/{victim.name}/vllm"]
+        other = metrics.hits["/node01/vllm"]
+        await run.wait_for("others still scraped", lambda: metrics.hits["/node01/vllm"] >= other + 3)
+        assert metrics.hits[f"/{victim.name}/vllm"] == hits_then  # node02's fetches went through its sshd
+        snap = run.snapshot()
+    assert snap.nodes.tokens_done[snap.nodes.index("node01")] == tokens  # a cumulative counter, counted once
+    assert all(metrics.hits[f"/{n.name}/vllm"] >= 1 for n in healthy.nodes)
+
+
+async def test_dcgm_exporter_as_the_gpu_source(healthy: LoopbackCluster, metrics: MetricsServer, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "w.yaml", healthy)
+    text = cfg.read_text().replace(
+        "  source: nvidia-smi\n", f"  source: dcgm-exporter\n  url: http://127.0.0.1:{metrics.port}/{{name}}/dcgm\n"
+    )
+    cfg.write_text(text)
+    # the excerpt is partial: these are the GPUs with a power limit or utilisation line in it
+    rows = re.findall(r'^DCGM_FI_DEV_(POWER_MGMT_LIMIT|GPU_UTIL)\{gpu="(\d+)"[^}]*\} (\S+)$', DCGM.read_text(), re.M)
+    limits = {int(g): float(v) for name, g, v in rows if name == "POWER_MGMT_LIMIT"}
+    wanted = {int(g) for _, g, _ in rows}
+    async with live_run(cfg) as run:
+        await run.wait_for(
+            "GPU samples from dcgm-exporter",
+            lambda: all(
+                {e.gpu for e in run.events if isinstance(e, GpuSample) and e.node == n.name} == wanted
+                for n in healthy.nodes
+            ),
+        )
+        snap = run.snapshot()
+    assert limits and wanted
+    for gpu, limit in limits.items():
+        assert snap.gpus.metric("power_limit_w")[snap.nodes.index("node01"), gpu] == limit
+
+
+NASTY = [
+    "it's {name} $(touch {marker}) `touch {marker}`; touch {marker} | cat && echo \"x\" * ?.log",
+    "spaces  and\ttab & {name} > {marker}.log",
+    "-dash-first {name}.log",
+]
+
+
+@pytest.mark.parametrize("pattern", NASTY)
+async def test_shell_metacharacters_in_paths_stay_inert(healthy: LoopbackCluster, tmp_path: Path, pattern: str) -> None:
+    marker = "PWNED"  # a shell that ran any of it would create this in the session's HOME or folder
+    folder = tmp_path / "we'ird \"dir\" $HOME"
+    folder.mkdir()
+    template = str(folder / pattern.format(marker=marker, name="{name}"))
+    for node in healthy.nodes[:2]:
+        path = Path(template.replace("{name}", node.name))
+        path.write_text(f"INFO done 1 samples {node.index * 10} tokens\n")
+    extra = f"""progress:
+  - kind: log
+    path: '{template.replace("'", "''")}'
+    patterns:
+      done: 'done (?P<samples_done>\\d+) samples (?P<tokens_done>\\d+) tokens'
+"""
+    cfg = write_config(tmp_path / "w.yaml", healthy, extra=extra)
+    async with live_run(cfg) as run:
+        await run.wait_for(
+            "both logs read",
+            lambda: {(e.node, e.tokens_done) for e in run.events if isinstance(e, Progress)} >= {("node01", 10), ("node02", 20)},
+        )
+    for place in (healthy.home, tmp_path, folder, Path.cwd()):
+        assert not any(p.name.startswith(marker) for p in place.rglob("*")), place
+    lines = [e.text for e in run.events if isinstance(e, LogLine) and e.node == "node01"]
+    assert lines == ["INFO done 1 samples 10 tokens"]  # the file's line, nothing a shell printed
