@@ -177,10 +177,10 @@ def summarize_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> tuple[
     for result in performance:
         scenarios.setdefault(result.summary.scenario, []).append(result.name)
     if len(scenarios) > 1:
-        parts = "; ".join(
-            f"{s}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}" for s, names in scenarios.items()
+        parts = ", ".join(
+            f"{len(names)} {scenario} (e.g. {names[0]})" for scenario, names in sorted(scenarios.items())
         )
-        raise UsageError(f"mixed scenarios in the result folders ({parts}): summarize one scenario at a time")
+        raise UsageError(f"mixed scenarios in the result folders: {parts}; summarize one scenario at a time")
     nodes: list[NodeResult] = []
     for result in performance:
         node, more = node_result(result, gpus)

@@ -144,14 +144,15 @@ class NvidiaSmiParser:
         node: str,
         fields: Sequence[str] = DEFAULT_QUERY_FIELDS,
         source: str = "nvidia-smi",
-        gpu_field: str = "index",
+        gpu_field: str | None = "index",
     ) -> None:
+        """``gpu_field=None`` reads a single-GPU capture without an index column (every row is GPU 0)."""
         self.node = node
         self.fields = tuple(f.strip() for f in fields)
         self.source = source
-        if gpu_field not in self.fields:
+        if gpu_field is not None and gpu_field not in self.fields:
             raise ValueError(f"nvidia-smi: the query must include {gpu_field!r} to tell GPUs apart")
-        self._gpu_column = self.fields.index(gpu_field)
+        self._gpu_column = None if gpu_field is None else self.fields.index(gpu_field)
         self._columns: list[tuple[int, str, str]] = []  # (column, kind, attribute) for used columns
         seen: set[str] = set()
         for i, name in enumerate(self.fields):
@@ -204,8 +205,8 @@ class NvidiaSmiParser:
     def _sample(self, cells: list[str], t: float) -> GpuSample:
         if len(cells) != len(self.fields):
             raise _RowError(f"expected {len(self.fields)} fields, got {len(cells)}")
-        gpu_text = cells[self._gpu_column]
-        if not gpu_text.isdigit() or int(gpu_text) > MAX_GPU_INDEX:
+        gpu_text = "0" if self._gpu_column is None else cells[self._gpu_column]
+        if not (gpu_text.isascii() and gpu_text.isdigit()) or int(gpu_text) > MAX_GPU_INDEX:
             raise _RowError(f"bad GPU index {gpu_text[:20]!r}")
         values: dict[str, float] = {}
         mask = 0

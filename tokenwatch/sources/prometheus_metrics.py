@@ -146,6 +146,8 @@ class MetricsScrapeParser:
         self._counters: dict[tuple[str, str, tuple[tuple[str, str], ...]], _Counter] = {}
         self._buckets: dict[tuple[str, str, tuple[tuple[str, str], ...]], np.ndarray] = {}
         self._unknown_nodes: set[str] = set()
+        self._warned_unplaced = False
+        self._warned_no_gpu = False
         self.scrapes = 0
 
     # ------------------------------------------------------------------ parse
@@ -156,10 +158,16 @@ class MetricsScrapeParser:
             self.notices.warn(out, t, f"line {number}: not a metric line, skipped: {line}")
         self.scrapes += 1
         by_node: dict[str, list[Series]] = {}
+        unplaced = 0
         for item in series:
             node = self._node_of(item.labels, t, out)
             if node is not None:
                 by_node.setdefault(node, []).append(item)
+            elif item.labels.get(self.node_label or "") is None:
+                unplaced += 1
+        if unplaced and not self._warned_unplaced:
+            self._warned_unplaced = True
+            self.notices.warn(out, t, f"{unplaced} series without the {self.node_label!r} label skipped")
         for node, items in by_node.items():
             if self.preset_name == "dcgm":
                 out += self._gpu_samples(node, items, t, out)
@@ -281,12 +289,13 @@ class MetricsScrapeParser:
             if not wanted:
                 continue
             gpu_text = item.labels.get("gpu", "")
-            if not gpu_text.isdigit() or int(gpu_text) > _MAX_GPU:
+            if not (gpu_text.isascii() and gpu_text.isdigit()) or int(gpu_text) > _MAX_GPU:
                 no_gpu += 1
                 continue
             if math.isfinite(item.value):
                 readings.setdefault(int(gpu_text), {}).setdefault(item.name, []).append(item.value)
-        if no_gpu:
+        if no_gpu and not self._warned_no_gpu:
+            self._warned_no_gpu = True
             self.notices.warn(out, t, f"{no_gpu} GPU series without a usable gpu label skipped")
         samples: list[Event] = []
         for gpu in sorted(readings):
