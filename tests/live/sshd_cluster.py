@@ -7,6 +7,7 @@ Nothing listens beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -122,7 +123,9 @@ class LoopbackNode:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sshd for {self.name} exited: {(self.root / 'sshd.log').read_text()[-500:]}")
+                raise RuntimeError(
+                    f"sshd for {self.name} exited: {(self.root / 'sshd.log').read_text()[-500:]}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return
@@ -141,10 +144,8 @@ class LoopbackNode:
             family = []
         # sessions run in their own sessions (setsid): find them by their sshd parents' children
         for proc in family:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.send_signal(signal.SIGKILL)
-            except psutil.NoSuchProcess:
-                pass
         psutil.wait_procs(family, timeout=5)
         self.proc.wait(timeout=5)
         self.proc = None
@@ -203,7 +204,8 @@ class LoopbackCluster:
     def hosts_yaml(self) -> str:
         """The ``nodes.hosts`` list of mappings for a watch config."""
         return "".join(
-            f"    - {{name: {n.name}, host: 127.0.0.1, port: {n.port}, user: {self.user}}}\n" for n in self.nodes
+            f"    - {{name: {n.name}, host: 127.0.0.1, port: {n.port}, user: {self.user}}}\n"
+            for n in self.nodes
         )
 
     def ssh_config(self) -> str:

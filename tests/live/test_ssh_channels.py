@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DATA, live_run, needs_sshd, write_config
+from live_support import DATA, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
 from tokenwatch.events import GpuSample, LogLine, Progress
@@ -84,7 +84,9 @@ async def test_node_local_metrics_come_through_the_ssh_connection(
     async with live_run(cfg) as run:
 
         def progressed(node: str) -> bool:
-            return any(isinstance(e, Progress) and e.node == node and e.tokens_done == tokens for e in run.events)
+            return any(
+                isinstance(e, Progress) and e.node == node and e.tokens_done == tokens for e in run.events
+            )
 
         await run.wait_for("every node's scrape", lambda: all(progressed(n.name) for n in healthy.nodes))
         victim.kill()  # the HTTP server stays up: only the SSH path to it goes
@@ -98,14 +100,19 @@ async def test_node_local_metrics_come_through_the_ssh_connection(
     assert all(metrics.hits[f"/{n.name}/vllm"] >= 1 for n in healthy.nodes)
 
 
-async def test_dcgm_exporter_as_the_gpu_source(healthy: LoopbackCluster, metrics: MetricsServer, tmp_path: Path) -> None:
+async def test_dcgm_exporter_as_the_gpu_source(
+    healthy: LoopbackCluster, metrics: MetricsServer, tmp_path: Path
+) -> None:
     cfg = write_config(tmp_path / "w.yaml", healthy)
     text = cfg.read_text().replace(
-        "  source: nvidia-smi\n", f"  source: dcgm-exporter\n  url: http://127.0.0.1:{metrics.port}/{{name}}/dcgm\n"
+        "  source: nvidia-smi\n",
+        f"  source: dcgm-exporter\n  url: http://127.0.0.1:{metrics.port}/{{name}}/dcgm\n",
     )
     cfg.write_text(text)
     # the excerpt is partial: these are the GPUs with a power limit or utilisation line in it
-    rows = re.findall(r'^DCGM_FI_DEV_(POWER_MGMT_LIMIT|GPU_UTIL)\{gpu="(\d+)"[^}]*\} (\S+)$', DCGM.read_text(), re.M)
+    rows = re.findall(
+        r'^DCGM_FI_DEV_(POWER_MGMT_LIMIT|GPU_UTIL)\{gpu="(\d+)"[^}]*\} (\S+)$', DCGM.read_text(), re.M
+    )
     limits = {int(g): float(v) for name, g, v in rows if name == "POWER_MGMT_LIMIT"}
     wanted = {int(g) for _, g, _ in rows}
     async with live_run(cfg) as run:
@@ -117,22 +124,25 @@ async def test_dcgm_exporter_as_the_gpu_source(healthy: LoopbackCluster, metrics
             ),
         )
         snap = run.snapshot()
-    assert limits and wanted
+    assert limits
+    assert wanted
     for gpu, limit in limits.items():
         assert snap.gpus.metric("power_limit_w")[snap.nodes.index("node01"), gpu] == limit
 
 
 NASTY = [
-    "it's {name} $(touch {marker}) `touch {marker}`; touch {marker} | cat && echo \"x\" * ?.log",
+    'it\'s {name} $(touch {marker}) `touch {marker}`; touch {marker} | cat && echo "x" * ?.log',
     "spaces  and\ttab & {name} > {marker}.log",
     "-dash-first {name}.log",
 ]
 
 
 @pytest.mark.parametrize("pattern", NASTY)
-async def test_shell_metacharacters_in_paths_stay_inert(healthy: LoopbackCluster, tmp_path: Path, pattern: str) -> None:
+async def test_shell_metacharacters_in_paths_stay_inert(
+    healthy: LoopbackCluster, tmp_path: Path, pattern: str
+) -> None:
     marker = "PWNED"  # a shell that ran any of it would create this in the session's HOME or folder
-    folder = tmp_path / "we'ird \"dir\" $HOME"
+    folder = tmp_path / 'we\'ird "dir" $HOME'
     folder.mkdir()
     template = str(folder / pattern.format(marker=marker, name="{name}"))
     for node in healthy.nodes[:2]:
@@ -148,7 +158,10 @@ async def test_shell_metacharacters_in_paths_stay_inert(healthy: LoopbackCluster
     async with live_run(cfg) as run:
         await run.wait_for(
             "both logs read",
-            lambda: {(e.node, e.tokens_done) for e in run.events if isinstance(e, Progress)} >= {("node01", 10), ("node02", 20)},
+            lambda: (
+                {(e.node, e.tokens_done) for e in run.events if isinstance(e, Progress)}
+                >= {("node01", 10), ("node02", 20)}
+            ),
         )
     for place in (healthy.home, tmp_path, folder, Path.cwd()):
         assert not any(p.name.startswith(marker) for p in place.rglob("*")), place

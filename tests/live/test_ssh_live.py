@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import N_NODES, expected_node_power_w, live_run, needs_sshd, write_config
+from live_support import N_NODES, expected_node_power_w, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
 from tokenwatch.events import GpuSample, Progress
@@ -61,7 +61,8 @@ async def test_every_node_streams_gpus_and_tails_its_log(healthy: LoopbackCluste
             with open(logs / node.name / "harness.log", "a") as fh:
                 fh.write(log_line(1000 + node.index))
         await run.wait_for(
-            "appended lines", lambda: all(last_tokens(run, n.name) == (1000 + n.index) * 100 for n in healthy.nodes)
+            "appended lines",
+            lambda: all(last_tokens(run, n.name) == (1000 + n.index) * 100 for n in healthy.nodes),
         )
         snap = run.snapshot()
     assert len(names) == N_NODES
@@ -74,7 +75,9 @@ async def test_every_node_streams_gpus_and_tails_its_log(healthy: LoopbackCluste
     assert snap.aggregate.power_w == pytest.approx(expected_total)
     assert snap.aggregate.tokens_done == sum((1000 + n.index) * 100 for n in healthy.nodes)
     starts = [e for e in run.events if type(e).__name__ == "RunStarted"]
-    assert len(starts) == 1 and starts[0].source == "live" and starts[0].nodes == tuple(names)
+    assert len(starts) == 1
+    assert starts[0].source == "live"
+    assert starts[0].nodes == tuple(names)
     assert type(run.events[-1]).__name__ == "RunEnded"
 
 
@@ -91,6 +94,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
         await run.wait_for("victim's log", lambda: last_tokens(run, "node03") == 2 * 3 * 100)
         full_power = run.snapshot().aggregate.power_w
 
+        before_kill = len(run.statuses("node03"))
         victim.kill()
         await run.wait_for("node03 down", lambda: run.state("node03") == "down", timeout=10)
         down = [s for s in run.statuses("node03") if s.state == "down"][-1]
@@ -114,19 +118,23 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
         await run.wait_for("node03's new line", lambda: last_tokens(run, "node03") == 7700)
         await run.wait_for("node03 streaming", lambda: gpu_rows(run, "node03") >= victim_rows + 8)
         snap = run.snapshot()
-    states = [s.state for s in run.statuses("node03")]
+    states = [s.state for s in run.statuses("node03")[before_kill:]]
     changes = [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
-    assert changes == ["up", "down", "up"]  # down may be re-published with a new reason (lost, refused)
+    assert changes == ["down", "up"]  # down may be re-published with a new reason (lost, refused)
     tokens = snap.nodes.tokens_done[snap.nodes.index("node03")]
     # written: 300, 600 (cumulative counters), then 7700 after the restart: counted once, no replay
     progress = [e.tokens_done for e in run.events if isinstance(e, Progress) and e.node == "node03"]
-    assert progress == sorted(progress) and progress[-1] == 7700 and progress.count(600) == 1
+    assert progress == sorted(progress)
+    assert progress[-1] == 7700
+    assert progress.count(600) == 1
     assert tokens == 7700
     assert snap.aggregate.power_w == pytest.approx(full_power)
     assert any("reconnected" in n.message for n in run.notices("node03"))
 
 
-async def test_dropped_connection_reconnects_and_resumes_the_tail(healthy: LoopbackCluster, tmp_path: Path) -> None:
+async def test_dropped_connection_reconnects_and_resumes_the_tail(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
     """Only the node's SSH session dies (its sshd stays): dropped, reconnected, tail resumed."""
     import psutil
 
@@ -148,13 +156,18 @@ async def test_dropped_connection_reconnects_and_resumes_the_tail(healthy: Loopb
     assert progress == [500, 900]  # the first line was not read again
 
 
-async def test_silent_stream_makes_the_node_stale_then_up_again(healthy: LoopbackCluster, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="1s")
+async def test_silent_stream_makes_the_node_stale_then_up_again(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
     node = healthy["node06"]
     async with live_run(cfg) as run:
         await run.wait_for("node06 streaming", lambda: gpu_rows(run, "node06") >= 4)
         (node.control / "stall").touch()
-        await run.wait_for("node06 stale", lambda: run.state("node06") == "stale", timeout=10)
+        await run.wait_for(
+            "node06 reported stale", lambda: any(s.state == "stale" for s in run.statuses("node06")), timeout=10
+        )
+        assert run.state("node06") == "stale"
         stale = [s for s in run.statuses("node06") if s.state == "stale"][-1]
         assert "nvidia-smi" in stale.reason
         snap = run.snapshot()
@@ -165,24 +178,30 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(healthy: Loopbac
 
 
 async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="1s")
+    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
     node = healthy["node07"]
     async with live_run(cfg) as run:
         await run.wait_for("node07 streaming", lambda: gpu_rows(run, "node07") >= 4)
         (node.control / "fail").touch()
         await run.wait_for(
-            "the failure reported", lambda: any("status 3" in n.message for n in run.notices("node07")), timeout=10
+            "the failure reported",
+            lambda: any("status 3" in n.message for n in run.notices("node07")),
+            timeout=10,
         )
         message = next(n.message for n in run.notices("node07") if "status 3" in n.message)
         assert "GPU is lost" in message  # the command's own stderr, for the engineer
-        await run.wait_for("node07 stale", lambda: run.state("node07") == "stale", timeout=10)
+        await run.wait_for(
+            "node07 reported stale", lambda: any(s.state == "stale" for s in run.statuses("node07")), timeout=10
+        )
         (node.control / "fail").unlink()
         rows = gpu_rows(run, "node07")
         await run.wait_for("retried", lambda: gpu_rows(run, "node07") > rows, timeout=15)
         await run.wait_for("node07 up", lambda: run.state("node07") == "up", timeout=10)
 
 
-async def test_unknown_and_changed_host_keys_fail_only_their_node(healthy: LoopbackCluster, tmp_path: Path) -> None:
+async def test_unknown_and_changed_host_keys_fail_only_their_node(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
     from sshd_cluster import keygen
 
     impostor = keygen(tmp_path / "impostor").split()
@@ -200,13 +219,18 @@ async def test_unknown_and_changed_host_keys_fail_only_their_node(healthy: Loopb
     async with live_run(cfg) as run:
         ok = [n.name for n in healthy.nodes if n.name not in ("node02", "node04")]
         await run.wait_for("the others stream", lambda: all(gpu_rows(run, n) >= 4 for n in ok))
-        await run.wait_for("node02 and node04 down", lambda: run.statuses("node02") and run.statuses("node04"))
+        await run.wait_for(
+            "node02 and node04 down", lambda: run.statuses("node02") and run.statuses("node04")
+        )
     unknown = run.statuses("node02")[0]
     changed = run.statuses("node04")[0]
-    assert unknown.state == "down" and "unknown host key" in unknown.reason
+    assert unknown.state == "down"
+    assert "unknown host key" in unknown.reason
     assert "--accept-new-host-keys" in unknown.reason
-    assert changed.state == "down" and "HOST KEY CHANGED" in changed.reason
-    assert gpu_rows(run, "node02") == 0 and gpu_rows(run, "node04") == 0
+    assert changed.state == "down"
+    assert "HOST KEY CHANGED" in changed.reason
+    assert gpu_rows(run, "node02") == 0
+    assert gpu_rows(run, "node04") == 0
     assert known.read_text() == "\n".join(lines) + "\n"  # nothing recorded without the flag
 
 
@@ -232,9 +256,13 @@ async def test_accept_new_host_keys_records_new_keys_never_changed_ones(
     assert "HOST KEY CHANGED" in run.statuses("node08")[0].reason
 
 
-async def test_handshakes_in_flight_never_exceed_max_concurrent(healthy: LoopbackCluster, tmp_path: Path) -> None:
+async def test_handshakes_in_flight_never_exceed_max_concurrent(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
     cfg = write_config(tmp_path / "w.yaml", healthy)
-    cfg.write_text(cfg.read_text().replace("  connect_timeout: 5s\n", "  connect_timeout: 5s\n  max_concurrent: 2\n"))
+    cfg.write_text(
+        cfg.read_text().replace("  connect_timeout: 5s\n", "  connect_timeout: 5s\n  max_concurrent: 2\n")
+    )
     async with live_run(cfg) as run:
         await run.wait_for("all up", lambda: all(run.statuses(n.name) for n in healthy.nodes))
         connector = run.collector.connector

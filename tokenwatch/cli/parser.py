@@ -167,7 +167,9 @@ def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         metavar="DURATION",
         help="stop watching after this much wall time (default: when every node has finished, or Ctrl-C)",
     )
-    watch.add_argument("--slurm-job", metavar="ID", help="watch the nodes of this Slurm job (overrides nodes.hosts)")
+    watch.add_argument(
+        "--slurm-job", metavar="ID", help="watch the nodes of this Slurm job (overrides nodes.hosts)"
+    )
     watch.add_argument(
         "--accept-new-host-keys",
         action="store_true",

@@ -25,7 +25,10 @@ from tokenwatch.session import Collector
 def core_config(config: WatchConfig) -> CoreConfig:
     a = config.alerts
     return CoreConfig(
-        straggler_pct=a.straggler_pct, stale_after_s=a.stale_after_s, ttft_sla_s=a.ttft_sla_s, tpot_sla_s=a.tpot_sla_s
+        straggler_pct=a.straggler_pct,
+        stale_after_s=a.stale_after_s,
+        ttft_sla_s=a.ttft_sla_s,
+        tpot_sla_s=a.tpot_sla_s,
     )
 
 
@@ -65,7 +68,9 @@ def _gpu_count_here(config: WatchConfig) -> int | None:
         return count_gpus(load_pynvml())
     if config.gpu.source == "nvidia-smi" and shutil.which("nvidia-smi"):
         try:
-            listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False)
+            listed = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         count = sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
@@ -117,7 +122,9 @@ def build_collector(
                 raise UsageError(f"{config.path}: nothing to watch: {problem}, and no progress source")
             stderr_line(f"tokenwatch: warning: {problem}; watching without GPU telemetry")
         nodes = config.nodes
-        gpus = (nodes.gpus_per_node if nodes else None) or (_gpu_count_here(config) if gpu_here else None) or 1
+        gpus = (
+            (nodes.gpus_per_node if nodes else None) or (_gpu_count_here(config) if gpu_here else None) or 1
+        )
     else:
         connector = SshConnector(
             SshSettings(
@@ -131,7 +138,9 @@ def build_collector(
         )
         gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
     if not gpu_here and not extra and not any(p.kind not in RACK_WIDE_PROGRESS for p in config.progress):
-        raise UsageError(f"{config.path}: nothing to watch: gpu.source is none and there is no progress source")
+        raise UsageError(
+            f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"
+        )
     return LiveCollector(
         config,
         targets,
@@ -171,7 +180,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     out.write(f"  run       {config.run.name} ({config.run.scenario})\n")
     out.write(f"  nodes     {where}" + (f", {gpus} GPUs each" if gpus else "") + "\n")
     gpu = config.gpu
-    out.write(f"  gpu       {gpu.source}" + (f" every {gpu.interval_s:g} s" if gpu.source != "none" else "") + "\n")
+    out.write(
+        f"  gpu       {gpu.source}" + (f" every {gpu.interval_s:g} s" if gpu.source != "none" else "") + "\n"
+    )
     for p in config.progress:
         detail = p.path or p.url or ""
         extra = p.preset or ("patterns" if p.patterns else "")

@@ -11,7 +11,12 @@ import random
 
 class Backoff:
     def __init__(
-        self, base_s: float = 1.0, cap_s: float = 30.0, *, factor: float = 2.0, rng: random.Random | None = None
+        self,
+        base_s: float = 1.0,
+        cap_s: float = 30.0,
+        *,
+        factor: float = 2.0,
+        rng: random.Random | None = None,
     ) -> None:
         if base_s <= 0 or cap_s < base_s or factor < 1:
             raise ValueError("need 0 < base_s <= cap_s and factor >= 1")

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from tokenwatch.events import Scenario
 from tokenwatch.live.hostlist import HostListError, expand_hostlist
-from tokenwatch.yaml_schema import KeyPath, Reader, SchemaError, duration_field, load_yaml
+from tokenwatch.yaml_schema import KeyPath, Reader, duration_field, load_yaml
 
 GpuSourceKind = Literal["nvidia-smi", "nvml", "dcgm-exporter", "prometheus", "none"]
 ProgressKind = Literal["loadgen-trace", "log", "prometheus", "prometheus-query"]
@@ -135,9 +135,7 @@ def _refuse_secrets(reader: Reader, data: Any, path: KeyPath) -> None:
         for key, value in data.items():
             sub = (*path, str(key))
             if str(key).lower() in _SECRET_KEYS:
-                raise reader.error(
-                    sub, "secrets are not accepted in the config (SSH uses keys or the agent)"
-                )
+                raise reader.error(sub, "secrets are not accepted in the config (SSH uses keys or the agent)")
             _refuse_secrets(reader, value, sub)
     elif isinstance(data, list):
         for i, item in enumerate(data):
@@ -209,7 +207,8 @@ def _check_gpu(reader: Reader, config: WatchConfig) -> None:
     if gpu.source == "nvml" and not config.local:
         raise reader.error(
             ("gpu", "source"),
-            "nvml reads the GPUs of the machine tokenwatch runs on; with nodes use nvidia-smi or dcgm-exporter",
+            "nvml reads the GPUs of the machine tokenwatch runs on; "
+            "with nodes use nvidia-smi or dcgm-exporter",
         )
     if gpu.source == "prometheus" and gpu.url is None:
         raise reader.error(("gpu",), "source prometheus needs 'url' (the Prometheus server)")
@@ -256,7 +255,9 @@ def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: K
     if source.preset is not None:
         known = preset_names() if source.kind == "log" else sorted(p for p in PRESETS if p != "dcgm")
         if source.preset not in known:
-            raise reader.error((*path, "preset"), f"unknown preset {source.preset!r} (known: {', '.join(known)})")
+            raise reader.error(
+                (*path, "preset"), f"unknown preset {source.preset!r} (known: {', '.join(known)})"
+            )
     if source.tokens_per_sample is not None and not 0 <= source.tokens_per_sample < 1e7:
         raise reader.error((*path, "tokens_per_sample"), "must be a number of tokens, 0 or more")
 

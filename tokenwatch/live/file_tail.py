@@ -81,7 +81,8 @@ class LocalFileTailer:
         if not opened:
             self._say(items, f"cannot open '{self.path}' for reading: No such file or directory")
             return False
-        assert self._fd is not None and self._inode is not None
+        assert self._fd is not None
+        assert self._inode is not None
         size = os.fstat(self._fd).st_size
         inode = str(self._inode[1])
         start = 0

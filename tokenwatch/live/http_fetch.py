@@ -103,7 +103,8 @@ def _parse_response(raw: bytes, url: str) -> str:
 
 
 def _dechunk(body: bytes, url: str) -> bytes:
-    out, pos = [], 0
+    out: list[bytes] = []
+    pos = 0
     while True:
         line_end = body.find(b"\r\n", pos)
         if line_end < 0:

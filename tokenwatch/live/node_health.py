@@ -69,7 +69,9 @@ class NodeHealth:
         if self.finished:
             return
         state = self.state
-        if state == self.published or (state[0] == "down" and self.published is None and state[1] == "connecting"):
+        if state == self.published or (
+            state[0] == "down" and self.published is None and state[1] == "connecting"
+        ):
             return
         self.published = state
         await self._emit(NodeStatus(self._now(), self.node, state[0], state[1]))

@@ -122,7 +122,9 @@ class FileTailSource:
 
     periodic_s: float | None = None
 
-    def __init__(self, name: str, path: str, parser_factory: Callable[[], StreamParser], poll_s: float = 0.25):
+    def __init__(
+        self, name: str, path: str, parser_factory: Callable[[], StreamParser], poll_s: float = 0.25
+    ):
         self.name = name
         self.path = path
         self.parser_factory = parser_factory
@@ -155,7 +157,9 @@ class FileTailSource:
             stream.close()
         raise SourceEnded(describe_exit(f"tail of {self.path}", status, stderr))
 
-    async def _handle(self, items: list[TailItem], ctx: NodeContext, inode_now: Callable[[], Awaitable[str | None]]) -> None:
+    async def _handle(
+        self, items: list[TailItem], ctx: NodeContext, inode_now: Callable[[], Awaitable[str | None]]
+    ) -> None:
         for item in items:
             if isinstance(item, TailData):
                 assert self.parser is not None
@@ -166,7 +170,9 @@ class FileTailSource:
             elif isinstance(item, TailStart):
                 if item.offset != self.offset:
                     await ctx.health.notice(
-                        self.name, "info", f"{self.path} was rotated or truncated meanwhile: reading it from the start"
+                        self.name,
+                        "info",
+                        f"{self.path} was rotated or truncated meanwhile: reading it from the start",
                     )
                     self.parser = self.parser_factory()
                 self.inode, self.offset = item.inode, item.offset
@@ -204,7 +210,9 @@ class ScrapeSource:
         while True:
             began = ctx.clock.time()
             try:
-                text = await http_get(transport.open_tcp, self.url, timeout_s=min(self.timeout_s, interval * 5))
+                text = await http_get(
+                    transport.open_tcp, self.url, timeout_s=min(self.timeout_s, interval * 5)
+                )
             except HttpError as exc:
                 await ctx.health.notice(self.name, "warning", str(exc))
             else:

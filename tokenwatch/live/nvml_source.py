@@ -10,6 +10,7 @@ the event model's W and MiB here. A metric the GPU does not support is ``nan``, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from typing import Any
 
@@ -45,10 +46,8 @@ class NvmlReader:
         return count
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.nvml.nvmlShutdown()
-        except Exception:
-            pass
 
     def _get(self, fn: str, *args: Any) -> Any:
         try:
@@ -78,7 +77,9 @@ class NvmlReader:
                     power_w=_scaled(power_mw, 1e-3),
                     power_limit_w=_scaled(limit_mw, 1e-3),
                     sm_clock_mhz=_scaled(self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM), 1),
-                    mem_clock_mhz=_scaled(self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_MEM), 1),
+                    mem_clock_mhz=_scaled(
+                        self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_MEM), 1
+                    ),
                     hbm_used_mib=_scaled(getattr(memory, "used", None), 1 / MIB),
                     hbm_total_mib=_scaled(getattr(memory, "total", None), 1 / MIB),
                     hbm_busy_pct=_scaled(getattr(util, "memory", None), 1),

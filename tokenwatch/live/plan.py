@@ -20,7 +20,6 @@ RACK_WIDE_GPU = ("prometheus",)
 RACK_WIDE_PROGRESS = ("prometheus-query",)
 
 
-
 def node_sources(
     config: WatchConfig, target: NodeTarget, *, gpu: bool = True, nvml: Any = None, tail_poll_s: float = 0.25
 ) -> list[NodeSource]:
@@ -32,7 +31,9 @@ def node_sources(
 
         argv = query_command(DEFAULT_QUERY_FIELDS, interval_ms=max(100, round(g.interval_s * 1000)))
         sources.append(
-            CommandSource("nvidia-smi", argv, lambda: NvidiaSmiParser(target.name, DEFAULT_QUERY_FIELDS), g.interval_s)
+            CommandSource(
+                "nvidia-smi", argv, lambda: NvidiaSmiParser(target.name, DEFAULT_QUERY_FIELDS), g.interval_s
+            )
         )
     elif gpu and g.source == "nvml":
         sources.append(NvmlSource(g.interval_s, nvml))

@@ -28,7 +28,7 @@ def _watched_script(program: str, *, merge_stderr: bool) -> str:
 # while we were away: start from its beginning. The first output line says which.
 _TAIL_SCRIPT = (
     'p=$1; want=$2; off=$3; st=$(stat -L -c "%i %s" -- "$p" 2>/dev/null) || st="- 0"; '
-    'ino=${st% *}; size=${st#* }; start=0; '
+    "ino=${st% *}; size=${st#* }; start=0; "
     'if [ -n "$want" ] && [ "$ino" = "$want" ] && [ "$size" -ge "$off" ]; then start=$off; fi; '
     'printf "TW-START %s %s\\n" "$ino" "$start"; '
 ) + _watched_script('tail -c +"$((start + 1))" -F -- "$p"', merge_stderr=True)

@@ -91,8 +91,12 @@ class SourceSupervisor:
             for source in periodic:
                 silent = now - ctx.last_data.get(source.name, now)
                 if silent > self.stale_after_s:
-                    await ctx.health.set_stale(source.name, f"no {source.name} data for {self.stale_after_s:g} s")
-                    quiet = now - max(ctx.last_data.get(source.name, now), self._restarted.get(source.name, now))
+                    await ctx.health.set_stale(
+                        source.name, f"no {source.name} data for {self.stale_after_s:g} s"
+                    )
+                    quiet = now - max(
+                        ctx.last_data.get(source.name, now), self._restarted.get(source.name, now)
+                    )
                     if quiet > self.restart_after_s and source.name in self._running:
                         self._restarted[source.name] = now
                         self._running[source.name].cancel()

@@ -148,7 +148,7 @@ class SshConnector:
                 raise ConnectFailure(
                     f"authentication failed for {who}{target.host}: no accepted key (keys or agent)"
                 ) from None
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 raise ConnectFailure(f"no answer within {s.connect_timeout_s:g} s") from None
             except Exception as exc:
                 raise ConnectFailure(_describe(exc)) from None

@@ -122,7 +122,7 @@ class LiveCollector:
         tasks = [asyncio.create_task(r.run(), name=f"node {r.target.name}") for r in self.runners]
         tasks += [asyncio.create_task(self._run_rack_collector(c)) for c in self.rack_collectors]
         tasks.append(asyncio.create_task(self._heartbeat()))
-        reason = "stopped"
+        reason = "interrupted"
         try:
             reason = await self._until_end()
         finally:
@@ -132,7 +132,7 @@ class LiveCollector:
             await emit(RunEnded(self.now(), reason))
 
     async def _until_end(self) -> str:
-        waits = [asyncio.create_task(self._all_finished.wait())]
+        waits: list[asyncio.Task[Any]] = [asyncio.create_task(self._all_finished.wait())]
         if self.options.stop_after_s is not None:
             waits.append(asyncio.create_task(self.clock.sleep(self.options.stop_after_s)))
         try:

@@ -25,7 +25,9 @@ MAX_HEADER = 256
 MAX_MESSAGE = 4096  # a "tail: " line longer than this is file data, not an announcement
 _PREFIX = b"tail: "
 # GNU tail (LC_ALL=C) announcements. Only these are lifted out; any other line is the file's.
-_RESET = re.compile(rb"^tail: .+(?:has appeared|has been replaced);  following new file$|^tail: .+: file truncated$")
+_RESET = re.compile(
+    rb"^tail: .+(?:has appeared|has been replaced);  following new file$|^tail: .+: file truncated$"
+)
 _MESSAGE = re.compile(
     rb"^tail: (?:.+ has become inaccessible: .+|cannot open .+ for reading: .+|.+; giving up on this name"
     rb"|inotify .+|no files remaining|error reading .+|.+: cannot follow end of this type of file.*)$"

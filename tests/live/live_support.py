@@ -1,0 +1,128 @@
+"""Helpers for the live tests: watch configs for loopback nodes, an in-process live session, figures
+computed independently of the code under test."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sshd_cluster import LoopbackCluster, missing_binaries
+
+from tokenwatch.cli.watch_cmd import build_collector, core_config
+from tokenwatch.core import RackCore, RackSnapshot
+from tokenwatch.events import Event, NodeStatus, Notice
+from tokenwatch.live.config import WatchConfig, load_watch_config
+from tokenwatch.live.supervisor import LiveCollector, LiveOptions
+from tokenwatch.session import Session
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "live"
+H100_CSV = DATA / "h100-load.query-gpu.csv"
+N_NODES = 8
+
+needs_sshd = pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries()))
+
+
+def captured_h100() -> dict[str, str]:
+    """The real H100 --query-gpu row the fake nvidia-smi serves: field name (no unit) -> value text."""
+    header, row = H100_CSV.read_text().splitlines()[:2]
+    names = [cell.split(" [")[0] for cell in header.split(", ")]
+    return dict(zip(names, row.split(", "), strict=True))
+
+
+def expected_node_power_w(index: int, gpus: int = 4) -> float:
+    """Independent figure: the fake reports captured power.draw + GPU number + node number per GPU."""
+    base = float(captured_h100()["power.draw"].removesuffix(" W"))
+    return sum(base + g + index for g in range(gpus))
+
+
+def write_config(
+    path: Path,
+    cluster: LoopbackCluster,
+    *,
+    extra: str = "",
+    known_hosts: Path | None = None,
+    stale_after: str = "5s",
+) -> Path:
+    path.write_text(
+        f"""run:
+  name: loopback-rack
+  scenario: Offline
+nodes:
+  gpus_per_node: 4
+  hosts:
+{cluster.hosts_yaml()}ssh:
+  known_hosts: {known_hosts or cluster.known_hosts}
+  client_keys: [{cluster.client_key}]
+  connect_timeout: 5s
+gpu:
+  source: nvidia-smi
+  interval: 200ms
+alerts:
+  stale_after: {stale_after}
+{extra}"""
+    )
+    return path
+
+
+class LiveRun:
+    """A live session in this event loop: the real collector, session and core, events kept."""
+
+    def __init__(self, config: WatchConfig, collector: LiveCollector) -> None:
+        self.config = config
+        self.collector = collector
+        self.core = RackCore(core_config(config))
+        self.session = Session(self.core, [collector])
+        self.events: list[Event] = []
+        self.session.on_event(self.events.append)
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LiveRun:
+        self.task = asyncio.create_task(self.session.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.session.stop()
+            await asyncio.wait_for(self.task, 20)
+
+    def snapshot(self) -> RackSnapshot:
+        return self.core.snapshot()
+
+    def state(self, node: str) -> str:
+        snap = self.snapshot()
+        return snap.nodes.state[snap.nodes.index(node)]
+
+    def statuses(self, node: str) -> list[NodeStatus]:
+        return [e for e in self.events if isinstance(e, NodeStatus) and e.node == node]
+
+    def notices(self, node: str | None = None) -> list[Notice]:
+        return [e for e in self.events if isinstance(e, Notice) and (node is None or e.node == node)]
+
+    async def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.task is not None and self.task.done():
+                self.task.result()
+                raise AssertionError(f"the session ended while waiting for {what}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            await asyncio.sleep(0.05)
+
+
+def live_run(
+    config_path: Path,
+    *,
+    accept_new_host_keys: bool = False,
+    backoff_cap_s: float = 1.0,
+    stop_after_s: float | None = None,
+) -> LiveRun:
+    config = load_watch_config(config_path)
+    options = LiveOptions(stop_after_s=stop_after_s, backoff_base_s=0.2, backoff_cap_s=backoff_cap_s)
+    collector = build_collector(config, accept_new_host_keys=accept_new_host_keys, options=options)
+    return LiveRun(config, collector)
