@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tokenwatch.live.backoff import Backoff
 from tokenwatch.live.node_sources import NodeContext, NodeSource
-from tokenwatch.live.source_supervisor import SourceSupervisor
+from tokenwatch.live.source_supervisor import SourceSupervisor, raise_if_cancelling
 from tokenwatch.live.ssh_connect import ConnectFailure, SshConnector
 from tokenwatch.live.targets import NodeTarget
 from tokenwatch.live.transport import LocalTransport, SshTransport
@@ -61,6 +61,7 @@ class NodeRunner:
             return
         while True:
             await self._connect_and_run(self.connector)
+            raise_if_cancelling()
             await self.ctx.clock.sleep(self.backoff.next_delay())
 
     async def _connect_and_run(self, connector: SshConnector) -> None:

@@ -76,6 +76,7 @@ class SourceSupervisor:
                 why = f"{source.name}: {_one_line(exc)}"
             finally:
                 self._running.pop(source.name, None)
+            raise_if_cancelling()  # a source that swallowed our cancel must not keep us running
             await ctx.health.notice(source.name, "warning", why)
             await ctx.clock.sleep(backoff.next_delay())
 
@@ -102,6 +103,14 @@ class SourceSupervisor:
                         self._running[source.name].cancel()
                 else:
                     await ctx.health.clear_stale(source.name)
+
+
+def raise_if_cancelling() -> None:
+    """Re-raise a cancellation of this task that a child swallowed (Task.cancel passes it to the awaited
+    task; if that one ignores it, this task would go on as if never cancelled)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _one_line(exc: BaseException) -> str:

@@ -55,6 +55,13 @@ class _StderrTail:
         return self.data.decode("utf-8", "replace").strip()
 
 
+async def _settle(drain: asyncio.Future[None]) -> None:
+    """Give stderr's reader a moment to take the last bytes (asyncio.timeout: never loses a cancel)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(1):
+            await asyncio.shield(drain)
+
+
 class SshCommandStream:
     def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
         self.process = process
@@ -65,10 +72,10 @@ class SshCommandStream:
         return await self.process.stdout.read(n)
 
     async def finish(self) -> tuple[int | None, str]:
-        with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error):
-            await asyncio.wait_for(self.process.wait_closed(), 5)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._drain, 1)
+        with contextlib.suppress(TimeoutError, asyncssh.Error):
+            async with asyncio.timeout(5):
+                await self.process.wait_closed()
+        await _settle(self._drain)
         return self.process.exit_status, self._stderr.text()
 
     def close(self) -> None:
@@ -108,10 +115,10 @@ class LocalCommandStream:
         return await self.process.stdout.read(n)
 
     async def finish(self) -> tuple[int | None, str]:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.process.wait(), 5)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._drain, 1)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await self.process.wait()
+        await _settle(self._drain)
         return self.process.returncode, self._stderr.text()
 
     def close(self) -> None:
