@@ -69,7 +69,8 @@ def test_the_issue_example_loads(tmp_path: Path) -> None:
 
 def test_host_mappings_and_names(tmp_path: Path) -> None:
     text = ISSUE_EXAMPLE.replace(
-        "  hosts: node[01-18]                 # host range (ClusterShell/Slurm syntax), or a list of names,\n",
+        "  hosts: node[01-18]                 # host range (ClusterShell/Slurm syntax), "
+        "or a list of names,\n",
         "  hosts:\n    - node07\n    - {name: node01, host: 10.0.0.11, port: 2222, user: root}\n",
     )
     targets = resolve_targets(load_watch_config(write(tmp_path, text)))
@@ -90,7 +91,11 @@ def test_host_mappings_and_names(tmp_path: Path) -> None:
         ("  hosts: node[01-18]", "  hosts: node[18-01]", "nodes.hosts: bad range"),
         ("  hosts: node[01-18]", "  hosts: node[01-18", "nodes.hosts: bad host list"),
         ("  gpus_per_node: 4", "", "nodes: missing required key 'gpus_per_node'"),
-        ("    preset: vllm                     #", "    preset: vlm  #", "progress.1.preset: unknown preset 'vlm'"),
+        (
+            "    preset: vllm                     #",
+            "    preset: vlm  #",
+            "progress.1.preset: unknown preset 'vlm'",
+        ),
         ("  source: nvidia-smi", "  source: nvml", "gpu.source: nvml reads the GPUs"),
         ("  source: nvidia-smi", "  source: smi", "gpu.source: must be one of"),
         ("  stale_after: 5s", "  stale_after: 0s", "alerts.stale_after: must be longer than zero"),
@@ -100,10 +105,26 @@ def test_host_mappings_and_names(tmp_path: Path) -> None:
             "    url: http://admin:pw@localhost:8000/metrics",
             "progress.2.url: passwords are not accepted",
         ),
-        ("    url: http://localhost:8000/metrics", "    url: https://x/metrics", "progress.2.url: bad URL .* only http"),
-        ("    path: /results/{name}/mlperf_log_trace.json", "    url: http://x/", "progress.0.url: not a key of kind"),
-        ("    preset: vllm                     #", "    patterns: {a: '(x'}  #", "progress.1.patterns.a: .*bad regular"),
-        ("    preset: vllm                     #", "    patterns: {a: 'x (?P<foo>\\d+)'}  #", "progress.1.patterns.a: .*unknown group"),
+        (
+            "    url: http://localhost:8000/metrics",
+            "    url: https://x/metrics",
+            "progress.2.url: bad URL .* only http",
+        ),
+        (
+            "    path: /results/{name}/mlperf_log_trace.json",
+            "    url: http://x/",
+            "progress.0.url: not a key of kind",
+        ),
+        (
+            "    preset: vllm                     #",
+            "    patterns: {a: '(x'}  #",
+            "progress.1.patterns.a: .*bad regular",
+        ),
+        (
+            "    preset: vllm                     #",
+            "    patterns: {a: 'x (?P<foo>\\d+)'}  #",
+            "progress.1.patterns.a: .*unknown group",
+        ),
         ("  - kind: loadgen-trace", "  - kind: trace", "progress.0.kind: must be one of"),
         ("  total_samples: 1056000", "  total_samples: lots", "run.total_samples: expected a whole number"),
     ],
@@ -124,7 +145,8 @@ def test_errors_name_file_line_and_key(tmp_path: Path, old: str, new: str, expec
 
 def test_log_needs_preset_or_patterns_not_both(tmp_path: Path) -> None:
     text = ISSUE_EXAMPLE.replace(
-        "    preset: vllm                     #", "    patterns: {a: 'done (?P<samples_done>\\d+)'}\n    preset: vllm  #"
+        "    preset: vllm                     #",
+        "    patterns: {a: 'done (?P<samples_done>\\d+)'}\n    preset: vllm  #",
     )
     with pytest.raises(SchemaError, match="either 'preset' or 'patterns'"):
         load_watch_config(write(tmp_path, text))
@@ -132,7 +154,11 @@ def test_log_needs_preset_or_patterns_not_both(tmp_path: Path) -> None:
 
 def test_local_mode_without_nodes(tmp_path: Path) -> None:
     config = load_watch_config(
-        write(tmp_path, "run: {name: one-box}\ngpu: {source: nvml}\nprogress:\n  - {kind: log, path: /x.log, preset: vllm}\n")
+        write(
+            tmp_path,
+            "run: {name: one-box}\ngpu: {source: nvml}\n"
+            "progress:\n  - {kind: log, path: /x.log, preset: vllm}\n",
+        )
     )
     assert config.local
     (target,) = resolve_targets(config)

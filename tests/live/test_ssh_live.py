@@ -165,7 +165,9 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         await run.wait_for("node06 streaming", lambda: gpu_rows(run, "node06") >= 4)
         (node.control / "stall").touch()
         await run.wait_for(
-            "node06 reported stale", lambda: any(s.state == "stale" for s in run.statuses("node06")), timeout=10
+            "node06 reported stale",
+            lambda: any(s.state == "stale" for s in run.statuses("node06")),
+            timeout=10,
         )
         assert run.state("node06") == "stale"
         stale = [s for s in run.statuses("node06") if s.state == "stale"][-1]
@@ -191,7 +193,9 @@ async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster,
         message = next(n.message for n in run.notices("node07") if "status 3" in n.message)
         assert "GPU is lost" in message  # the command's own stderr, for the engineer
         await run.wait_for(
-            "node07 reported stale", lambda: any(s.state == "stale" for s in run.statuses("node07")), timeout=10
+            "node07 reported stale",
+            lambda: any(s.state == "stale" for s in run.statuses("node07")),
+            timeout=10,
         )
         (node.control / "fail").unlink()
         rows = gpu_rows(run, "node07")

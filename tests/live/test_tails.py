@@ -26,7 +26,9 @@ from tokenwatch.live.tail_stream import (
     TailStreamSplitter,
 )
 
-needs_gnu_tail = pytest.mark.skipif(shutil.which("tail") is None or shutil.which("stat") is None, reason="no tail")
+needs_gnu_tail = pytest.mark.skipif(
+    shutil.which("tail") is None or shutil.which("stat") is None, reason="no tail"
+)
 
 
 def split_all(stream: bytes, cuts: list[int]) -> list[TailItem]:

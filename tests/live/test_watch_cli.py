@@ -52,8 +52,14 @@ def test_check_summarises_without_connecting(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ("run: {name: x}\ngpu: {source: none}\n", "nothing to watch: gpu.source is none and there is no progress"),
-        ("run: {name: x}\n", "nothing to watch: gpu.source nvidia-smi: nvidia-smi is not on this machine's PATH"),
+        (
+            "run: {name: x}\ngpu: {source: none}\n",
+            "nothing to watch: gpu.source is none and there is no progress",
+        ),
+        (
+            "run: {name: x}\n",
+            "nothing to watch: gpu.source nvidia-smi: nvidia-smi is not on this machine's PATH",
+        ),
         (
             "run: {name: x}\ngpu: {source: prometheus, url: 'http://prom:9090'}\n",
             "need the Prometheus-query collector",
@@ -125,7 +131,18 @@ def test_ctrl_c_closes_output_and_recording_cleanly(healthy: LoopbackCluster, tm
     cfg = write_config(tmp_path / "w.yaml", healthy)
     rec = tmp_path / "run.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenwatch", "watch", str(cfg), "--headless", "--interval", "1s", "--record", str(rec)],
+        [
+            sys.executable,
+            "-m",
+            "tokenwatch",
+            "watch",
+            str(cfg),
+            "--headless",
+            "--interval",
+            "1s",
+            "--record",
+            str(rec),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -165,9 +182,11 @@ def test_hosts_from_a_slurm_job_through_ssh_config(healthy: LoopbackCluster, tmp
     scontrol.write_text(
         "#!/bin/sh\n"
         'case "$1 $2" in\n'
-        '  "show job") [ "$4" = 4242 ] || { echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; }\n'
+        '  "show job") [ "$4" = 4242 ] ||\n'
+        '    { echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; }\n'
         '    echo "JobId=4242 JobName=llama JobState=RUNNING NodeList=node[02-03],node05 NumNodes=3" ;;\n'
-        '  "show hostnames") echo "$3" | sed "s/node\\[02-03\\],node05/node02 node03 node05/" | tr " " "\\n" ;;\n'
+        '  "show hostnames") echo "$3" |\n'
+        '    sed "s/node\\[02-03\\],node05/node02 node03 node05/" | tr " " "\\n" ;;\n'
         "esac\n"
     )
     scontrol.chmod(0o755)
@@ -176,7 +195,16 @@ def test_hosts_from_a_slurm_job_through_ssh_config(healthy: LoopbackCluster, tmp
     rec = tmp_path / "rec.jsonl"
     env = {"HOME": str(home), "PATH": f"{fake_bin}:{os.environ['PATH']}", "SSH_AUTH_SOCK": ""}
     result = run_tokenwatch(
-        "watch", str(cfg), "--slurm-job", "4242", "--headless", "--stop-after", "3s", "--record", str(rec), **env
+        "watch",
+        str(cfg),
+        "--slurm-job",
+        "4242",
+        "--headless",
+        "--stop-after",
+        "3s",
+        "--record",
+        str(rec),
+        **env,
     )
     assert result.returncode == 0, result.stderr
     events, _ = read_events(rec)

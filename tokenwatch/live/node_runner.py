@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from tokenwatch.live.backoff import Backoff
 from tokenwatch.live.node_sources import NodeContext, NodeSource
-from tokenwatch.live.source_supervisor import SourceSupervisor, raise_if_cancelling
+from tokenwatch.live.source_supervisor import SourceSupervisor
 from tokenwatch.live.ssh_connect import ConnectFailure, SshConnector
 from tokenwatch.live.targets import NodeTarget
+from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
 from tokenwatch.live.transport import LocalTransport, SshTransport
 
 STABLE_S = 10.0  # a connection that lasted this long resets the backoff
@@ -84,10 +85,9 @@ class NodeRunner:
         try:
             await asyncio.wait({sources, closed}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            sources.cancel()
-            closed.cancel()
+            await cancel_and_wait([sources])  # its streams close their channels before the connection goes
             conn.close()
-            await asyncio.gather(sources, closed, return_exceptions=True)
+            await cancel_and_wait([closed])
         reason = client.lost_reason or "connection closed"
         await ctx.health.lost(reason)
         await ctx.health.notice("ssh", "error", f"{self.target.name}: {reason}")

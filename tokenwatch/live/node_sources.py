@@ -112,7 +112,7 @@ class CommandSource:
                 await _feed(ctx, self.name, parser, data)
             status, stderr = await stream.finish()
         finally:
-            stream.close()
+            await stream.aclose()
         raise SourceEnded(describe_exit(self.argv[0], status, stderr))
 
 
@@ -154,7 +154,7 @@ class FileTailSource:
             await self._handle(splitter.flush(), ctx, lambda: _const(None))
             status, stderr = await stream.finish()
         finally:
-            stream.close()
+            await stream.aclose()
         raise SourceEnded(describe_exit(f"tail of {self.path}", status, stderr))
 
     async def _handle(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from tokenwatch.live.backoff import Backoff
 from tokenwatch.live.node_sources import NodeContext, NodeSource, SourceEnded
+from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
 from tokenwatch.live.transport import Transport
 
 
@@ -50,9 +51,7 @@ class SourceSupervisor:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(tasks)
 
     async def _keep_running(self, source: NodeSource, transport: Transport) -> None:
         backoff = Backoff(self.retry_base_s, self.retry_cap_s, rng=self.rng)
@@ -103,14 +102,6 @@ class SourceSupervisor:
                         self._running[source.name].cancel()
                 else:
                     await ctx.health.clear_stale(source.name)
-
-
-def raise_if_cancelling() -> None:
-    """Re-raise a cancellation of this task that a child swallowed (Task.cancel passes it to the awaited
-    task; if that one ignores it, this task would go on as if never cancelled)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def _one_line(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from tokenwatch.live.node_runner import NodeRunner
 from tokenwatch.live.node_sources import NodeContext, NodeSource
 from tokenwatch.live.ssh_connect import SshConnector
 from tokenwatch.live.targets import NodeTarget
+from tokenwatch.live.tasks import cancel_and_wait
 from tokenwatch.session import Collector, Emit
 
 
@@ -126,9 +127,7 @@ class LiveCollector:
         try:
             reason = await self._until_end()
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(tasks)
             await emit(RunEnded(self.now(), reason))
 
     async def _until_end(self) -> str:

@@ -27,7 +27,9 @@ class CommandStream(Protocol):
         """Exit status (None: unknown) and the end of stderr, once stdout ended."""
         ...
 
-    def close(self) -> None: ...
+    async def aclose(self) -> None:
+        """Stop the command (and, remotely, its channel) and wait briefly until it is gone."""
+        ...
 
 
 class Transport(Protocol):
@@ -78,9 +80,12 @@ class SshCommandStream:
         await _settle(self._drain)
         return self.process.exit_status, self._stderr.text()
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         self._drain.cancel()
-        self.process.close()  # closing stdin ends the remote watcher: the command is killed
+        self.process.close()  # closing the channel ends the remote watcher: the command is killed
+        with contextlib.suppress(TimeoutError, asyncssh.Error):
+            async with asyncio.timeout(2):
+                await self.process.wait_closed()
 
 
 class SshTransport:
@@ -121,11 +126,14 @@ class LocalCommandStream:
         await _settle(self._drain)
         return self.process.returncode, self._stderr.text()
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         self._drain.cancel()
         if self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2):
+                await self.process.communicate()  # pipes to EOF: the transport closes in this loop
 
 
 class LocalTransport:
