@@ -112,8 +112,9 @@ while true; do
         exit 3
     fi
     if [[ ! -e $control/stall ]]; then
-        printf -v ts '%(%Y/%m/%d %H:%M:%S)T' -1
-        ms=${EPOCHREALTIME#*.}
+        now=$EPOCHREALTIME  # one reading for seconds and milliseconds
+        printf -v ts '%(%Y/%m/%d %H:%M:%S)T' "${now%.*}"
+        ms=${now#*.}
         ts="$ts.${ms:0:3}"
         block=""
         for ((g = 0; g < gpus; g++)); do

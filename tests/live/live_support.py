@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from sshd_cluster import LoopbackCluster, missing_binaries
 
 from tokenwatch.cli.watch_cmd import build_collector, core_config
 from tokenwatch.core import RackCore, RackSnapshot
-from tokenwatch.events import Event, NodeStatus, Notice
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus, Notice, RunStarted
 from tokenwatch.live.config import WatchConfig, load_watch_config
 from tokenwatch.live.supervisor import LiveCollector, LiveOptions
 from tokenwatch.session import Session
@@ -153,3 +154,31 @@ def run_tokenwatch(*args: str, timeout: float = 60, **env: str) -> subprocess.Co
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    t: float
+    node: str
+    gpu: int
+    power_w: float
+    power_limit_w: float
+
+
+def gpu_rows(events: Sequence[Event], nodes: tuple[str, ...] = ()) -> list[GpuRow]:
+    """Every GPU reading in an event stream, whether it came as a GpuSample or inside a GpuBatch
+    (``nodes``: RunStarted.nodes when the stream has no run start)."""
+    power, limit = GPU_METRICS.index("power_w"), GPU_METRICS.index("power_limit_w")
+    rows = []
+    for e in events:
+        if isinstance(e, RunStarted):
+            nodes = e.nodes
+        elif isinstance(e, GpuSample):
+            rows.append(GpuRow(e.t, e.node, e.gpu, e.power_w, e.power_limit_w))
+        elif isinstance(e, GpuBatch):
+            for i in range(len(e.gpu)):
+                v = e.values[i]
+                rows.append(
+                    GpuRow(e.t, nodes[e.node_index[i]], int(e.gpu[i]), float(v[power]), float(v[limit]))
+                )
+    return rows

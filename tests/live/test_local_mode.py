@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from live_support import REPO_ROOT, LiveRun, expected_node_power_w, tokenwatch_env
+from live_support import REPO_ROOT, LiveRun, expected_node_power_w, gpu_rows, tokenwatch_env
 from sshd_cluster import FAKE_NVIDIA_SMI
 
 from tokenwatch.cli.watch_cmd import build_collector
-from tokenwatch.events import GpuSample, LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
+from tokenwatch.events import LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
 from tokenwatch.recording import read_events
@@ -147,8 +147,6 @@ async def test_local_nvidia_smi_runs_as_a_process(tmp_path: Path, monkeypatch: p
     assert collector.gpus_per_node == 8  # counted with `nvidia-smi -L` before the run starts
     run = LiveRun(config, collector)
     async with run:
-        await run.wait_for(
-            "8 GPUs", lambda: {e.gpu for e in run.events if isinstance(e, GpuSample)} == set(range(8))
-        )
+        await run.wait_for("8 GPUs", lambda: {r.gpu for r in gpu_rows(run.events)} == set(range(8)))
         snap = run.snapshot()
     assert snap.aggregate.power_w == pytest.approx(expected_node_power_w(2, gpus=8))

@@ -14,10 +14,10 @@ from typing import Any
 
 import pynvml
 import pytest
-from live_support import DATA
+from live_support import DATA, gpu_rows
 
 from tokenwatch.clock import MonotonicClock
-from tokenwatch.events import Event, GpuSample
+from tokenwatch.events import Event
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.node_sources import NodeContext, SourceEnded
 from tokenwatch.live.nvml_source import NvmlReader, NvmlSource, count_gpus
@@ -163,7 +163,7 @@ async def run_source(nvml: Any, seconds: float) -> list[Event]:
 async def test_source_samples_every_interval_in_a_thread_and_shuts_nvml_down() -> None:
     nvml = RecordedNvml(["h100-load"] * 4)
     events = await run_source(nvml, 0.4)
-    samples = [e for e in events if isinstance(e, GpuSample)]
+    samples = gpu_rows(events, ("box",))
     assert len(samples) >= 8
     assert len(samples) % 4 == 0
     assert {s.gpu for s in samples} == {0, 1, 2, 3}
@@ -185,7 +185,7 @@ async def test_the_real_pynvml_on_this_machine() -> None:
             await run_source(pynvml, 2)
     else:
         events = await run_source(pynvml, 0.5)
-        assert {e.gpu for e in events if isinstance(e, GpuSample)} == set(range(count))
+        assert {r.gpu for r in gpu_rows(events, ("box",))} == set(range(count))
 
 
 def test_recorded_values_come_from_the_captures() -> None:

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_support import DATA, live_run, needs_sshd, write_config
+from live_support import DATA, gpu_rows, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
-from tokenwatch.events import GpuSample, LogLine, Progress
+from tokenwatch.events import LogLine, Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
 
@@ -119,8 +119,7 @@ async def test_dcgm_exporter_as_the_gpu_source(
         await run.wait_for(
             "GPU samples from dcgm-exporter",
             lambda: all(
-                {e.gpu for e in run.events if isinstance(e, GpuSample) and e.node == n.name} == wanted
-                for n in healthy.nodes
+                {r.gpu for r in gpu_rows(run.events) if r.node == n.name} == wanted for n in healthy.nodes
             ),
         )
         snap = run.snapshot()

@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
-from live_support import N_NODES, expected_node_power_w, live_run, needs_sshd, write_config
+from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
-from tokenwatch.events import GpuSample, Progress
+from tokenwatch.events import Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
 
@@ -35,8 +35,8 @@ def write_logs(root: Path, cluster: LoopbackCluster, upto: int) -> None:
                 fh.write(log_line(s * node.index))
 
 
-def gpu_rows(run, node: str) -> int:  # type: ignore[no-untyped-def]
-    return sum(1 for e in run.events if isinstance(e, GpuSample) and e.node == node)
+def rows_of(run, node: str) -> int:  # type: ignore[no-untyped-def]
+    return sum(1 for r in gpu_rows(run.events) if r.node == node)
 
 
 def node_power(run, node: str) -> float:  # type: ignore[no-untyped-def]
@@ -55,7 +55,7 @@ async def test_every_node_streams_gpus_and_tails_its_log(healthy: LoopbackCluste
     cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
     async with live_run(cfg) as run:
         names = [n.name for n in healthy.nodes]
-        await run.wait_for("4 GPUs from every node", lambda: all(gpu_rows(run, n) >= 8 for n in names))
+        await run.wait_for("4 GPUs from every node", lambda: all(rows_of(run, n) >= 8 for n in names))
         await run.wait_for("every log read", lambda: all(last_tokens(run, n.name) for n in healthy.nodes))
         for node in healthy.nodes:  # appended while watching: the tail follows
             with open(logs / node.name / "harness.log", "a") as fh:
@@ -69,7 +69,7 @@ async def test_every_node_streams_gpus_and_tails_its_log(healthy: LoopbackCluste
     assert snap.aggregate.nodes_up == N_NODES
     for node in healthy.nodes:
         assert node_power(run, node.name) == pytest.approx(expected_node_power_w(node.index))
-        gpus = {e.gpu for e in run.events if isinstance(e, GpuSample) and e.node == node.name}
+        gpus = {r.gpu for r in gpu_rows(run.events) if r.node == node.name}
         assert gpus == {0, 1, 2, 3}
     expected_total = sum(expected_node_power_w(n.index) for n in healthy.nodes)
     assert snap.aggregate.power_w == pytest.approx(expected_total)
@@ -90,7 +90,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
     cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
     async with live_run(cfg, backoff_cap_s=1.0) as run:
         names = [n.name for n in healthy.nodes]
-        await run.wait_for("all nodes up with GPUs", lambda: all(gpu_rows(run, n) >= 4 for n in names))
+        await run.wait_for("all nodes up with GPUs", lambda: all(rows_of(run, n) >= 4 for n in names))
         await run.wait_for("victim's log", lambda: last_tokens(run, "node03") == 2 * 3 * 100)
         full_power = run.snapshot().aggregate.power_w
 
@@ -99,13 +99,13 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
         await run.wait_for("node03 down", lambda: run.state("node03") == "down", timeout=10)
         down = [s for s in run.statuses("node03") if s.state == "down"][-1]
         assert down.reason  # the engineer is told why
-        others_before = {n: gpu_rows(run, n) for n in names if n != "node03"}
-        victim_rows = gpu_rows(run, "node03")
+        others_before = {n: rows_of(run, n) for n in names if n != "node03"}
+        victim_rows = rows_of(run, "node03")
         # the others go on: more rows arrive from every other node while node03 is down
         await run.wait_for(
-            "others streaming", lambda: all(gpu_rows(run, n) >= others_before[n] + 8 for n in others_before)
+            "others streaming", lambda: all(rows_of(run, n) >= others_before[n] + 8 for n in others_before)
         )
-        assert gpu_rows(run, "node03") == victim_rows
+        assert rows_of(run, "node03") == victim_rows
         snap = run.snapshot()
         assert all(snap.nodes.state[snap.nodes.index(n)] == "up" for n in others_before)
         assert snap.aggregate.nodes_up == N_NODES - 1
@@ -116,7 +116,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
         victim.start()
         await run.wait_for("node03 back up", lambda: run.state("node03") == "up", timeout=10)
         await run.wait_for("node03's new line", lambda: last_tokens(run, "node03") == 7700)
-        await run.wait_for("node03 streaming", lambda: gpu_rows(run, "node03") >= victim_rows + 8)
+        await run.wait_for("node03 streaming", lambda: rows_of(run, "node03") >= victim_rows + 8)
         snap = run.snapshot()
     states = [s.state for s in run.statuses("node03")[before_kill:]]
     changes = [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
@@ -162,7 +162,7 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
     cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
     node = healthy["node06"]
     async with live_run(cfg) as run:
-        await run.wait_for("node06 streaming", lambda: gpu_rows(run, "node06") >= 4)
+        await run.wait_for("node06 streaming", lambda: rows_of(run, "node06") >= 4)
         (node.control / "stall").touch()
         await run.wait_for(
             "node06 reported stale",
@@ -183,7 +183,7 @@ async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster,
     cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
     node = healthy["node07"]
     async with live_run(cfg) as run:
-        await run.wait_for("node07 streaming", lambda: gpu_rows(run, "node07") >= 4)
+        await run.wait_for("node07 streaming", lambda: rows_of(run, "node07") >= 4)
         (node.control / "fail").touch()
         await run.wait_for(
             "the failure reported",
@@ -198,8 +198,8 @@ async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster,
             timeout=10,
         )
         (node.control / "fail").unlink()
-        rows = gpu_rows(run, "node07")
-        await run.wait_for("retried", lambda: gpu_rows(run, "node07") > rows, timeout=15)
+        rows = rows_of(run, "node07")
+        await run.wait_for("retried", lambda: rows_of(run, "node07") > rows, timeout=15)
         await run.wait_for("node07 up", lambda: run.state("node07") == "up", timeout=10)
 
 
@@ -222,7 +222,7 @@ async def test_unknown_and_changed_host_keys_fail_only_their_node(
     cfg = write_config(tmp_path / "w.yaml", healthy, known_hosts=known)
     async with live_run(cfg) as run:
         ok = [n.name for n in healthy.nodes if n.name not in ("node02", "node04")]
-        await run.wait_for("the others stream", lambda: all(gpu_rows(run, n) >= 4 for n in ok))
+        await run.wait_for("the others stream", lambda: all(rows_of(run, n) >= 4 for n in ok))
         await run.wait_for(
             "node02 and node04 down", lambda: run.statuses("node02") and run.statuses("node04")
         )
@@ -233,8 +233,8 @@ async def test_unknown_and_changed_host_keys_fail_only_their_node(
     assert "--accept-new-host-keys" in unknown.reason
     assert changed.state == "down"
     assert "HOST KEY CHANGED" in changed.reason
-    assert gpu_rows(run, "node02") == 0
-    assert gpu_rows(run, "node04") == 0
+    assert rows_of(run, "node02") == 0
+    assert rows_of(run, "node04") == 0
     assert known.read_text() == "\n".join(lines) + "\n"  # nothing recorded without the flag
 
 
@@ -252,7 +252,7 @@ async def test_accept_new_host_keys_records_new_keys_never_changed_ones(
     known.write_text("\n".join(lines) + "\n")
     cfg = write_config(tmp_path / "w.yaml", healthy, known_hosts=known)
     async with live_run(cfg, accept_new_host_keys=True) as run:
-        await run.wait_for("node06 streams", lambda: gpu_rows(run, "node06") >= 4)
+        await run.wait_for("node06 streams", lambda: rows_of(run, "node06") >= 4)
         await run.wait_for("node08 refused", lambda: bool(run.statuses("node08")))
     recorded = known.read_text().splitlines()
     assert node_new.known_hosts_line in recorded  # exactly the key the node proved it holds

@@ -14,6 +14,7 @@ import pytest
 from live_support import (
     REPO_ROOT,
     expected_node_power_w,
+    gpu_rows,
     needs_sshd,
     run_tokenwatch,
     tokenwatch_env,
@@ -21,7 +22,7 @@ from live_support import (
 )
 from sshd_cluster import LoopbackCluster
 
-from tokenwatch.events import GpuSample, NodeStatus, RunEnded, RunStarted
+from tokenwatch.events import NodeStatus, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
 pytestmark = pytest.mark.timeout(120)
@@ -111,9 +112,8 @@ def test_watch_headless_records_and_stops_after(healthy: LoopbackCluster, tmp_pa
     assert "--stop-after" in events[-1].reason
     assert 3.5 < events[-1].t < 10
     powers: dict[str, dict[int, float]] = {}
-    for e in events:
-        if isinstance(e, GpuSample):
-            powers.setdefault(e.node, {})[e.gpu] = e.power_w
+    for row in gpu_rows(events):
+        powers.setdefault(row.node, {})[row.gpu] = row.power_w
     for node in healthy.nodes:
         assert sum(powers[node.name].values()) == pytest.approx(expected_node_power_w(node.index))
     # recordings never hold secrets: not the private key, not the key's path

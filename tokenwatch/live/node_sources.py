@@ -7,12 +7,15 @@ on a fresh transport. Parsers come from factories, so this module knows nothing 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from tokenwatch.clock import Clock
-from tokenwatch.events import Event, NodeStatus
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
@@ -51,6 +54,7 @@ class NodeContext:
     clock: Clock
     t0: float
     health: NodeHealth
+    index: int = 0  # the node's place in RunStarted.nodes (for batch events)
     last_data: dict[str, float] = field(default_factory=dict)
 
     def now(self) -> float:
@@ -61,10 +65,31 @@ class NodeContext:
         self.last_data[source] = self.clock.time()
 
     async def emit_all(self, source: str, events: Sequence[Event]) -> None:
+        """Emit a parser's events; the GPU rows of one read travel as one ``GpuBatch`` (a node's GPUs
+        at one instant: one event through the session instead of one per GPU)."""
+        gpu_rows = [e for e in events if isinstance(e, GpuSample) and e.node == self.node]
+        if len(gpu_rows) > 1:
+            await self.emit(gpu_batch(self.index, gpu_rows))
         for event in events:
+            if isinstance(event, GpuSample) and len(gpu_rows) > 1 and event.node == self.node:
+                continue
             if isinstance(event, NodeStatus) and event.state == "finished" and event.node == self.node:
                 self.health.mark_finished()
             await self.emit(event)
+
+
+_metrics = operator.attrgetter(*GPU_METRICS)
+
+
+def gpu_batch(node_index: int, samples: Sequence[GpuSample]) -> GpuBatch:
+    """One node's GPU samples as a batch at the latest of their times (rows in GPU_METRICS order)."""
+    return GpuBatch(
+        max(s.t for s in samples),
+        np.full(len(samples), node_index, dtype=np.int64),
+        np.array([s.gpu for s in samples], dtype=np.int64),
+        np.array([_metrics(s) for s in samples], dtype=np.float64),
+        np.array([s.throttle_reasons for s in samples], dtype=np.uint64),
+    )
 
 
 class NodeSource(Protocol):

@@ -84,7 +84,7 @@ class SourceSupervisor:
         periodic = [s for s in self.sources if s.periodic_s is not None]
         if not periodic:
             return
-        tick = min(0.5, self.stale_after_s / 4)
+        tick = min(1.0, self.stale_after_s / 4)  # staleness is flagged within stale_after + 1 s
         while True:
             await ctx.clock.sleep(tick)
             now = ctx.clock.time()

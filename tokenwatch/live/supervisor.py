@@ -104,10 +104,10 @@ class LiveCollector:
         self.t0 = self.clock.time()
         await emit(self.run_started())
         opts = self.options
-        for target in self.targets:
+        for index, target in enumerate(self.targets):
             health = NodeHealth(target.name, self.emit, self.now)
             self.healths[target.name] = health
-            ctx = NodeContext(target.name, self.emit, self.clock, self.t0, health)
+            ctx = NodeContext(target.name, self.emit, self.clock, self.t0, health, index)
             self.runners.append(
                 NodeRunner(
                     target,
