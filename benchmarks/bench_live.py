@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import importlib.util
 import os
 import shutil
 import signal
@@ -49,7 +50,8 @@ from tokenwatch.sources.nvidia_smi import DEFAULT_QUERY_FIELDS, NvidiaSmiParser,
 
 VLLM_LINE = (
     "INFO {stamp} [loggers.py:273] Engine 000: Avg prompt throughput: 6.8 tokens/s, "
-    "Avg generation throughput: {rate:.1f} tokens/s, Running: 64 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.0%\n"
+    "Avg generation throughput: {rate:.1f} tokens/s, Running: 64 reqs, Waiting: 0 reqs, "
+    "GPU KV cache usage: 41.0%\n"
 )
 
 
@@ -90,8 +92,10 @@ progress:
     )
 
 
-def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, float]:
+def measure_watch(config: Path, warmup: float, seconds: float, uvloop: bool) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    if not uvloop:
+        env["TOKENWATCH_NO_UVLOOP"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenwatch", "watch", str(config), "--headless", "--interval", "10s"],
         stdout=subprocess.PIPE,
@@ -125,7 +129,9 @@ def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, floa
 def write_ssh_config(path: Path, cluster: LoopbackCluster) -> None:
     path.write_text(
         cluster.ssh_config().replace(
-            "  User ", f"  UserKnownHostsFile {cluster.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n  User "
+            "  User ",
+            f"  UserKnownHostsFile {cluster.known_hosts}\n  StrictHostKeyChecking yes\n"
+            "  BatchMode yes\n  User ",
         )
     )
 
@@ -206,12 +212,22 @@ async def streaming_rounds(transports: list[tuple[str, SshTransport]], seconds: 
     return [max(arrivals[name][k] for name in arrivals) for k in range(1, rounds)]  # skip start-up block
 
 
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=64)
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--rounds", type=int, default=10)
+    p.add_argument(
+        "--loops",
+        default="auto",
+        choices=("auto", "asyncio", "both"),
+        help="event loop of the measured watch: uvloop when installed (auto), asyncio, or both",
+    )
     args = p.parse_args()
     if shutil.which("pdsh") is None:
         raise SystemExit("pdsh is not installed (apt-get install pdsh)")
@@ -219,17 +235,27 @@ def main() -> int:
     cluster = LoopbackCluster(root / "nodes", args.nodes, prefix="bench")
     began = time.monotonic()
     cluster.start()
-    print(f"{args.nodes} sshd instances (one per node, own port and host key) up in {time.monotonic() - began:.1f} s")
+    up = time.monotonic() - began
+    print(f"{args.nodes} sshd instances (one per node, own port and host key) up in {up:.1f} s")
     writers = LogWriters(root, cluster)
     writers.thread.start()
     try:
         config = root / "watch.yaml"
         write_watch_config(config, root, cluster)
-        print(f"1. tokenwatch watch --headless: warm-up {args.warmup:g} s, measuring {args.seconds:g} s ...")
-        watch = measure_watch(config, args.warmup, args.seconds)
-        print(f"   CPU {watch['cpu_pct']:.2f} % of one core   RSS peak {watch['rss_peak_mb']:.0f} MB "
-              f"(mean {watch['rss_mean_mb']:.0f} MB)")  # fmt: skip
-        print(f"   last line: {watch['last_line']}")
+        has_uvloop = importlib.util.find_spec("uvloop") is not None
+        loops = {"auto": [has_uvloop], "asyncio": [False], "both": [True, False] if has_uvloop else [False]}
+        for uvloop in loops[args.loops]:
+            name = "uvloop" if uvloop else "asyncio"
+            print(
+                f"1. tokenwatch watch --headless ({name}): "
+                f"warm-up {args.warmup:g} s, measuring {args.seconds:g} s"
+            )
+            watch = measure_watch(config, args.warmup, args.seconds, uvloop)
+            print(
+                f"   CPU {watch['cpu_pct']:.2f} % of one core   RSS peak {watch['rss_peak_mb']:.0f} MB "
+                f"(mean {watch['rss_mean_mb']:.0f} MB)   load average {os.getloadavg()[0]:.1f}"
+            )
+            print(f"   last line: {watch['last_line']}")
         writers.stop.set()
 
         ssh_config = root / "ssh_config"
@@ -249,12 +275,19 @@ def main() -> int:
         print(f"2. sampling round across {args.nodes} nodes, {args.rounds} rounds each, interleaved ...")
         pdsh_times, tw_times, streamed = asyncio.run(side_by_side())
         pdsh_med, tw_med, st_med = (statistics.median(x) for x in (pdsh_times, tw_times, streamed))
-        print(f"   pdsh -f {args.nodes} (new SSH handshake per node):   median {pdsh_med * 1000:7.0f} ms  "
-              f"(min {min(pdsh_times) * 1000:.0f}, max {max(pdsh_times) * 1000:.0f})")  # fmt: skip
-        print(f"   tokenwatch, persistent connections:       median {tw_med * 1000:7.0f} ms  "
-              f"(min {min(tw_times) * 1000:.0f}, max {max(tw_times) * 1000:.0f})   {pdsh_med / tw_med:.1f}x faster")  # fmt: skip
-        print(f"3. tokenwatch streaming (-lms 1000), {len(streamed)} rounds: slowest node's delivery per round "
-              f"median {st_med * 1000:.1f} ms (max {max(streamed) * 1000:.1f})   {pdsh_med / st_med:.0f}x faster than pdsh")  # fmt: skip
+        print(
+            f"   pdsh -f {args.nodes}, a new SSH handshake per node: median {ms(pdsh_med)} "
+            f"(min {ms(min(pdsh_times))}, max {ms(max(pdsh_times))})"
+        )
+        print(
+            f"   tokenwatch, persistent connections:     median {ms(tw_med)} "
+            f"(min {ms(min(tw_times))}, max {ms(max(tw_times))})   {pdsh_med / tw_med:.1f}x faster"
+        )
+        print(
+            f"3. tokenwatch streaming (-lms 1000), {len(streamed)} rounds, slowest node's delivery "
+            f"per round: median {st_med * 1000:.1f} ms (max {max(streamed) * 1000:.1f})   "
+            f"{pdsh_med / st_med:.0f}x faster"
+        )
     finally:
         writers.stop.set()
         cluster.stop()

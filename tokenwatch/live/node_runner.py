@@ -44,9 +44,14 @@ class NodeRunner:
         self.rng = rng or random.Random()
         self.backoff = Backoff(backoff_base_s, backoff_cap_s, rng=self.rng)
         self.connects = 0
+        self.supervisor: SourceSupervisor | None = None  # while its sources run
+
+    async def check_silence(self) -> None:
+        if self.supervisor is not None:
+            await self.supervisor.check_silence()
 
     def _supervisor(self) -> SourceSupervisor:
-        return SourceSupervisor(
+        self.supervisor = SourceSupervisor(
             self.sources,
             self.ctx,
             stale_after_s=self.stale_after_s,
@@ -54,6 +59,7 @@ class NodeRunner:
             retry_cap_s=self.backoff.cap_s,
             rng=self.rng,
         )
+        return self.supervisor
 
     async def run(self) -> None:
         if self.target.local or self.connector is None:
@@ -89,6 +95,7 @@ class NodeRunner:
             conn.close()
             await cancel_and_wait([closed])
         reason = client.lost_reason or "connection closed"
+        self.supervisor = None
         await ctx.health.lost(reason)
         await ctx.health.notice("ssh", "error", f"{self.target.name}: {reason}")
         if ctx.clock.time() - up_since >= STABLE_S:

@@ -3,7 +3,8 @@
 A source that ends (nvidia-smi exited, a tail died) is reported once and restarted after a
 jittered backoff; its siblings go on. A periodic source silent for ``stale_after`` makes the node
 **stale** (with the reason); silent for ``restart_factor`` times that, its stream is restarted
-(a wedged channel or a hung command), the node staying stale until data flows again.
+(a wedged channel or a hung command), the node staying stale until data flows again. Silence is
+checked by :meth:`SourceSupervisor.check_silence`, which the run calls once a second for all nodes.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ class SourceSupervisor:
             self.ctx.saw(source.name)
             self._restarted[source.name] = self.ctx.clock.time()
         tasks = [asyncio.create_task(self._keep_running(s, transport)) for s in self.sources]
-        tasks.append(asyncio.create_task(self._watch_silence()))
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -79,29 +79,24 @@ class SourceSupervisor:
             await ctx.health.notice(source.name, "warning", why)
             await ctx.clock.sleep(backoff.next_delay())
 
-    async def _watch_silence(self) -> None:
+    async def check_silence(self) -> None:
+        """Called about once a second (by the run's clock task, one for all nodes, not a task per
+        node): a periodic stream silent for stale_after makes the node stale; for restart_after,
+        its stream is restarted."""
         ctx = self.ctx
-        periodic = [s for s in self.sources if s.periodic_s is not None]
-        if not periodic:
-            return
-        tick = min(1.0, self.stale_after_s / 4)  # staleness is flagged within stale_after + 1 s
-        while True:
-            await ctx.clock.sleep(tick)
-            now = ctx.clock.time()
-            for source in periodic:
-                silent = now - ctx.last_data.get(source.name, now)
-                if silent > self.stale_after_s:
-                    await ctx.health.set_stale(
-                        source.name, f"no {source.name} data for {self.stale_after_s:g} s"
-                    )
-                    quiet = now - max(
-                        ctx.last_data.get(source.name, now), self._restarted.get(source.name, now)
-                    )
-                    if quiet > self.restart_after_s and source.name in self._running:
-                        self._restarted[source.name] = now
-                        self._running[source.name].cancel()
-                else:
-                    await ctx.health.clear_stale(source.name)
+        now = ctx.clock.time()
+        for source in self.sources:
+            if source.periodic_s is None:
+                continue
+            silent = now - ctx.last_data.get(source.name, now)
+            if silent > self.stale_after_s:
+                await ctx.health.set_stale(source.name, f"no {source.name} data for {self.stale_after_s:g} s")
+                quiet = now - max(ctx.last_data.get(source.name, now), self._restarted.get(source.name, now))
+                if quiet > self.restart_after_s and source.name in self._running:
+                    self._restarted[source.name] = now
+                    self._running[source.name].cancel()
+            else:
+                await ctx.health.clear_stale(source.name)
 
 
 def _one_line(exc: BaseException) -> str:

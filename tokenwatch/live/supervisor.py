@@ -144,11 +144,15 @@ class LiveCollector:
         return f"stopped after {self.options.stop_after_s:g} s (--stop-after)"
 
     async def _heartbeat(self) -> None:
+        """Every second: a Heartbeat (run time passes for the core) and every node's silence check,
+        in one task for the whole rack rather than a timer per node."""
         interval = self.options.heartbeat_s
         k = 1
         while True:
             await self.clock.sleep(max(0.0, k * interval - self.now()))
             await self.emit(Heartbeat(self.now()))
+            for runner in self.runners:
+                await runner.check_silence()
             k = max(k + 1, int(self.now() / interval) + 1)
 
     async def _run_rack_collector(self, collector: Collector) -> None:
