@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import importlib.util
 import os
 import shutil
 import signal
@@ -92,10 +91,8 @@ progress:
     )
 
 
-def measure_watch(config: Path, warmup: float, seconds: float, uvloop: bool) -> dict[str, float]:
+def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    if not uvloop:
-        env["TOKENWATCH_NO_UVLOOP"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenwatch", "watch", str(config), "--headless", "--interval", "10s"],
         stdout=subprocess.PIPE,
@@ -222,12 +219,6 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--rounds", type=int, default=10)
-    p.add_argument(
-        "--loops",
-        default="auto",
-        choices=("auto", "asyncio", "both"),
-        help="event loop of the measured watch: uvloop when installed (auto), asyncio, or both",
-    )
     args = p.parse_args()
     if shutil.which("pdsh") is None:
         raise SystemExit("pdsh is not installed (apt-get install pdsh)")
@@ -242,20 +233,13 @@ def main() -> int:
     try:
         config = root / "watch.yaml"
         write_watch_config(config, root, cluster)
-        has_uvloop = importlib.util.find_spec("uvloop") is not None
-        loops = {"auto": [has_uvloop], "asyncio": [False], "both": [True, False] if has_uvloop else [False]}
-        for uvloop in loops[args.loops]:
-            name = "uvloop" if uvloop else "asyncio"
-            print(
-                f"1. tokenwatch watch --headless ({name}): "
-                f"warm-up {args.warmup:g} s, measuring {args.seconds:g} s"
-            )
-            watch = measure_watch(config, args.warmup, args.seconds, uvloop)
-            print(
-                f"   CPU {watch['cpu_pct']:.2f} % of one core   RSS peak {watch['rss_peak_mb']:.0f} MB "
-                f"(mean {watch['rss_mean_mb']:.0f} MB)   load average {os.getloadavg()[0]:.1f}"
-            )
-            print(f"   last line: {watch['last_line']}")
+        print(f"1. tokenwatch watch --headless: warm-up {args.warmup:g} s, measuring {args.seconds:g} s")
+        watch = measure_watch(config, args.warmup, args.seconds)
+        print(
+            f"   CPU {watch['cpu_pct']:.2f} % of one core   RSS peak {watch['rss_peak_mb']:.0f} MB "
+            f"(mean {watch['rss_mean_mb']:.0f} MB)   load average {os.getloadavg()[0]:.1f}"
+        )
+        print(f"   last line: {watch['last_line']}")
         writers.stop.set()
 
         ssh_config = root / "ssh_config"

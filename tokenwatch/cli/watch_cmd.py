@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 import shutil
 import subprocess
 import sys
@@ -155,20 +153,6 @@ def build_collector(
     )
 
 
-def use_uvloop(args: argparse.Namespace) -> bool:
-    """Headless watching runs on uvloop when it is installed: per SSH packet the event loop is half of
-    what a 64-node watch spends (see benchmarks/bench_live.py). The dashboard keeps Textual's loop."""
-    dashboard = (not args.headless and sys.stdout.isatty()) or getattr(args, "force_tui", False)
-    if os.environ.get("TOKENWATCH_NO_UVLOOP") or dashboard:
-        return False
-    try:
-        import uvloop
-    except ImportError:
-        return False
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    return True
-
-
 def cmd_watch(args: argparse.Namespace) -> int:
     config = load_watch_config(args.config)
     collector = build_collector(
@@ -177,7 +161,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
         accept_new_host_keys=args.accept_new_host_keys,
         options=LiveOptions(stop_after_s=args.stop_after),
     )
-    use_uvloop(args)
     return run_session(args, [collector], core_config=core_config(config), paced=True, mode="live")
 
 
