@@ -110,14 +110,16 @@ class Progress:
     """A node's cumulative work at ``t``.
 
     ``tokens_done`` counts generated (output) tokens, as MLPerf's "Tokens per second" does;
-    prompt tokens are kept apart in ``prompt_tokens_done``. A counter that goes backwards is
-    treated by the core as a source restart, never as negative work.
+    prompt tokens are kept apart in ``prompt_tokens_done``. ``None`` means "this source does not
+    know" (a LoadGen trace counts samples, not tokens; a vLLM log the reverse), so two sources can
+    report on one node without fighting. A counter that goes backwards is treated by the core as a
+    source restart, never as negative work.
     """
 
     t: float
     node: str
     samples_done: int | None
-    tokens_done: int
+    tokens_done: int | None
     prompt_tokens_done: int | None = None
 
 

@@ -69,6 +69,8 @@ class Session:
         self._tasks: list[asyncio.Task[None]] = []
         self.events_seen = 0
         self.stopped = False
+        # A seekable replay keeps its session open past the run's end, so it can seek back.
+        self.stop_on_run_end = True
 
     def every(self, interval_s: float, callback: Callable[[float], None]) -> None:
         """``callback(T)`` at each multiple T of ``interval_s`` of run time, once all events to T are in."""
@@ -137,7 +139,7 @@ class Session:
         self.core.ingest(event)
         for callback in self._event_observers:
             callback(event)
-        if isinstance(event, RunEnded):
+        if isinstance(event, RunEnded) and self.stop_on_run_end:
             self.stop()
 
     def stop(self) -> None:

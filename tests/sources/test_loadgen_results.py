@@ -80,7 +80,7 @@ def test_invalid_run_is_flagged_not_passed_off(run_cli) -> None:
     assert data["nodes"][0]["invalid_reasons"] == ["Early stopping satisfied"]
     assert any("INVALID" in w and "server-short" in w for w in data["warnings"])
     table = run_cli("summarize", str(LOADGEN / "generated" / "server-short"))
-    assert "INVALID node results (flagged, see warnings): server-short" in table.stdout
+    assert "Flagged node results (see the warnings): server-short" in table.stdout
 
 
 def test_mixed_scenarios_are_an_error(run_cli) -> None:

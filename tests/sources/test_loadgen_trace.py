@@ -93,7 +93,7 @@ def test_tokens_per_sample_gives_tokens() -> None:
     events = parser.feed(_trace("offline-short"))
     last = [e for e in events if isinstance(e, Progress)][-1]
     assert last.tokens_done == round(82 * 12.5)
-    assert TraceTailParser("n").feed(_trace("offline-short"))[-2].tokens_done == 0  # unknown without it
+    assert TraceTailParser("n").feed(_trace("offline-short"))[-2].tokens_done is None  # unknown without it
     with pytest.raises(ValueError, match="tokens_per_sample"):
         TraceTailParser("n", tokens_per_sample=-1)
 

@@ -162,7 +162,7 @@ def test_sglang_and_trtllm_presets() -> None:
         'trtllm_time_per_output_token_seconds_bucket{le="0.025"} 155.0\n'
     )
     events = MetricsScrapeParser("trtllm", "t").parse(trtllm, 1.0)
-    assert events[0] == Progress(1.0, "t", 155, 0, None)  # no token counter in trtllm-serve's metrics
+    assert events[0] == Progress(1.0, "t", 155, None, None)  # no token counter in trtllm-serve's metrics
     assert events[1].metric == "tpot"
     assert events[1].values_s.tolist() == pytest.approx([0.0175])
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
+# tokenwatch does no linear algebra worth threads: OpenBLAS's thread pool would cost ~0.1 s of CPU at
+# every start (and idle threads on every core while watching). Set before numpy is first imported;
+# a user's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from tokenwatch.cli.parser import UsageError, parse, stderr_line
 
 

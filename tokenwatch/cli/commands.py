@@ -8,18 +8,21 @@ import sys
 
 import orjson
 
-from tokenwatch.cli.parser import UsageError
-from tokenwatch.cli.running import print_warnings, run_session
-from tokenwatch.core import RackCore, summarize_core
+from tokenwatch.cli.parser import UsageError, print_warnings
+from tokenwatch.core import CoreConfig, RackCore, summarize_core
 from tokenwatch.output.summary_table import render_summary
 from tokenwatch.recording import RecordingReader
-from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import builtin_profiles, load_profile
-from tokenwatch.sim.rack_sim import SimSettings
+
+# Commands import what only they need: `summarize` must not pay for asyncio, YAML or the simulator.
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.running import run_session
+    from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
+    from tokenwatch.sim.faults import parse_faults
+    from tokenwatch.sim.profile import load_profile
+    from tokenwatch.sim.rack_sim import SimSettings
+
     profile = load_profile(args.profile)
     if not 1 <= args.racks <= 256:
         raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
@@ -39,6 +42,20 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.running import run_session, wants_dashboard
+
+    if wants_dashboard(args):  # the dashboard's replay can pause, change speed and seek both ways
+        from tokenwatch.replay_player import ReplayPlayer
+
+        player = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
+        return run_session(
+            args,
+            [player],
+            paced=args.speed > 0,
+            mode="replay",
+            after=lambda _: print_warnings(player.warnings),
+            replay_control=player,
+        )
     from tokenwatch.collectors.replay import ReplayCollector
 
     collector = ReplayCollector(args.file, speed=args.speed, start_s=args.start)
@@ -53,10 +70,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def summarize_recording(path: str) -> tuple[RackCore, list[str]]:
-    reader = RecordingReader(path)
-    core = RackCore()
+    """The core after a recording, built for a summary: power is the only GPU figure it reads."""
+    reader = RecordingReader(path, gpu_metrics=("power_w",))
+    core = RackCore(CoreConfig(live_view=False))
     for event in reader.events():
-        core.advance(event.t) if core.started else None
         core.ingest(event)
     return core, reader.warnings
 
@@ -87,6 +104,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
+    from tokenwatch.sim.profile import builtin_profiles, load_profile
+
     rows = []
     for name in sorted(builtin_profiles()):
         p = load_profile(name)
@@ -111,6 +130,24 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS = {"sim": cmd_sim, "replay": cmd_replay, "summarize": cmd_summarize, "profiles": cmd_profiles}
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.report_cmd import cmd_report as report
+
+    return report(args)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.report_cmd import cmd_export as export
+
+    return export(args)
+
+
+COMMANDS.update({"report": cmd_report, "export": cmd_export})
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     from tokenwatch.cli.watch_cmd import cmd_watch as watch
 
@@ -123,11 +160,4 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check(args)
 
 
-COMMANDS = {
-    "sim": cmd_sim,
-    "replay": cmd_replay,
-    "summarize": cmd_summarize,
-    "profiles": cmd_profiles,
-    "watch": cmd_watch,
-    "check": cmd_check,
-}
+COMMANDS.update({"watch": cmd_watch, "check": cmd_check})

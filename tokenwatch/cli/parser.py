@@ -72,11 +72,23 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         "--record", metavar="FILE", help="record every event to FILE (.jsonl, or .jsonl.zst compressed)"
     )
     p.add_argument("--theme", metavar="NAME", help="dashboard theme (see themes/; `t` cycles them)")
+    p.add_argument(
+        "--ttft-sla",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="time-to-first-token SLA for alerts and the latency panel (default 2s: MLPerf Llama-2-70B)",
+    )
+    p.add_argument(
+        "--tpot-sla",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="time-per-output-token SLA (default 200ms)",
+    )
     p.add_argument("--prometheus-port", type=port_arg, metavar="N", help="serve /metrics on 127.0.0.1:N")
 
 
 def build_parser() -> OneLineParser:
-    from tokenwatch.sim.profile import DEFAULT_PROFILE
+    from tokenwatch.sim import DEFAULT_PROFILE
 
     parser = OneLineParser(
         prog="tokenwatch",
@@ -149,6 +161,10 @@ def build_parser() -> OneLineParser:
     )
 
     sub.add_parser("profiles", help="list the simulator profiles")
+
+    from tokenwatch.cli.report_cmd import add_parsers as add_report_parsers
+
+    add_report_parsers(sub)
     add_watch_parsers(sub)
     return parser
 
@@ -191,3 +207,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def stderr_line(message: str) -> None:
     sys.stderr.write(message.rstrip("\n") + "\n")
+
+
+def print_warnings(warnings: list[str], limit: int = 20) -> None:
+    """Skipped input lines, one per line on stderr, at most ``limit`` of them."""
+    for warning in warnings[:limit]:
+        stderr_line(f"warning: {warning}")
+    if len(warnings) > limit:
+        stderr_line(f"warning: ... and {len(warnings) - limit} more skipped lines")

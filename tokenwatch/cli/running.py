@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.cli.parser import UsageError
 from tokenwatch.core import CoreConfig, RackCore, summarize_core
 from tokenwatch.output.headless import HeadlessLogger
 from tokenwatch.output.summary_table import render_summary
@@ -45,6 +46,24 @@ def make_recorder(args: argparse.Namespace, created_epoch: float | None = None) 
     return RecordingWriter(args.record, meta=meta)
 
 
+def wants_dashboard(args: argparse.Namespace) -> bool:
+    """The dashboard unless --headless or stdout is not a terminal (tests may force it)."""
+    return (not args.headless and sys.stdout.isatty()) or bool(getattr(args, "force_tui", False))
+
+
+def with_sla_options(args: argparse.Namespace, config: CoreConfig | None) -> CoreConfig | None:
+    """--ttft-sla / --tpot-sla over the command's core settings."""
+    changes = {
+        field: value
+        for field, value in (
+            ("ttft_sla_s", getattr(args, "ttft_sla", None)),
+            ("tpot_sla_s", getattr(args, "tpot_sla", None)),
+        )
+        if value is not None
+    }
+    return dataclasses.replace(config or CoreConfig(), **changes) if changes else config
+
+
 def run_session(
     args: argparse.Namespace,
     collectors: Sequence[Collector],
@@ -57,23 +76,28 @@ def run_session(
     replay_control: Any = None,
 ) -> int:
     """Run to the end (or Ctrl-C / q) and return the exit status."""
-    core = RackCore(core_config)
+    core = RackCore(with_sla_options(args, core_config))
     recorder = make_recorder(args, created_epoch)
     session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if paced else None)
-    if (not args.headless and sys.stdout.isatty()) or getattr(args, "force_tui", False):
+    if wants_dashboard(args):
         from tokenwatch.tui.launch import run_dashboard
 
-        run_dashboard(session, args, mode=mode, replay_control=replay_control)
+        exporter = start_exporter(args, lambda: session.core)  # a replay's seek may swap the core
+        try:
+            run_dashboard(session, args, mode=mode, replay_control=replay_control, exporter=exporter)
+        finally:
+            if exporter is not None:
+                exporter.close()
         if after:
             after(session)
         return 0
     human = sys.stderr if args.jsonl == "-" else sys.stdout
     with open_jsonl(args.jsonl) as jsonl:
-        logger = HeadlessLogger(core, human, jsonl)
+        logger = HeadlessLogger(core, human, jsonl, start_s=getattr(args, "start", 0.0))
         session.every(args.interval, logger.at)
         exporter = start_exporter(args, core)
         try:
-            asyncio.run(_run_until_signal(session))
+            asyncio.run(_run_until_signal(session, exporter))
         finally:
             if exporter is not None:
                 exporter.close()
@@ -86,7 +110,7 @@ def run_session(
     return 0
 
 
-def start_exporter(args: argparse.Namespace, core: RackCore) -> Any:
+def start_exporter(args: argparse.Namespace, core: RackCore | Callable[[], RackCore]) -> Any:
     port = getattr(args, "prometheus_port", None)
     if port is None:
         return None
@@ -95,8 +119,10 @@ def start_exporter(args: argparse.Namespace, core: RackCore) -> Any:
     return serve_metrics(core, port)
 
 
-async def _run_until_signal(session: Session) -> None:
+async def _run_until_signal(session: Session, exporter: Any = None) -> None:
     loop = asyncio.get_running_loop()
+    if exporter is not None and hasattr(exporter, "attach_loop"):
+        exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, session.stop)
@@ -106,10 +132,3 @@ async def _run_until_signal(session: Session) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
-
-
-def print_warnings(warnings: list[str], limit: int = 20) -> None:
-    for warning in warnings[:limit]:
-        stderr_line(f"warning: {warning}")
-    if len(warnings) > limit:
-        stderr_line(f"warning: ... and {len(warnings) - limit} more skipped lines")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 from tokenwatch.core.snapshot import Alert
 
@@ -55,3 +56,37 @@ class AlertLog:
 
     def active_newest_first(self) -> tuple[Alert, ...]:
         return tuple(sorted(self.active.values(), key=lambda a: a.t, reverse=True))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSpan:
+    """A condition alert from when it started to when it cleared (``end`` None: still active at the
+    end), or a one-off event (``end == start``). Times in seconds since run start."""
+
+    node: str | None
+    kind: str
+    start: float
+    end: float | None
+    message: str
+    severity: str
+
+    @property
+    def instant(self) -> bool:
+        return self.end == self.start
+
+
+def alert_spans(alerts_oldest_first: Sequence[Alert]) -> tuple[AlertSpan, ...]:
+    """Pairs each condition's start with its clearing; one-off events become instant spans."""
+    open_spans: dict[tuple[str | None, str], Alert] = {}
+    spans: list[AlertSpan] = []
+    for alert in alerts_oldest_first:
+        key = (alert.node, alert.kind)
+        if alert.active:
+            open_spans[key] = alert
+        elif key in open_spans:
+            start = open_spans.pop(key)
+            spans.append(AlertSpan(start.node, start.kind, start.t, alert.t, start.message, start.severity))
+        else:
+            spans.append(AlertSpan(alert.node, alert.kind, alert.t, alert.t, alert.message, alert.severity))
+    spans.extend(AlertSpan(a.node, a.kind, a.t, None, a.message, a.severity) for a in open_spans.values())
+    return tuple(sorted(spans, key=lambda s: s.start))

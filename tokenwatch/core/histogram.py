@@ -101,3 +101,39 @@ def compress(counts: IntArray) -> tuple[FloatArray, IntArray]:
     """The non-empty buckets as (representative values, counts): how histograms travel in events."""
     nonzero = np.flatnonzero(counts)
     return bucket_value(nonzero), counts[nonzero].copy()
+
+
+def cumulative_at(counts: IntArray, bounds_s: Sequence[float]) -> IntArray:
+    """Observations at or below each bound (seconds), as a Prometheus ``le`` bucket counts them.
+
+    Last axis of ``counts`` is the :data:`N_BUCKETS` buckets (so (nodes, N_BUCKETS) works too). A log
+    bucket counts below a bound when its representative value is, so a count is exact to within the
+    histogram's 1 % relative accuracy.
+    """
+    cumulative = np.cumsum(np.asarray(counts, dtype=np.int64), axis=-1)
+    last = np.searchsorted(bucket_value(np.arange(N_BUCKETS)), np.asarray(bounds_s, np.float64), "right") - 1
+    out = np.zeros((*cumulative.shape[:-1], len(bounds_s)), dtype=np.int64)
+    ok = last >= 0
+    out[..., ok] = cumulative[..., last[ok]]
+    return out
+
+
+def coarse_bins(values_s: FloatArray, counts: IntArray, max_bins: int) -> tuple[FloatArray, IntArray]:
+    """Merge runs of ``k`` adjacent log buckets into at most ``max_bins`` bins for a chart.
+
+    Takes the (representative value, count) pairs of :func:`compress`; returns (edges in seconds,
+    len(edges) - 1 counts). Bins follow bucket boundaries, so every bin holds the same number of
+    buckets and no bin is inflated by aliasing.
+    """
+    values = np.asarray(values_s, dtype=np.float64)
+    weights = np.asarray(counts, dtype=np.int64)
+    if values.size == 0:
+        return np.zeros(0), np.zeros(0, np.int64)
+    idx = bucket_index(values)
+    lo, hi = int(idx.min()), int(idx.max())
+    k = max(1, math.ceil((hi - lo + 1) / max(1, max_bins)))
+    bins = (hi - lo) // k + 1
+    out = np.zeros(bins, np.int64)
+    np.add.at(out, (idx - lo) // k, weights)
+    edges = bucket_upper(lo - 1 + k * np.arange(bins + 1))
+    return np.asarray(edges, dtype=np.float64), out

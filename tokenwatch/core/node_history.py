@@ -30,8 +30,8 @@ def node_history(core: RackCore, node: str, last: int | None = None) -> NodeHist
     from tokenwatch.core.rack import GPU_SERIES_METRICS
 
     i = core.index[node]
-    times, gpu = core.recent_gpu.view(last)
-    series = {m: gpu[:, i, :, k].T.copy() for k, m in enumerate(GPU_SERIES_METRICS)}
+    times, gpu = core.recent_gpu.column(i, last)  # (points, gpus, metrics): this node's columns only
+    series = {m: gpu[:, :, k].T.copy() for k, m in enumerate(GPU_SERIES_METRICS)}
     t_tok, tokens = core.recent_tokens.view(None if last is None else last + 1)
     if len(t_tok) >= 2:
         dt = np.diff(t_tok)

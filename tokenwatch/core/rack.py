@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenwatch import throttle
+from tokenwatch.core.alert_rules import AlertRules
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.snapshot import RunInfo
 from tokenwatch.events import (
@@ -27,7 +26,6 @@ from tokenwatch.events import (
     GpuSample,
     Heartbeat,
     LatencyBatch,
-    LatencyMetric,
     LogLine,
     NodeState,
     NodeStatus,
@@ -78,6 +76,9 @@ class CoreConfig:
     alert_log_size: int = 500
     log_lines_per_node: int = 200
     gpu_series_floats: int = 8_000_000  # memory budget for per-GPU series (recent + history)
+    # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
+    # live-view work (series, alerts) off and reads a recording several times faster.
+    live_view: bool = True
 
 
 class RackCore:
@@ -123,14 +124,12 @@ class RackCore:
         self.gpu_values = np.full((n, g, len(GPU_METRICS)), np.nan)
         self.gpu_throttle = np.zeros((n, g), np.uint64)
         self.sm_clock_max = np.full((n, g), np.nan)
-        self.throttle_since = np.full((n, g), np.nan)
-        self.straggler_since = np.full(n, np.nan)
         self.energy_j = 0.0
         self.latency = {m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS}
         self.rack_latency = {m: LogHistogram() for m in LATENCY_METRICS}
         self.latency_max = dict.fromkeys(LATENCY_METRICS, math.nan)
         self.log_lines: list[list[tuple[float, str]]] = [[] for _ in range(n)]
-        self._next_tick = 0
+        self.ticks_sampled = 0
         self._last_sample_t = ev.t
         r = cfg.recent_points
         self.recent_tokens = RecentRing(r, (n,))
@@ -139,6 +138,9 @@ class RackCore:
         h = cfg.history_points
         self.history_tokens = DownsampledSeries(h, (n,), cfg.tick_s, "last")
         self.history_power = DownsampledSeries(h, (n,), cfg.tick_s, "mean")
+        # Node state codes over the run (the newest in each point), so a history reader can tell a silent
+        # node's carried-forward telemetry from fresh readings.
+        self.history_state = DownsampledSeries(h, (n,), cfg.tick_s, "last")
         # Per-GPU series get what is left of a fixed float budget, so 4,608 GPUs still fit.
         per_point = max(1, n * g * len(GPU_SERIES_METRICS))
         gpu_recent = int(min(r, max(16, cfg.gpu_series_floats // 2 // per_point)))
@@ -147,13 +149,9 @@ class RackCore:
         self.history_gpu = DownsampledSeries(
             gpu_hist - gpu_hist % 2, (n, g, len(GPU_SERIES_METRICS)), cfg.tick_s, "mean"
         )
-        self.straggling = np.zeros(n, bool)
-        self.throttling = np.zeros((n, g), bool)
-        self._straggler_alerted = np.zeros(n, bool)
-        self._stale_alerted = np.zeros(n, bool)
-        self._reference = math.nan
-        self._reference_due = 0
-        self._throttle_alerted = np.zeros(n, bool)
+        self.rules = AlertRules(self, n, g)
+        self._whole_rack_key: tuple[object, object, bool] = (None, None, False)
+        self._whole_nodes_key: tuple[object, bool] = (None, False)
 
     @property
     def started(self) -> bool:
@@ -169,6 +167,9 @@ class RackCore:
             return
         if self.run is None:
             self._skip(f"{type(ev).__name__} before the run start")
+            return
+        if not (math.isfinite(ev.t) and ev.t >= 0):
+            self._skip(f"{type(ev).__name__} with a run time that is not a finite, non-negative number")
             return
         self.advance(ev.t)
         if isinstance(ev, GpuBatch):
@@ -221,8 +222,30 @@ class RackCore:
         self.sm_clock_max[i, ev.gpu] = np.fmax(self.sm_clock_max[i, ev.gpu], ev.sm_clock_mhz)
         self._seen(i, ev.t)
 
+    def _is_whole_rack(self, ni: np.ndarray, gi: np.ndarray) -> bool:
+        """True for a batch with one row per GPU in node-major order (the simulator's and replay's
+        common case), which takes a reshape instead of fancy indexing. Cached by array identity:
+        decoders and the simulator reuse the same index arrays tick after tick."""
+        if ni is self._whole_rack_key[0] and gi is self._whole_rack_key[1]:
+            return self._whole_rack_key[2]
+        n, g = self.gpu_values.shape[:2]
+        whole = (
+            len(ni) == n * g
+            and np.array_equal(ni, np.repeat(np.arange(n), g))
+            and np.array_equal(gi, np.tile(np.arange(g), n))
+        )
+        self._whole_rack_key = (ni, gi, whole)
+        return whole
+
     def _gpu_batch(self, ev: GpuBatch) -> None:
         ni, gi = ev.node_index, ev.gpu
+        if self._is_whole_rack(ni, gi):
+            shape = self.gpu_values.shape
+            self.gpu_values[:] = ev.values.reshape(shape)
+            self.gpu_throttle[:] = ev.throttle_reasons.reshape(shape[:2])
+            np.fmax(self.sm_clock_max, self.gpu_values[:, :, _SM_CLOCK], out=self.sm_clock_max)
+            np.fmax(self.last_seen, ev.t, out=self.last_seen)
+            return
         ok = (ni >= 0) & (ni < len(self.index)) & (gi >= 0) & (gi < self.gpu_values.shape[1])
         if not ok.all():
             self._skip("GPU batch rows outside the run's nodes or GPUs")
@@ -234,44 +257,64 @@ class RackCore:
         self.sm_clock_max[ni, gi] = np.fmax(self.sm_clock_max[ni, gi], values[:, _SM_CLOCK])
         self._seen(ni, ev.t)
 
-    def _apply_counters(self, i: np.ndarray, t: float, raw: np.ndarray, known: np.ndarray | None) -> None:
-        """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes i; known: rows that carry a
-        value (None = all). A counter below its last value restarted: what it had counted is kept."""
+    def _apply_counters(self, i: np.ndarray | slice, t: float, raw: np.ndarray) -> None:
+        """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes ``i`` (a slice = all, in order).
+
+        A counter below its last value restarted (the source started over, or a reconnect re-read it
+        from zero): what it had counted is kept as an offset, so nothing is lost or counted twice.
+        """
         prev = self._raw[:, i]
-        raw = raw if known is None else np.where(known, raw, prev)
         restarted = raw < prev
         if restarted.any():
             self._offset[:, i] += np.where(restarted, prev, 0)
         self._raw[:, i] = raw
         totals = self._offset[:, i] + raw
-        self.t_last_change[i[totals[0] > self.tokens[i]]] = t
+        grew = totals[0] > self.tokens[i]
+        if isinstance(i, slice):  # the whole rack in order: no gathers
+            self.t_last_change[grew] = t
+            self.tokens[:], self.samples[:], self.prompt_tokens[:] = totals
+            self.t_first[np.isnan(self.t_first)] = t
+            np.fmax(self.last_seen, t, out=self.last_seen)
+            return
+        self.t_last_change[i[grew]] = t
         self.tokens[i], self.samples[i], self.prompt_tokens[i] = totals
-        first = i[np.isnan(self.t_first[i])]
-        self.t_first[first] = t
+        self.t_first[i[np.isnan(self.t_first[i])]] = t
         self.last_seen[i] = np.fmax(self.last_seen[i], t)
 
     def _progress(self, ev: Progress) -> None:
         i = self._node(ev.node)
         if i is None:
             return
-        raw = np.array([[ev.tokens_done], [ev.samples_done or 0], [ev.prompt_tokens_done or 0]], np.int64)
-        known = np.array([[True], [ev.samples_done is not None], [ev.prompt_tokens_done is not None]])
-        self._apply_counters(np.array([i]), ev.t, raw, known)
+        prev = self._raw[:, i]  # a counter the source does not report keeps its last value
+        tokens = prev[0] if ev.tokens_done is None else ev.tokens_done
+        samples = prev[1] if ev.samples_done is None else ev.samples_done
+        prompt = prev[2] if ev.prompt_tokens_done is None else ev.prompt_tokens_done
+        self._apply_counters(np.array([i]), ev.t, np.array([[tokens], [samples], [prompt]], np.int64))
 
     def _progress_batch(self, ev: ProgressBatch) -> None:
         ni = ev.node_index
-        ok = (ni >= 0) & (ni < len(self.index))
-        if not ok.all():
-            self._skip("progress batch rows outside the run's nodes")
-        prompt = ev.prompt_tokens_done if ev.prompt_tokens_done is not None else np.zeros_like(ev.tokens_done)
-        raw = np.stack([ev.tokens_done, ev.samples_done, prompt])
-        known = None
-        if ev.prompt_tokens_done is None:
-            known = np.ones(raw.shape, bool)
-            known[2] = False
-        if not ok.all():
-            raw, known, ni = raw[:, ok], None if known is None else known[:, ok], ni[ok]
-        self._apply_counters(ni, ev.t, raw, known)
+        whole = self._is_whole_rack_nodes(ni)
+        if not whole:
+            ok = (ni >= 0) & (ni < len(self.index))
+            if not ok.all():
+                self._skip("progress batch rows outside the run's nodes")
+                ni = ni[ok]
+        else:
+            ok = slice(None)  # type: ignore[assignment]
+        index: np.ndarray | slice = slice(None) if whole else ni
+        raw = np.empty((3, len(ni)), np.int64)
+        raw[0] = ev.tokens_done[ok]
+        raw[1] = ev.samples_done[ok]
+        raw[2] = ev.prompt_tokens_done[ok] if ev.prompt_tokens_done is not None else self._raw[2, index]
+        self._apply_counters(index, ev.t, raw)
+
+    def _is_whole_rack_nodes(self, ni: np.ndarray) -> bool:
+        """One row per node in order; cached by array identity like :meth:`_is_whole_rack`."""
+        if ni is self._whole_nodes_key[0]:
+            return self._whole_nodes_key[1]
+        whole = len(ni) == len(self.tokens) and np.array_equal(ni, np.arange(len(ni)))
+        self._whole_nodes_key = (ni, whole)
+        return whole
 
     def _latency(self, ev: LatencyBatch) -> None:
         i = self._node(ev.node)
@@ -315,55 +358,59 @@ class RackCore:
         if self.run is None or not math.isfinite(t):
             return
         tick = self.config.tick_s
-        if (t - self._next_tick * tick) / tick > _MAX_FILL_TICKS:
-            self._next_tick = int(t // tick)
-        while self._next_tick * tick < t:
-            self._sample(self._next_tick * tick)
-            self._next_tick += 1
+        if (t - self.ticks_sampled * tick) / tick > _MAX_FILL_TICKS:
+            self.ticks_sampled = int(t // tick)
+        while self.ticks_sampled * tick < t:
+            self._sample(self.ticks_sampled * tick)
+            self.ticks_sampled += 1
         self.now = max(self.now, t)
 
     def _sample(self, t: float) -> None:
         state = self.effective_state(t)
         up = state == 0
-        node_power = np.where(up, np.nansum(self.gpu_values[:, :, _POWER], axis=1), 0.0)
+        power = self.gpu_values[:, :, _POWER]
+        node_power = np.where(up, np.where(np.isnan(power), 0.0, power).sum(axis=1), 0.0)
         if t > self._last_sample_t:
             self.energy_j += float(node_power.sum()) * (t - self._last_sample_t)
         self._last_sample_t = t
+        if not self.config.live_view:
+            self.now = max(self.now, t)
+            return
         tokens = self.tokens.astype(np.float64)
         self.recent_tokens.push(t, tokens)
         self.recent_samples.push(t, self.samples.astype(np.float64))
         self.recent_power.push(t, node_power)
         self.history_tokens.add(t, tokens)
         self.history_power.add(t, node_power)
+        self.history_state.add(t, state)
         gpu_now = self.gpu_values[:, :, _SERIES_COLS]
         self.recent_gpu.push(t, gpu_now)
         self.history_gpu.add(t, gpu_now)
         self.now = max(self.now, t)
-        self._evaluate_alerts(t, state)
+        self.rules.evaluate(t, state)
 
     def effective_state(self, t: float) -> np.ndarray:
         """Node state codes at ``t``: explicit states, plus stale for silent 'up' nodes."""
         state = self.explicit_state.copy()
-        silent = np.where(
-            np.isnan(self.last_seen),
-            t > self.config.stale_after_s,
-            t - self.last_seen > self.config.stale_after_s,
-        )
+        limit = self.config.stale_after_s
+        # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
+        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > limit))
         state[(state == 0) & silent] = _STATE_CODE["stale"]
         return state
 
     def window_rates(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Per-node (tokens/s, samples/s) over the last ``window_s`` before ``t``."""
-        n = len(self.index)
-        past = self.recent_tokens.value_at_or_before(t - self.config.window_s) or self.recent_tokens.oldest()
-        if past is None or t - past[0] <= 0:
+        ring = self.recent_tokens
+        slot = ring.slot_at_or_before(t - self.config.window_s)
+        slot = ring.oldest_slot() if slot is None else slot
+        if slot is None or t - ring.times[slot] <= 0:
+            n = len(self.index)
             return np.full(n, np.nan), np.full(n, np.nan)
-        t0, tokens0 = past
-        samples0 = self.recent_samples.value_at_or_before(t0)
-        span = t - t0
-        tok_rate = (self.tokens - tokens0) / span
-        smp_rate = (self.samples - samples0[1]) / span if samples0 else np.full(n, np.nan)
-        return tok_rate, smp_rate
+        span = t - float(ring.times[slot])
+        # recent_samples is pushed in lockstep with recent_tokens: same slot, same time.
+        return (self.tokens - ring.values[slot]) / span, (
+            self.samples - self.recent_samples.values[slot]
+        ) / span
 
     def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
         """Per-node (tokens/s, samples/s): counters over the node's own first-to-last-change span."""
@@ -374,105 +421,6 @@ class RackCore:
                 np.where(ok, self.tokens / np.where(ok, span, 1), np.nan),
                 np.where(ok, self.samples / np.where(ok, span, 1), np.nan),
             )
-
-    def _evaluate_alerts(self, t: float, state: np.ndarray) -> None:
-        cfg, run = self.config, self.run
-        assert run is not None
-        stale = state == 1
-        for i in np.flatnonzero(stale | self._stale_alerted).tolist():
-            name = run.nodes[i]
-            reason = (
-                self.state_reason[i]
-                if self.explicit_state[i] == 1
-                else f"no data for {cfg.stale_after_s:g} s"
-            )
-            self.alerts.condition(
-                t,
-                name,
-                "stale",
-                bool(stale[i]),
-                f"{name} stale: {reason}",
-                cleared_message=f"{name} reporting again",
-            )
-        self._stale_alerted = stale
-        # Stragglers: running nodes below the median of running nodes, for long enough.
-        rates, _ = self.window_rates(t)
-        running = (state == 0) & (self.tokens > 0) & (t >= cfg.window_s)
-        below = below_median_pct(rates, running)
-        slow = below > cfg.straggler_pct
-        self.straggler_since = np.where(slow, np.fmin(self.straggler_since, t), np.nan)
-        self.straggling = slow & (t - self.straggler_since >= cfg.straggler_hold_s)
-        for i in np.flatnonzero(self.straggling | self._straggler_alerted).tolist():
-            name = run.nodes[i]
-            self.alerts.condition(
-                t,
-                name,
-                "straggler",
-                bool(self.straggling[i]),
-                f"{name} straggler: {below[i]:.1f}% below the median node",
-                cleared_message=f"{name} back within {cfg.straggler_pct:g}% of the median",
-            )
-        self._straggler_alerted = self.straggling.copy()
-        self._evaluate_throttle(t, state)
-        if run.scenario == "Server":
-            slas: tuple[tuple[LatencyMetric, float], ...] = (
-                ("ttft", cfg.ttft_sla_s),
-                ("tpot", cfg.tpot_sla_s),
-            )
-            for metric, limit in slas:
-                hist = self.rack_latency[metric]
-                if hist.total:
-                    p99 = hist.quantiles([0.99])[0]
-                    self.alerts.condition(
-                        t,
-                        None,
-                        f"sla_{metric}",
-                        p99 > limit,
-                        f"SLA breach: {metric.upper()} p99 {p99:.3g} s > {limit:g} s",
-                        "critical",
-                        f"{metric.upper()} p99 back under {limit:g} s",
-                    )
-
-    def _evaluate_throttle(self, t: float, state: np.ndarray) -> None:
-        cfg, run = self.config, self.run
-        assert run is not None
-        reference = self._reference_clock()
-        clock = self.gpu_values[:, :, _SM_CLOCK]
-        limiting = (self.gpu_throttle & np.uint64(throttle.LIMITING_REASONS)) != 0
-        dropped = clock < reference * (1 - cfg.throttle_clock_drop_pct / 100)
-        now_throttled = limiting & dropped & (state[:, None] == 0)
-        self.throttle_since = np.where(now_throttled, np.fmin(self.throttle_since, t), np.nan)
-        self.throttling = now_throttled & (t - self.throttle_since >= cfg.throttle_hold_s)
-        node_throttling: np.ndarray = np.asarray(self.throttling.any(axis=1))
-        for i in np.flatnonzero(node_throttling | self._throttle_alerted).tolist():
-            name = run.nodes[i]
-            message = ""
-            if node_throttling[i]:
-                g = int(np.argmax(self.throttling[i]))
-                names = ", ".join(throttle.reason_names(int(self.gpu_throttle[i, g])))
-                drop = (1 - clock[i, g] / reference) * 100
-                message = (
-                    f"{name} throttling: GPU{g} SM clock {clock[i, g]:.0f} MHz "
-                    f"({drop:.0f}% below {reference:.0f}) [{names}]"
-                )
-            self.alerts.condition(
-                t,
-                name,
-                "throttle",
-                bool(node_throttling[i]),
-                message,
-                cleared_message=f"{name} clocks recovered",
-            )
-        self._throttle_alerted = node_throttling
-
-    def _reference_clock(self) -> float:
-        """The rack's typical top SM clock (median over GPUs of each one's maximum), refreshed every
-        30 ticks: it moves slowly, and a median per tick would dominate the core's cost."""
-        if self._next_tick >= self._reference_due:
-            finite = self.sm_clock_max[np.isfinite(self.sm_clock_max)]
-            self._reference = float(np.median(finite)) if finite.size else math.nan
-            self._reference_due = self._next_tick + 30
-        return self._reference
 
     # --------------------------------------------------------------- answers
     def snapshot(self, now: float | None = None) -> RackSnapshot:

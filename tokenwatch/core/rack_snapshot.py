@@ -142,8 +142,8 @@ def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
             np.isfinite(gpu[:, :, _HBM]).any(axis=1), _nan_reduce(np.nansum, gpu[:, :, _HBM]), np.nan
         ),
         temp_c=_nan_reduce(np.nanmax, gpu[:, :, _TEMP]),
-        straggler=core.straggling.copy(),
-        throttling=np.asarray(core.throttling.any(axis=1)),
+        straggler=core.rules.straggling.copy(),
+        throttling=np.asarray(core.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,
     )
     return RackSnapshot(
@@ -155,7 +155,7 @@ def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
         eta_s=eta_s,
         aggregate=aggregate,
         node_spread=NodeSpread.of(means),
-        stragglers=tuple(run.nodes[i] for i in np.flatnonzero(core.straggling)),
+        stragglers=tuple(run.nodes[i] for i in np.flatnonzero(core.rules.straggling)),
         nodes=nodes,
         gpus=GpuTable(gpu, core.gpu_throttle.copy()),
         latency=latency_stats(core),

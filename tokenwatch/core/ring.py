@@ -15,13 +15,18 @@ from tokenwatch.events import FloatArray
 
 
 class RecentRing:
-    """The last ``capacity`` samples of a fixed-shape value, with their times."""
+    """The last ``capacity`` samples of a fixed-shape value, with their times.
 
-    __slots__ = ("_next", "_size", "capacity", "times", "values")
+    Times are written twice (at i and i + capacity) so the newest ``capacity`` of them are always one
+    contiguous, sorted slice: finding "the sample at or before t" is one binary search, no reordering.
+    """
+
+    __slots__ = ("_next", "_size", "_times2", "capacity", "times", "values")
 
     def __init__(self, capacity: int, shape: tuple[int, ...]) -> None:
         self.capacity = capacity
         self.times: FloatArray = np.full(capacity, np.nan)
+        self._times2: FloatArray = np.full(2 * capacity, np.nan)
         self.values: FloatArray = np.full((capacity, *shape), np.nan)
         self._next = 0
         self._size = 0
@@ -30,10 +35,25 @@ class RecentRing:
         return self._size
 
     def push(self, t: float, value: FloatArray | float) -> None:
-        self.times[self._next] = t
-        self.values[self._next] = value
-        self._next = (self._next + 1) % self.capacity
+        i = self._next
+        self.times[i] = t
+        self._times2[i] = self._times2[i + self.capacity] = t
+        self.values[i] = value
+        self._next = (i + 1) % self.capacity
         self._size = min(self._size + 1, self.capacity)
+
+    def slot_at_or_before(self, t: float) -> int | None:
+        """Storage index of the newest sample taken at or before ``t`` (None when there is none).
+
+        Rings pushed in lockstep share slots, so one search serves all of them.
+        """
+        start = self._next - self._size + self.capacity
+        window = self._times2[start : start + self._size]
+        pos = int(np.searchsorted(window, t, side="right")) - 1
+        return None if pos < 0 else (start + pos) % self.capacity
+
+    def oldest_slot(self) -> int | None:
+        return (self._next - self._size) % self.capacity if self._size else None
 
     def _order(self, last: int | None) -> np.ndarray:
         n = self._size if last is None else min(last, self._size)
@@ -50,19 +70,13 @@ class RecentRing:
         return self.times[order], self.values[(order, *np.atleast_1d(index))]
 
     def oldest(self) -> tuple[float, FloatArray] | None:
-        if not self._size:
-            return None
-        i = (self._next - self._size) % self.capacity
-        return float(self.times[i]), self.values[i]
+        i = self.oldest_slot()
+        return None if i is None else (float(self.times[i]), self.values[i])
 
     def value_at_or_before(self, t: float) -> tuple[float, FloatArray] | None:
         """The newest sample taken at or before ``t`` (None when there is none)."""
-        order = self._order(None)
-        times = self.times[order]
-        pos = int(np.searchsorted(times, t, side="right")) - 1
-        if pos < 0:
-            return None
-        return float(times[pos]), self.values[order[pos]]
+        i = self.slot_at_or_before(t)
+        return None if i is None else (float(self.times[i]), self.values[i])
 
 
 class DownsampledSeries:

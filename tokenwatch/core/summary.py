@@ -16,10 +16,13 @@ import numpy as np
 
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core.rack import RackCore
+from tokenwatch.core.rack import STATE_NAMES, RackCore
+from tokenwatch.durations import format_clock
 from tokenwatch.events import LATENCY_METRICS
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+_DOWN = STATE_NAMES.index("down")
+_STALE = STATE_NAMES.index("stale")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +145,27 @@ def summarize_core(core: RackCore) -> RunSummary:
     if run is None:
         raise ValueError("no run in the stream: the recording holds no run start")
     tokens_per_s, samples_per_s = core.measured_means()
+    # A node that ended down or stale while the run finished did not complete its work: like an
+    # INVALID LoadGen result its figure is flagged, never silently summed as if it were whole.
+    state = core.effective_state(core.now)
+    unfinished = core.ended & ((state == _DOWN) | (state == _STALE))
+    warnings = []
+    for i in np.flatnonzero(unfinished).tolist():
+        span = core.t_last_change[i] - core.t_first[i]
+        worked = format_clock(span) if np.isfinite(span) else "no"
+        how = "down" if state[i] == _DOWN else "stale"
+        warnings.append(
+            f"{run.nodes[i]} did not finish ({how}: {core.state_reason[i]}); its figure covers its {worked} "
+            "of work and is still in the aggregate, as the rack figure sums nodes"
+        )
     nodes = [
-        NodeResult(name, run.gpus_per_node, float(tokens_per_s[i]), float(samples_per_s[i]))
+        NodeResult(
+            name,
+            run.gpus_per_node,
+            float(tokens_per_s[i]),
+            float(samples_per_s[i]),
+            valid=False if unfinished[i] else None,
+        )
         for i, name in enumerate(run.nodes)
     ]
     latency: dict[str, dict[str, float]] = {}
@@ -156,4 +178,6 @@ def summarize_core(core: RackCore) -> RunSummary:
     has_power = bool(np.isfinite(core.gpu_values[:, :, 0]).any())
     power_mean = core.energy_j / duration if has_power and duration > 0 else None
     tokens_per_joule = float(core.tokens.sum()) / core.energy_j if has_power and core.energy_j > 0 else None
-    return summarize_nodes(run.name, run.scenario, duration, nodes, latency, power_mean, tokens_per_joule)
+    return summarize_nodes(
+        run.name, run.scenario, duration, nodes, latency, power_mean, tokens_per_joule, warnings
+    )

@@ -35,14 +35,18 @@ def human_line(snap: RackSnapshot) -> str:
 class HeadlessLogger:
     """Writes at each interval boundary; the session calls :meth:`at` with the boundary's run time."""
 
-    def __init__(self, core: RackCore, out: IO[str] | None, jsonl: IO[bytes] | None) -> None:
+    def __init__(
+        self, core: RackCore, out: IO[str] | None, jsonl: IO[bytes] | None, start_s: float = 0.0
+    ) -> None:
+        """``start_s``: boundaries before it are not written (a replay that starts at 30m)."""
         self.core = core
+        self.start_s = start_s
         self.out = out
         self.jsonl = jsonl
         self.last_t: float | None = None
 
     def at(self, t: float) -> None:
-        if not self.core.started:
+        if not self.core.started or t < self.start_s:
             return
         snap = self.core.snapshot(t)
         self.last_t = t

@@ -38,7 +38,7 @@ def render_summary(summary: RunSummary) -> str:
             lines.append(f"{metric.upper():<{width}}{cells}")
     if len(valid_nodes) != len(summary.nodes):
         bad = ", ".join(n.name for n in summary.nodes if n.valid is False)
-        lines.append(f"INVALID node results (flagged, see warnings): {bad}")
+        lines.append(f"Flagged node results (see the warnings): {bad}")
     for warning in summary.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

@@ -171,6 +171,21 @@ def _float(value: Any) -> float:
     return float(value)
 
 
+_INDEX_CACHE: dict[str, tuple[list[Any], np.ndarray]] = {}
+
+
+def _index_array(value: Any, what: str) -> np.ndarray:
+    """Batches repeat the same node/GPU index lists tick after tick: reuse the converted array
+    (read-only, so sharing it is safe) when the list equals the previous one."""
+    cached = _INDEX_CACHE.get(what)
+    if cached is not None and cached[0] == value:
+        return cached[1]
+    arr = _array(value, np.int64, what)
+    arr.flags.writeable = False
+    _INDEX_CACHE[what] = (value, arr)
+    return arr
+
+
 def _array(value: Any, dtype: type, what: str) -> np.ndarray:
     if not isinstance(value, list):
         raise CodecError(f"{what} must be a list")
@@ -225,22 +240,34 @@ def _d_gpu(r: Mapping[str, Any]) -> GpuSample:
     return GpuSample(_time(r), _text(r["node"], "node"), gpu, **values, throttle_reasons=reasons)
 
 
-def _d_gpu_batch(r: Mapping[str, Any]) -> GpuBatch:
-    node_index = _array(r["node_index"], np.int64, "node_index")
-    gpu = _array(r["gpu"], np.int64, "gpu")
+def _d_gpu_batch(r: Mapping[str, Any], metrics: tuple[str, ...] = GPU_METRICS) -> GpuBatch:
+    node_index = _index_array(r["node_index"], "gpu_batch.node_index")
+    gpu = _index_array(r["gpu"], "gpu_batch.gpu")
     columns = r["m"]
     if not isinstance(columns, dict):
         raise CodecError("m must map metrics to columns")
-    values = np.column_stack([_array(columns.get(m, [None] * len(gpu)), np.float64, m) for m in GPU_METRICS])
-    reasons = _array(r["throttle_reasons"], np.uint64, "throttle_reasons")
+    wanted = [i for i, m in enumerate(GPU_METRICS) if m in metrics and m in columns]
+    values = np.full((len(gpu), len(GPU_METRICS)), np.nan)
+    if wanted:
+        try:  # one conversion for all wanted columns: ~5x faster than one per column
+            block = np.array([columns[GPU_METRICS[i]] for i in wanted], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise CodecError("gpu_batch columns must be lists of numbers") from None
+        if block.shape != (len(wanted), len(gpu)):
+            raise CodecError("gpu_batch columns must all have one value per row")
+        values[:, wanted] = block.T
+    if "throttle_reasons" in r or metrics is GPU_METRICS:
+        reasons = _array(r["throttle_reasons"], np.uint64, "throttle_reasons")
+    else:  # not asked for (see decode's gpu_metrics)
+        reasons = np.zeros(len(gpu), np.uint64)
     if not len(node_index) == len(gpu) == len(values) == len(reasons):
         raise CodecError("batch columns differ in length")
     return GpuBatch(_time(r), node_index, gpu, values, reasons)
 
 
 def _d_progress(r: Mapping[str, Any]) -> Progress:
-    tokens = _opt_int(r["tokens"], "tokens")
-    if tokens is None or tokens < 0:
+    tokens = _opt_int(r.get("tokens"), "tokens")
+    if tokens is not None and tokens < 0:
         raise CodecError("tokens must be a non-negative whole number")
     return Progress(
         _time(r),
@@ -252,7 +279,7 @@ def _d_progress(r: Mapping[str, Any]) -> Progress:
 
 
 def _d_progress_batch(r: Mapping[str, Any]) -> ProgressBatch:
-    node_index = _array(r["node_index"], np.int64, "node_index")
+    node_index = _index_array(r["node_index"], "progress_batch.node_index")
     samples = _array(r["samples"], np.int64, "samples")
     tokens = _array(r["tokens"], np.int64, "tokens")
     prompt = _array(r["prompt_tokens"], np.int64, "prompt_tokens") if "prompt_tokens" in r else None
@@ -307,14 +334,22 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
 }
 
 
-def decode(record: Any) -> Event:
-    """The event in a parsed record; :class:`CodecError` says what is wrong with it."""
+def decode(record: Any, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> Event:
+    """The event in a parsed record; :class:`CodecError` says what is wrong with it.
+
+    ``gpu_metrics`` limits which GPU batch columns are decoded (the others read as missing;
+    ``"throttle_reasons"`` may be named too, else they read as none): a summary needs power alone,
+    and decoding one column of nine is most of its speed.
+    """
     if not isinstance(record, dict):
         raise CodecError("record is not a JSON object")
-    decoder = _DECODERS.get(record.get("k"))  # type: ignore[arg-type]
+    kind = record.get("k")
+    decoder = _DECODERS.get(kind)  # type: ignore[arg-type]
     if decoder is None:
-        raise CodecError(f"unknown record kind {record.get('k')!r}")
+        raise CodecError(f"unknown record kind {kind!r}")
     try:
+        if kind == "gpu_batch" and gpu_metrics is not GPU_METRICS:
+            return _d_gpu_batch(record, gpu_metrics)
         return decoder(record)
     except KeyError as exc:
         raise CodecError(f"{record['k']} record without {exc.args[0]!r}") from None
@@ -324,9 +359,46 @@ def decode(record: Any) -> Event:
         raise CodecError(f"bad {record['k']} record: {exc}") from None
 
 
-def loads(line: bytes) -> Event:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise CodecError(f"not JSON ({exc.msg})") from None
-    return decode(record)
+_GPU_BATCH_PREFIX = b'{"k":"gpu_batch",'
+_COLUMNS_KEY = b',"m":{'
+_THROTTLE_KEY = b'},"throttle_reasons":'
+
+
+def _some_gpu_columns(line: bytes, gpu_metrics: tuple[str, ...]) -> dict[str, Any] | None:
+    """The record of a GPU batch line with only ``gpu_metrics`` parsed (None: not our usual layout).
+
+    GPU batches are ~90 % of a recording's bytes and a summary needs one column of nine: parsing only
+    the head, the wanted columns and the tail makes reading 4x faster. It relies on the layout this
+    module writes (head, then ``"m"``, then ``throttle_reasons`` last); anything else takes the full path.
+    """
+    columns_at = line.find(_COLUMNS_KEY)
+    throttle_at = line.rfind(_THROTTLE_KEY)
+    if columns_at < 0 or throttle_at < columns_at or not line.endswith(b"]}"):
+        return None
+    record = orjson.loads(line[:columns_at] + b"}")
+    columns = {}
+    for name in gpu_metrics:
+        key = b'"' + name.encode() + b'":['
+        start = line.find(key, columns_at, throttle_at)
+        if start >= 0:
+            end = line.find(b"]", start)
+            columns[name] = orjson.loads(line[start + len(key) - 1 : end + 1])
+    record["m"] = columns
+    if "throttle_reasons" in gpu_metrics:
+        record["throttle_reasons"] = orjson.loads(line[throttle_at + len(_THROTTLE_KEY) : -1])
+    return record if isinstance(record, dict) else None
+
+
+def loads(line: bytes, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> Event:
+    record = None
+    if gpu_metrics is not GPU_METRICS and line.startswith(_GPU_BATCH_PREFIX):
+        try:
+            record = _some_gpu_columns(line, gpu_metrics)
+        except orjson.JSONDecodeError:
+            record = None  # not our layout after all: the full parse below says what is wrong
+    if record is None:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CodecError(f"not JSON ({exc.msg})") from None
+    return decode(record, gpu_metrics)

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 import orjson
 import zstandard
 
-from tokenwatch.events import Event
+from tokenwatch.events import GPU_METRICS, Event
 from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, loads
 from tokenwatch.recording.writer import HEADER_KEY
 
@@ -28,8 +28,10 @@ class RecordingFormatError(ValueError):
 class RecordingReader:
     """Iterate over :meth:`events`; ``header`` is read on construction, ``warnings`` fill as you go."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> None:
+        """``gpu_metrics``: decode only these GPU batch columns (see :func:`codec.decode`)."""
         self.path = Path(path)
+        self.gpu_metrics = gpu_metrics
         self.warnings: list[str] = []
         self.skipped = 0
         try:
@@ -121,7 +123,7 @@ class RecordingReader:
                 if not line.strip():
                     continue
                 try:
-                    yield loads(line)
+                    yield loads(line, self.gpu_metrics)
                 except CodecError as exc:
                     why = "torn last line (the recording was cut off)" if not complete else str(exc)
                     self._warn(number, f"skipped: {why}")

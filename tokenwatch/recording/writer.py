@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import zstandard
 
 from tokenwatch import __version__
-from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.events import Event
 from tokenwatch.recording.codec import SCHEMA_VERSION, dumps
+
+if TYPE_CHECKING:
+    from tokenwatch.clock import Clock
 
 HEADER_KEY = "tokenwatch_recording"
 _MAX_BUFFER_BYTES = 1 << 20
@@ -50,7 +53,8 @@ class RecordingWriter:
         overwrite: bool = False,
     ) -> None:
         self.path = Path(path)
-        self.clock = clock or MonotonicClock()
+        # Only the clock's time() is used; importing tokenwatch.clock would drag asyncio into readers.
+        self._now = clock.time if clock is not None else time.monotonic
         self.flush_interval_s = flush_interval_s
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
@@ -64,7 +68,7 @@ class RecordingWriter:
         )
         self._buffer: list[bytes] = []
         self._buffered = 0
-        self._last_flush = self.clock.time()
+        self._last_flush = self._now()
         self.events_written = 0
         self._append(orjson.dumps(header(meta)) + b"\n")
         self.flush()
@@ -72,10 +76,7 @@ class RecordingWriter:
     def write(self, event: Event) -> None:
         self._append(dumps(event))
         self.events_written += 1
-        if (
-            self._buffered > _MAX_BUFFER_BYTES
-            or self.clock.time() - self._last_flush >= self.flush_interval_s
-        ):
+        if self._buffered > _MAX_BUFFER_BYTES or self._now() - self._last_flush >= self.flush_interval_s:
             self.flush()
 
     def _append(self, line: bytes) -> None:
@@ -92,7 +93,7 @@ class RecordingWriter:
         if self._zstd is not None:
             data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         self._write_all(data)
-        self._last_flush = self.clock.time()
+        self._last_flush = self._now()
 
     def _write_all(self, data: bytes) -> None:
         assert self._fd is not None

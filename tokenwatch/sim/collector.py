@@ -5,11 +5,9 @@ from __future__ import annotations
 from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.pacing import Pacer
 from tokenwatch.session import Emit
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.sim.rack_sim import SIM_EPOCH, RackSimulation, SimSettings
 
-# The simulated run "starts" at a fixed instant (MLPerf Inference v5.1's publication day, 00:00 UTC)
-# so a seed reproduces its recording byte for byte.
-SIM_EPOCH = 1_757_376_000.0
+__all__ = ["SIM_EPOCH", "SimulatorCollector"]
 
 
 class SimulatorCollector:

@@ -7,9 +7,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tokenwatch.sim import DEFAULT_PROFILE
 from tokenwatch.yaml_schema import SchemaError, duration_field, load_dataclass
 
-DEFAULT_PROFILE = "gb300-nvl72"
+__all__ = ["DEFAULT_PROFILE", "Profile", "builtin_profiles", "load_profile"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,9 @@ from tokenwatch.sim.faults import Fault
 from tokenwatch.sim.gpu_model import THROTTLE_CLOCK_FACTOR, RackGpuModel
 from tokenwatch.sim.profile import Profile
 
+# The simulated run "starts" at a fixed instant (MLPerf Inference v5.1's publication day, 00:00 UTC)
+# so a seed reproduces its recording byte for byte.
+SIM_EPOCH = 1_757_376_000.0
 SLOW_FACTOR = 0.8
 _NOISE_AR = 0.9
 _NOISE_SD = 0.004
@@ -72,7 +75,7 @@ def draw_node_rates(profile: Profile, rng: np.random.Generator) -> np.ndarray:
 class RackSimulation:
     """Iterate :meth:`events` for the whole run; the same settings give the same events."""
 
-    def __init__(self, settings: SimSettings, wall_epoch: float = 0.0) -> None:
+    def __init__(self, settings: SimSettings, wall_epoch: float = SIM_EPOCH) -> None:
         self.s = settings
         self.wall_epoch = wall_epoch
         names = settings.profile.node_names()
@@ -148,9 +151,13 @@ class RackSimulation:
             load = work.step(t, dt, np.where(active, (1.0 + noise) * mult, 0.0), rng) if k else np.zeros(n)
             values, reasons = gpus.step(np.where(down, 0.0, load), throttled & active, dt)
             report = ~down & ~stale
-            rows = np.repeat(report, p.gpus_per_node)
-            yield GpuBatch(t, gpus.node_index[rows], gpus.gpu_index[rows], values[rows], reasons[rows])
-            yield ProgressBatch(t, all_nodes[report], work.samples[report], work.tokens_int()[report])
+            if report.all():  # the same index arrays every tick: consumers cache work on them
+                yield GpuBatch(t, gpus.node_index, gpus.gpu_index, values, reasons)
+                yield ProgressBatch(t, all_nodes, work.samples.copy(), work.tokens_int())
+            else:
+                rows = np.repeat(report, p.gpus_per_node)
+                yield GpuBatch(t, gpus.node_index[rows], gpus.gpu_index[rows], values[rows], reasons[rows])
+                yield ProgressBatch(t, all_nodes[report], work.samples[report], work.tokens_int()[report])
             for node_i, metric, values_s, counts in work.latency_deltas(t, report):
                 yield LatencyBatch(t, nodes[node_i], metric, values_s, counts)
             newly = work.finished(t) & ~finished

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tokenwatch.events import Event, LogLine, Progress
 from tokenwatch.sources.errors import SourceFormatError
-from tokenwatch.sources.lines import LineSplitter, NoticeLog, snippet
+from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
 from tokenwatch.yaml_schema import Reader, SchemaError, duration_field, load_yaml, parse_yaml
 
 COUNT_GROUPS = ("samples_done", "tokens_done", "prompt_tokens_done", "total_samples")
@@ -114,7 +114,7 @@ def _seconds(match: re.Match[str]) -> float | None:
 
 @dataclass(slots=True)
 class _State:
-    tokens: float = 0.0
+    tokens: float | None = None
     prompt_tokens: float | None = None
     samples: int | None = None
     last_stamp: float | None = None  # log time of the last rate line
@@ -124,7 +124,7 @@ class _State:
     seen: set[str] = field(default_factory=set)
 
 
-class LogProgressParser:
+class LogProgressParser(LineParser):
     """One node's log: ``feed(data, t)`` -> LogLine per line, Progress per feed with new progress."""
 
     def __init__(
@@ -162,7 +162,10 @@ class LogProgressParser:
         """Rules from a YAML file (errors name the file, line and key)."""
         data, lines = load_yaml(path)
         spec = Reader(str(path), lines).build(LogPresetSpec, data)
-        return cls.from_spec(spec, node, f"log:{Path(path).stem}")
+        try:
+            return cls.from_spec(spec, node, f"log:{Path(path).stem}")
+        except LogPatternError as exc:
+            raise LogPatternError(f"{path}: {exc}") from None
 
     @classmethod
     def preset(cls, name: str, node: str) -> LogProgressParser:
@@ -178,32 +181,21 @@ class LogProgressParser:
         return cls.from_spec(spec, node, f"log:{name}")
 
     # ------------------------------------------------------------------ feed
-    def feed(self, data: bytes, t: float) -> list[Event]:
-        split = self._lines.feed(data)
-        return self._parse(split.first_line, split.lines, split.cut, t)
+    def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
+        text = _clean(line)
+        if not text:
+            return
+        out.append(LogLine(t, self.node, text))
+        for name, regex in self.rules:
+            match = regex.search(text)
+            if match:
+                try:
+                    self._apply(match, text, t)
+                except ValueError as exc:
+                    self.notices.warn(out, t, f"line {number}: rule {name!r}: {exc}: {snippet(text)}")
 
-    def close(self, t: float) -> list[Event]:
-        split = self._lines.flush()
-        return self._parse(split.first_line, split.lines, split.cut, t)
-
-    def _parse(self, first: int, lines: list[bytes], cut: list[int], t: float) -> list[Event]:
-        out: list[Event] = []
-        for offset, raw in enumerate(lines):
-            number = first + offset
-            if number in cut:
-                self.notices.warn(out, t, f"line {number}: longer than {_MAX_LINE_BYTES} bytes, skipped")
-                continue
-            text = _clean(raw)
-            if not text:
-                continue
-            out.append(LogLine(t, self.node, text))
-            for name, regex in self.rules:
-                match = regex.search(text)
-                if match:
-                    try:
-                        self._apply(match, text, t)
-                    except ValueError as exc:
-                        self.notices.warn(out, t, f"line {number}: rule {name!r}: {exc}: {snippet(text)}")
+    def end_of_chunk(self, t: float, out: list[Event]) -> None:
+        """One Progress per chunk that moved a counter, however many lines did."""
         state = self.state
         if state.changed:
             state.changed = False
@@ -212,11 +204,10 @@ class LogProgressParser:
                     t,
                     self.node,
                     state.samples,
-                    round(state.tokens),
+                    None if state.tokens is None else round(state.tokens),
                     None if state.prompt_tokens is None else round(state.prompt_tokens),
                 )
             )
-        return out
 
     def _apply(self, match: re.Match[str], text: str, t: float) -> None:
         values: dict[str, float] = {}
@@ -240,7 +231,7 @@ class LogProgressParser:
         if any(g in values for g in RATE_GROUPS):
             step = self._rate_step(text, t)
             if "tokens_per_s" in values:
-                state.tokens += values["tokens_per_s"] * step
+                state.tokens = (state.tokens or 0.0) + values["tokens_per_s"] * step
             if "prompt_tokens_per_s" in values:
                 state.prompt_tokens = (state.prompt_tokens or 0.0) + values["prompt_tokens_per_s"] * step
             state.changed = True

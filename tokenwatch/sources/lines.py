@@ -117,3 +117,41 @@ class NoticeLog:
                     self.source,
                 )
             )
+
+
+class LineParser:
+    """Base of the streaming line parsers: ``feed(chunk, t)`` / ``close(t)`` -> events.
+
+    Subclasses set ``self._lines`` (a :class:`LineSplitter`) and ``self.notices``, and implement
+    :meth:`parse_line` for one complete line; :meth:`end_of_chunk` may add events once per chunk.
+    Over-long lines are skipped here, with a warning, before a subclass sees them.
+    """
+
+    _lines: LineSplitter
+    notices: NoticeLog
+
+    def feed(self, data: bytes, t: float) -> list[Event]:
+        return self._parse(self._lines.feed(data), t)
+
+    def close(self, t: float) -> list[Event]:
+        """End of input: a last line without a newline still counts."""
+        return self._parse(self._lines.flush(), t)
+
+    def _parse(self, split: SplitLines, t: float) -> list[Event]:
+        out: list[Event] = []
+        for offset, line in enumerate(split.lines):
+            number = split.first_line + offset
+            if number in split.cut:
+                self.notices.warn(
+                    out, t, f"line {number}: longer than {self._lines.max_line_bytes} bytes, skipped"
+                )
+                continue
+            self.parse_line(number, line, t, out)
+        self.end_of_chunk(t, out)
+        return out
+
+    def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
+        raise NotImplementedError
+
+    def end_of_chunk(self, t: float, out: list[Event]) -> None:
+        """Called after each chunk's lines (default: nothing)."""

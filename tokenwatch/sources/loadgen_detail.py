@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 
 from tokenwatch.events import Event, Notice, NoticeLevel
-from tokenwatch.sources.errors import SourceFormatError
-from tokenwatch.sources.lines import LineSplitter, NoticeLog, snippet
+from tokenwatch.sources.errors import SourceFormatError, read_bounded
+from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
 
 DETAIL_NAME = "mlperf_log_detail.txt"
 MARKER = b":::MLLOG "
@@ -176,20 +176,14 @@ def parse_detail_bytes(data: bytes, path: str = DETAIL_NAME) -> DetailLog:
 def read_detail(path: Path | str) -> DetailLog:
     """Read one detail log; a file with no record at all is a :class:`SourceFormatError`."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_DETAIL_BYTES + 1)
-    except OSError as exc:
-        raise SourceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_DETAIL_BYTES:
-        raise SourceFormatError(f"{path}: over {MAX_DETAIL_BYTES >> 20} MiB: not a LoadGen detail log")
+    data = read_bounded(path, MAX_DETAIL_BYTES, "LoadGen detail log")
     log = parse_detail_bytes(data, str(path))
     if log.records == 0:
         raise SourceFormatError(f"{path}: no :::MLLOG records: not a LoadGen detail log")
     return log
 
 
-class DetailLogParser:
+class DetailLogParser(LineParser):
     """Tail a detail log while LoadGen writes it: LoadGen's warnings and errors become Notices,
     the result becomes an info (VALID) or warning (INVALID) Notice; ``log`` accumulates the rest."""
 
@@ -200,34 +194,19 @@ class DetailLogParser:
         self._lines = LineSplitter(_MAX_LINE_BYTES)
         self.notices = NoticeLog(source, node)
 
-    def feed(self, data: bytes, t: float) -> list[Event]:
-        split = self._lines.feed(data)
-        return self._parse(split.first_line, split.lines, split.cut, t)
-
-    def close(self, t: float) -> list[Event]:
-        split = self._lines.flush()
-        return self._parse(split.first_line, split.lines, split.cut, t)
-
-    def _parse(self, first: int, lines: list[bytes], cut: list[int], t: float) -> list[Event]:
-        out: list[Event] = []
-        for offset, line in enumerate(lines):
-            number = first + offset
-            if number in cut:
-                self.notices.warn(out, t, f"line {number}: longer than {_MAX_LINE_BYTES} bytes, skipped")
-                continue
-            if not line.strip():
-                continue
-            record, why = parse_record(line)
-            if record is None:
-                self.notices.warn(out, t, f"line {number}: {why}: {snippet(line)}")
-                continue
-            _add(self.log, record)
-            if record.is_error or record.is_warning:
-                level: NoticeLevel = "error" if record.is_error else "warning"
-                out.append(Notice(t, level, f"LoadGen {level}: {record.value}", self.node, self.source))
-            elif record.key == "result_validity":
-                valid = str(record.value).upper() == "VALID"
-                reason = self.log.values.get("result_invalid_reason")
-                text = f"LoadGen result {record.value}" + (f" ({reason})" if reason and not valid else "")
-                out.append(Notice(t, "info" if valid else "warning", text, self.node, self.source))
-        return out
+    def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
+        if not line.strip():
+            return
+        record, why = parse_record(line)
+        if record is None:
+            self.notices.warn(out, t, f"line {number}: {why}: {snippet(line)}")
+            return
+        _add(self.log, record)
+        if record.is_error or record.is_warning:
+            level: NoticeLevel = "error" if record.is_error else "warning"
+            out.append(Notice(t, level, f"LoadGen {level}: {record.value}", self.node, self.source))
+        elif record.key == "result_validity":
+            valid = str(record.value).upper() == "VALID"
+            reason = self.log.values.get("result_invalid_reason")
+            text = f"LoadGen result {record.value}" + (f" ({reason})" if reason and not valid else "")
+            out.append(Notice(t, "info" if valid else "warning", text, self.node, self.source))

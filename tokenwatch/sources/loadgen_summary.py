@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenwatch.sources.errors import SourceFormatError
+from tokenwatch.sources.errors import SourceFormatError, read_bounded
 
 SUMMARY_NAME = "mlperf_log_summary.txt"
 MAX_SUMMARY_BYTES = 16 << 20  # real summaries are ~3 KB
@@ -185,13 +185,7 @@ def check_summary(summary: LoadgenSummary) -> None:
 def read_summary(path: Path | str) -> LoadgenSummary:
     """Read and check one summary file; every failure is one :class:`SourceFormatError` line."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_SUMMARY_BYTES + 1)
-    except OSError as exc:
-        raise SourceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_SUMMARY_BYTES:
-        raise SourceFormatError(f"{path}: over {MAX_SUMMARY_BYTES >> 20} MiB: not a LoadGen summary")
+    data = read_bounded(path, MAX_SUMMARY_BYTES, "LoadGen summary")
     if b"\x00" in data:
         raise SourceFormatError(f"{path}: binary data, not a LoadGen summary")
     summary = parse_summary_text(data.decode("utf-8", "replace"), str(path))

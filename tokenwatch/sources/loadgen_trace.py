@@ -15,7 +15,7 @@ by line. What the lines say (checked against LoadGen 6.0.17's own summary, to th
 * ``LogDetail`` / ``LogSummary`` lines, which LoadGen writes with broken JSON (``""key""``): ignored.
 
 The trace holds no token counts, so ``tokens_done`` is only known when the caller gives the harness's
-fixed ``tokens_per_sample``; otherwise it stays 0 and tokens must come from another source. LoadGen
+fixed ``tokens_per_sample``; otherwise it is ``None`` (unknown) and tokens come from another source. LoadGen
 versions before 4.0 do not trace Offline samples at all (progress then stays at 0).
 """
 
@@ -34,6 +34,7 @@ _TOKEN = b'{"name":"Token"'
 _TOKEN_LATENCY = b'{"name":"Token_Latency"'
 _LAST = b'{"name":"LastTrace"'
 _EVENT = b'{"name":'
+_END = b'"ph":"e"'
 # The array's frame: lines that are not events but belong to the file.
 _FRAME = (b"{", b"}", b"]", b'"displayTimeUnit"', b'"otherData"', b'"ts"', b'"version"', b'{"traceEvents"')
 _MAX_NS = 1e15  # ~11.6 days: a latency above that is corrupt input
@@ -91,6 +92,8 @@ class TraceTailParser:
             self.events_seen += 1
             if self.origin_us is None:
                 self._set_origin(line)
+            if _END in line[:64]:
+                continue  # the end half of a Sample/Token pair adds nothing: skip the JSON parse
             if line.startswith(_SAMPLE):
                 self._sample(line, first + offset, e2e, out, t)
             elif line.startswith(_TOKEN_LATENCY):
@@ -111,7 +114,7 @@ class TraceTailParser:
             out.append(LatencyBatch(now, self.node, "ttft", np.array(ttft, dtype=np.float64)))
         if e2e:
             tokens = (
-                0 if self.tokens_per_sample is None else round(self.samples_done * self.tokens_per_sample)
+                None if self.tokens_per_sample is None else round(self.samples_done * self.tokens_per_sample)
             )
             out.append(Progress(now, self.node, self.samples_done, tokens))
         if finished_now:

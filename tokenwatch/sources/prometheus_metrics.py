@@ -28,6 +28,9 @@ from tokenwatch.events import Event, GpuSample, LatencyBatch, LatencyMetric, Pro
 from tokenwatch.sources.lines import NoticeLog
 from tokenwatch.sources.prometheus_exposition import Series, parse_exposition
 
+# Counts above 2**53 are not whole numbers as floats (and far beyond any real run): a damaged scrape.
+_MAX_BUCKET_COUNT = float(2**53)
+
 
 @dataclass(frozen=True, slots=True)
 class ServerPreset:
@@ -72,7 +75,7 @@ PRESETS: dict[str, ServerPreset] = {
             "kv_cache_usage": ("sglang:token_usage",),
         },
     ),
-    # trtllm-serve's /prometheus/metrics has no token counters: tokens_done stays 0 (samples only).
+    # trtllm-serve's /prometheus/metrics has no token counters: tokens_done is None (samples only).
     "trtllm": ServerPreset(
         samples=("trtllm_request_success_total", "trtllm_num_requests_completed_total"),
         histograms={
@@ -211,7 +214,7 @@ class MetricsScrapeParser:
                     t,
                     node,
                     None if samples is None else round(samples),
-                    round(totals["tokens"] or 0.0),
+                    None if totals["tokens"] is None else round(totals["tokens"]),
                     None if prompt is None else round(prompt),
                 )
             )
@@ -268,14 +271,20 @@ class MetricsScrapeParser:
             if previous is not None and previous.shape == cumulative.shape and (cumulative >= previous).all():
                 cumulative = cumulative - previous  # the usual case: new observations since last scrape
             per_bucket = np.diff(cumulative, prepend=0.0)
+            if (per_bucket > _MAX_BUCKET_COUNT).any():
+                self.notices.warn(
+                    out, t, f"{family}: a bucket count beyond {_MAX_BUCKET_COUNT:.0e}, series skipped"
+                )
+                continue
             if (per_bucket < 0).any():
                 self.notices.warn(out, t, f"{family}: bucket counts not increasing with le, clipped")
                 per_bucket = np.maximum(per_bucket, 0.0)
             lower = np.concatenate(([0.0], bounds[:-1]))
             mids = np.where(np.isinf(bounds), lower, (lower + bounds) / 2.0)
-            keep = per_bucket > 0
+            whole = np.round(per_bucket)  # bucket counts are whole observations; keep those that are some
+            keep = whole > 0
             values += mids[keep].tolist()
-            counts += np.round(per_bucket[keep]).astype(np.int64).tolist()
+            counts += whole[keep].astype(np.int64).tolist()
         if not values:
             return None
         return LatencyBatch(t, node, metric, np.array(values, np.float64), np.array(counts, np.int64))

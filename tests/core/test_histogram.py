@@ -1,0 +1,94 @@
+"""Log-bucketed histograms against exact numpy quantiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenwatch.core.histogram import (
+    MAX_VALUE_S,
+    MIN_VALUE_S,
+    N_BUCKETS,
+    RELATIVE_ACCURACY,
+    LogHistogram,
+    bucket_index,
+    bucket_value,
+    compress,
+)
+
+RNG = np.random.default_rng(7)
+DISTRIBUTIONS = {
+    "lognormal ttft": RNG.lognormal(np.log(0.3), 0.6, 20_000),
+    "tpot narrow": RNG.lognormal(np.log(0.055), 0.15, 20_000),
+    "uniform e2e": RNG.uniform(1.0, 120.0, 5_000),
+    "exponential": 1e-4 + RNG.exponential(0.02, 10_000),  # inside the 1 µs..1e5 s range
+    "constant": np.full(1_000, 0.2),
+    "bimodal": np.concatenate([RNG.normal(0.1, 0.005, 5_000), RNG.normal(3.0, 0.2, 500)]),
+    "tiny sample": np.array([0.5, 0.7, 0.9]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+@pytest.mark.parametrize("q", [0.0001, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0])
+def test_quantiles_within_one_percent_of_exact(name: str, q: float) -> None:
+    values = DISTRIBUTIONS[name]
+    hist = LogHistogram()
+    hist.add(values)
+    exact = float(np.quantile(values, q, method="inverted_cdf"))
+    estimate = hist.quantiles([q])[0]
+    assert abs(estimate - exact) / exact <= RELATIVE_ACCURACY + 1e-12
+
+
+def test_merge_equals_histogram_of_concatenation() -> None:
+    a, b = RNG.lognormal(0, 1, 3_000), RNG.lognormal(1, 0.5, 4_000)
+    ha, hb, hab = LogHistogram(), LogHistogram(), LogHistogram()
+    ha.add(a)
+    hb.add(b)
+    hab.add(np.concatenate([a, b]))
+    ha.merge(hb)
+    assert np.array_equal(ha.counts, hab.counts)
+    assert ha.total == hab.total == 7_000
+
+
+def test_weighted_values_equal_repeated_values() -> None:
+    values = np.array([0.1, 0.25, 3.0])
+    counts = np.array([5, 0, 7])
+    weighted, repeated = LogHistogram(), LogHistogram()
+    weighted.add(values, counts)
+    repeated.add(np.repeat(values, counts))
+    assert np.array_equal(weighted.counts, repeated.counts)
+
+
+def test_compressed_buckets_round_trip_to_the_same_buckets() -> None:
+    hist = LogHistogram()
+    hist.add(RNG.lognormal(-1, 2, 10_000))
+    values, counts = compress(hist.counts)
+    again = LogHistogram()
+    again.add(values, counts)
+    assert np.array_equal(again.counts, hist.counts)
+
+
+def test_every_bucket_representative_maps_back_to_its_bucket() -> None:
+    indices = np.arange(N_BUCKETS)
+    assert np.array_equal(bucket_index(bucket_value(indices)), indices)
+
+
+def test_non_finite_values_are_dropped_and_counted() -> None:
+    hist = LogHistogram()
+    hist.add(np.array([0.1, np.nan, np.inf, -np.inf, 0.2]))
+    assert hist.total == 2
+    assert hist.dropped == 3
+
+
+def test_out_of_range_values_clamp_to_the_end_buckets() -> None:
+    hist = LogHistogram()
+    hist.add(np.array([0.0, 1e-9, 1e9]))
+    assert hist.counts[0] == 2
+    assert hist.counts[-1] == 1
+    assert hist.quantiles([0.0])[0] <= MIN_VALUE_S * 1.02
+    assert hist.quantiles([1.0])[0] >= MAX_VALUE_S * 0.98
+
+
+def test_empty_histogram_has_no_quantiles() -> None:
+    assert np.isnan(LogHistogram().quantiles([0.5])[0])
+    assert np.isnan(LogHistogram().mean())

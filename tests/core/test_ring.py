@@ -1,0 +1,64 @@
+"""Bounded series: the recent ring and the whole-run downsampled series against raw data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenwatch.core.ring import DownsampledSeries, RecentRing
+
+
+def test_recent_ring_keeps_the_newest_points_in_order() -> None:
+    ring = RecentRing(5, (2,))
+    for t in range(12):
+        ring.push(float(t), np.array([t, -t]))
+    times, values = ring.view()
+    assert times.tolist() == [7, 8, 9, 10, 11]
+    assert values[:, 1].tolist() == [-7, -8, -9, -10, -11]
+    assert ring.view(2)[0].tolist() == [10, 11]
+    assert ring.oldest() is not None
+    assert ring.oldest()[0] == 7
+    assert ring.value_at_or_before(9.5)[0] == 9  # type: ignore[index]
+    assert ring.value_at_or_before(6.9) is None
+
+
+@pytest.mark.parametrize("n_samples", [10, 64, 65, 1000, 9999])
+def test_downsampled_mean_equals_mean_of_raw_samples_per_point(n_samples: int) -> None:
+    rng = np.random.default_rng(n_samples)
+    raw = rng.normal(100, 10, n_samples)
+    raw[rng.random(n_samples) < 0.05] = np.nan
+    series = DownsampledSeries(64, (), 1.0, "mean")
+    for t, v in enumerate(raw):
+        series.add(float(t), v)
+    times, values = series.view()
+    assert len(times) <= 64
+    width = series.width_s
+    for t_end, value in zip(times, values, strict=True):
+        k = int(t_end // width)
+        chunk = raw[int(k * width) : int((k + 1) * width)]
+        expected = np.nanmean(chunk) if np.isfinite(chunk).any() else np.nan
+        assert value == pytest.approx(expected, nan_ok=True)
+
+
+def test_downsampled_last_keeps_the_newest_sample_per_point() -> None:
+    series = DownsampledSeries(8, (3,), 1.0, "last")
+    for t in range(100):
+        series.add(float(t), np.array([t, 2 * t, 3 * t]))
+    times, values = series.view()
+    assert len(times) <= 8
+    assert np.array_equal(values[:, 0], times)
+    assert times[-1] == 99
+
+
+def test_downsampled_series_memory_is_fixed_whatever_the_length() -> None:
+    series = DownsampledSeries(128, (18,), 1.0, "mean")
+    before = series.sums.nbytes + series.times.nbytes
+    for t in range(100_000):
+        series.add(float(t), np.ones(18))
+    assert series.sums.nbytes + series.times.nbytes == before
+    assert series.width_s >= 100_000 / 128
+
+
+def test_capacity_must_be_even() -> None:
+    with pytest.raises(ValueError, match="even"):
+        DownsampledSeries(7, (), 1.0, "mean")

@@ -1,0 +1,181 @@
+"""The Prometheus API answer parser and the collector's failure paths: no traceback, no hang."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.report.conftest import free_port
+from tokenwatch.clock import ManualClock
+from tokenwatch.collectors.prometheus_api import PromApiError, parse_response
+from tokenwatch.collectors.prometheus_presets import PresetError
+from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+from tokenwatch.core.capacity import WorkloadError, parse_workload
+from tokenwatch.events import Event, Notice
+
+
+@given(st.binary(max_size=2000))
+@settings(max_examples=300, deadline=None)
+def test_random_bytes_are_an_error_or_samples(body: bytes) -> None:
+    try:
+        samples: list[object] | str = list(parse_response(body))
+    except PromApiError as exc:
+        samples = str(exc)
+    assert isinstance(samples, list) or "\n" not in samples  # a list, or a one-line error
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["status", "data", "errorType", "error", "x"]), _json))
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+def test_random_json_shapes(doc: dict[str, object]) -> None:
+    with contextlib.suppress(PromApiError):
+        parse_response(orjson.dumps(doc))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=12), max_size=3),
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+        max_size=20,
+    )
+)
+def test_vectors_round_trip(samples: list[tuple[dict[str, str], float]]) -> None:
+    def go_string(v: float) -> str:
+        return (
+            "NaN" if math.isnan(v) else ("+Inf" if v == math.inf else ("-Inf" if v == -math.inf else repr(v)))
+        )
+
+    doc = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": m, "value": [1.5, go_string(v)]} for m, v in samples],
+        },
+    }
+    got = parse_response(orjson.dumps(doc))
+    assert got == [(m, v) for m, v in samples if not math.isnan(v)]  # NaN samples are gaps
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"status":"error","errorType":"bad_data","error":"parse error"}', "bad_data: parse error"),
+        (b'{"status":"success","data":{"resultType":"matrix","result":[]}}', "instant vector"),
+        (
+            b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}}',
+            "not a number",
+        ),
+        (b"[]", "not a JSON object"),
+        (b"<html>", "not JSON"),
+    ],
+)
+def test_errors_say_what_went_wrong(body: bytes, message: str) -> None:
+    with pytest.raises(PromApiError, match=message):
+        parse_response(body)
+
+
+def test_scalar_answer() -> None:
+    assert parse_response(b'{"status":"success","data":{"resultType":"scalar","result":[1,"2.5"]}}') == [
+        ({}, 2.5)
+    ]
+
+
+def test_unreachable_prometheus_is_a_notice_not_a_crash() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    collector = PrometheusQueryCollector(
+        url=url,
+        nodes=("a",),
+        gpus_per_node=1,
+        interval_s=1.0,
+        gpu=True,
+        progress=False,
+        now=lambda: 0.0,
+        clock=ManualClock(),
+        polls=3,
+        timeout_s=1.0,
+        queries=dict.fromkeys(
+            (
+                "power_limit_w",
+                "sm_clock_mhz",
+                "mem_clock_mhz",
+                "hbm_used_mib",
+                "hbm_total_mib",
+                "hbm_busy_pct",
+                "util_pct",
+                "temp_c",
+                "throttle_reasons",
+            ),
+            "",
+        ),
+    )
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    asyncio.run(collector.run(emit))
+    assert len(events) == 1
+    assert isinstance(events[0], Notice)
+    assert "cannot reach" in events[0].message
+
+
+def test_node_label_values_map_to_nodes() -> None:
+    collector = PrometheusQueryCollector(
+        url="http://127.0.0.1:1",
+        nodes=("node01", "gpu-a.example"),
+        gpus_per_node=4,
+        now=lambda: 0.0,
+    )
+    assert collector.node_of("node01") == 0
+    assert collector.node_of("node01:9400") == 0
+    assert collector.node_of("node01.cluster.local") == 0
+    assert collector.node_of("gpu-a.example") == 1
+    assert collector.node_of("elsewhere") is None
+
+
+def test_unknown_preset_and_field() -> None:
+    with pytest.raises(PresetError, match="unknown GPU preset"):
+        PrometheusQueryCollector(url="u", nodes=("a",), gpus_per_node=1, now=lambda: 0.0, gpu_preset="nope")
+    with pytest.raises(PresetError, match="unknown query field"):
+        PrometheusQueryCollector(
+            url="u", nodes=("a",), gpus_per_node=1, now=lambda: 0.0, queries={"watts": "x"}
+        )
+
+
+@given(st.text(max_size=200))
+def test_workload_parser_never_crashes(text: str) -> None:
+    try:
+        w = parse_workload(text)
+    except WorkloadError as exc:
+        error = str(exc)
+        assert error.startswith("bad workload")
+    else:
+        assert 1 <= w.tokens <= 1e9
+        assert w.name
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "tokens"),
+    [
+        ("Simple Q&A=650", "Simple Q&A", 650),
+        ("a=b=2,500", "a=b", 2500),
+        (" RAG query = 2_500 ", "RAG query", 2500),
+    ],
+)
+def test_workload_parser_reads(text: str, name: str, tokens: float) -> None:
+    w = parse_workload(text)
+    assert (w.name, w.tokens) == (name, tokens)

@@ -1,0 +1,110 @@
+"""Quitting while recording: the recording is flushed, closed, complete, and replays to the same state."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+from tests.conftest import RunCli, cli_env
+from tests.tui.apps import REPO_ROOT, sim_app
+from tokenwatch.core import RackCore
+from tokenwatch.recording import RecordingReader, RecordingWriter
+
+
+def replayed(path: Path) -> tuple[RackCore, list[str]]:
+    reader = RecordingReader(path)
+    core = RackCore()
+    for event in reader.events():
+        if core.started:
+            core.advance(event.t)
+        core.ingest(event)
+    return core, reader.warnings
+
+
+async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl.zst"
+    recorder = RecordingWriter(path)
+    app = sim_app(duration="80m", speed=120, recorder=recorder)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(500):
+            await pilot.pause(0.02)
+            if app.session.core.now >= 30:
+                break
+        assert not recorder.closed
+        assert not app.session.core.ended
+        await pilot.press("q")
+        await pilot.pause()
+    assert recorder.closed
+    core, warnings = replayed(path)
+    assert warnings == []  # a complete zstd stream, every line whole
+    live = app.session.core
+    assert core.now == live.now
+    assert core.now >= 30
+    assert int(core.tokens.sum()) == int(live.tokens.sum()) > 0
+    assert core.snapshot().aggregate.tokens_per_s == live.snapshot().aggregate.tokens_per_s
+    events = sum(1 for _ in RecordingReader(path).events())
+    assert events == recorder.events_written == app.session.events_seen
+
+
+def _drain(fd: int, out: bytearray, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        out.extend(chunk)
+
+
+def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli: RunCli) -> None:
+    """`tokenwatch sim --record` in a real terminal (a pty), `q` pressed, then the recording replayed."""
+    path = tmp_path / "live.jsonl.zst"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**cli_env(), "TERM": "xterm-256color", "TOKENWATCH_THEMES": str(tmp_path / "none")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenwatch", "sim", "--speed", "60", "--record", str(path)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=REPO_ROOT,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    screen = bytearray()
+    stop = threading.Event()
+    reader = threading.Thread(target=_drain, args=(master, screen, stop), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while b"SIM x60" not in screen and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert b"SIM x60" in screen, screen[-2000:].decode(errors="replace")
+        time.sleep(1.0)  # a minute of run time at x60: some of it recorded
+        os.write(master, b"q")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    core, warnings = replayed(path)
+    assert warnings == []
+    assert core.started
+    assert core.now > 0
+    summary = run_cli("summarize", str(path))
+    assert summary.returncode == 0
+    assert "Total aggregate" in summary.stdout
+    headless = run_cli("replay", str(path), "--speed", "0", "--headless", "--interval", "10m")
+    assert headless.returncode == 0
+    assert headless.stderr == ""

@@ -1,0 +1,174 @@
+"""The dashboard app: runs the session inside its own event loop and redraws from the core's snapshots.
+
+Redraws are coalesced: a timer at :data:`REFRESH_HZ` (4 Hz) takes the core's latest snapshot when
+anything changed since the last one, however many events arrived in between (latest wins), and hands
+it to the visible screen. No widget ever sees an event, and nothing here blocks the loop: the
+collectors are async, recordings are read in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.theme import Theme
+from textual.timer import Timer
+from textual.worker import Worker
+
+from tokenwatch.core.node_history import NodeHistory, node_history
+from tokenwatch.core.rack_snapshot import empty_snapshot
+from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.replay_player import ReplayPlayer
+from tokenwatch.session import Session
+from tokenwatch.tui.screens.dashboard import DashboardScreen
+from tokenwatch.tui.screens.help_screen import HelpScreen
+from tokenwatch.tui.screens.node_screen import NodeScreen
+from tokenwatch.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
+from tokenwatch.tui.widgets.replay_bar import ReplayState, speed_label
+
+REFRESH_HZ = 4.0
+_QUIT_TIMEOUT_S = 10.0
+_NODE_HISTORY_POINTS = 300  # the node screen's window: 5 minutes at 1 s ticks
+
+
+class TokenwatchApp(App[None]):
+    TITLE = "tokenwatch"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark", "help", "Help"),
+        Binding("t", "next_theme", "Theme"),
+    ]
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        mode: str = "sim",
+        player: ReplayPlayer | None = None,
+        theme: str | None = None,
+        speed: float | None = None,
+        theme_dirs: list[Path] | None = None,
+        refresh_hz: float = REFRESH_HZ,
+        exporter: Any = None,
+    ) -> None:
+        """``exporter``: a /metrics server (``--prometheus-port``) that reads the core on this app's loop."""
+        super().__init__()
+        self.session = session
+        self.exporter = exporter
+        self.mode = mode
+        self.player = player
+        self.speed = speed
+        self.refresh_hz = refresh_hz
+        self.latest: RackSnapshot = empty_snapshot()
+        self.refreshes = 0  # snapshots drawn (tests and the benchmark read it)
+        self._last_token: object = None
+        self._session_worker: Worker[None] | None = None
+        self._refresh_timer: Timer | None = None
+        self._quitting = False
+        self.theme_catalog: ThemeCatalog = load_catalog(theme_dirs)
+        self._theme_problems = list(self.theme_catalog.problems)
+        # Only tokenwatch's themes: they carry the heatmap scale, and the palette lists exactly them.
+        for name in list(self.available_themes):
+            if name not in self.theme_catalog.themes:
+                self.unregister_theme(name)
+        for spec in self.theme_catalog.themes.values():
+            self.register_theme(spec.theme)
+        wanted = theme or DEFAULT_THEME
+        if wanted not in self.theme_catalog.themes:
+            known = ", ".join(self.theme_catalog.names())
+            self._theme_problems.append(f"unknown theme {wanted!r}; using {DEFAULT_THEME!r} (known: {known})")
+            wanted = (
+                DEFAULT_THEME if DEFAULT_THEME in self.theme_catalog.themes else self.theme_catalog.names()[0]
+            )
+        self.theme = wanted
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_mount(self) -> None:
+        # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed.
+        self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
+        for problem in self._theme_problems:
+            self.notify(problem, title="Theme", severity="warning", timeout=15)
+        if self.exporter is not None:  # scrapes read the core between events, on this loop
+            self.exporter.attach_loop(asyncio.get_running_loop())
+        self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
+        self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
+        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+
+    def _on_theme_changed(self, theme: Theme) -> None:
+        self.refresh_data(force=True)
+
+    # ------------------------------------------------------------------ what the screens read
+    def badge(self) -> str:
+        if self.mode == "replay":
+            player = self.player
+            label = speed_label(player.speed) if player is not None else ""
+            return f"REPLAY {label}{' ‖' if player is not None and player.paused else ''}".strip()
+        if self.mode == "live":
+            return "LIVE"
+        return f"SIM {speed_label(self.speed)}" if self.speed is not None else "SIM"
+
+    def replay_state(self) -> ReplayState | None:
+        player = self.player
+        if player is None:
+            return None
+        return ReplayState(
+            player.position_s,
+            player.duration_s,
+            player.speed,
+            player.paused,
+            player.seeking,
+            player.at_end,
+            player.message,
+        )
+
+    def node_history(self, node: str) -> NodeHistory | None:
+        core = self.session.core
+        if not core.started or node not in core.index:
+            return None
+        return node_history(core, node, last=_NODE_HISTORY_POINTS)
+
+    def refresh_data(self, force: bool = False) -> None:
+        """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``)."""
+        core = self.session.core
+        replay = self.replay_state()
+        token = (id(core), self.session.events_seen, replay, self.theme)
+        if token == self._last_token and not force:
+            return
+        self._last_token = token
+        self.latest = core.snapshot()
+        self.refreshes += 1
+        screen = self.screen
+        if isinstance(screen, DashboardScreen):
+            screen.show_snapshot(self.latest, self.badge(), replay)
+        elif isinstance(screen, NodeScreen):
+            screen.show_snapshot(self.latest, self.node_history(screen.node))
+
+    # ------------------------------------------------------------------ keys
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_next_theme(self) -> None:
+        names = self.theme_catalog.names()
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    async def action_quit(self) -> None:
+        """Stop the session (its recorder is flushed and closed) and leave."""
+        if self._quitting:
+            return
+        self._quitting = True
+        self.session.stop()
+        worker = self._session_worker
+        if worker is not None and not worker.is_finished:
+            try:
+                await asyncio.wait_for(worker.wait(), _QUIT_TIMEOUT_S)
+            except Exception:  # a failed or slow session must not keep the engineer in the app
+                worker.cancel()
+        self.exit()

@@ -1,0 +1,124 @@
+"""Character-cell drawing shared by the panels: sparklines, column charts, bars and figures for people.
+
+Pure functions of numbers already computed by the core: they pick which points land in which cell and
+how tall a cell is, nothing more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from tokenwatch.events import FloatArray
+from tokenwatch.formatting import DASH
+
+SPARK = "▁▂▃▄▅▆▇█"
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+H_EIGHTHS = " ▏▎▍▌▋▊▉█"
+
+
+def finite_range(*arrays: FloatArray) -> tuple[float, float]:
+    """(lowest, highest) finite value over the arrays; (nan, nan) when none is finite."""
+    parts = [np.asarray(a, dtype=np.float64).ravel() for a in arrays]
+    values = np.concatenate(parts) if parts else np.zeros(0)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return math.nan, math.nan
+    return float(values.min()), float(values.max())
+
+
+def sparkline(values: Sequence[float] | FloatArray, lo: float, hi: float, width: int) -> str:
+    """The newest ``width`` values as one row of ▁..█ between ``lo`` and ``hi``; gaps for NaN."""
+    tail = np.asarray(values, dtype=np.float64)[-width:] if width > 0 else np.zeros(0)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return " " * width
+    span = hi - lo if hi > lo else 1.0
+    out = []
+    for v in tail:
+        if not math.isfinite(v):
+            out.append(" ")
+            continue
+        level = int((v - lo) / span * (len(SPARK) - 1) + 0.5)
+        out.append(SPARK[min(len(SPARK) - 1, max(0, level))])
+    return ("".join(out)).rjust(width)
+
+
+def pick_columns(times: FloatArray, values: FloatArray, t0: float, t1: float, width: int) -> FloatArray:
+    """One value per character column spanning run time [t0, t1]: the newest point inside each column.
+
+    Columns after the newest point (the future of a running run) are NaN.
+    """
+    out = np.full(width, np.nan)
+    if width <= 0 or len(times) == 0 or not t1 > t0:
+        return out
+    ok = np.isfinite(values) & np.isfinite(times)
+    times, values = times[ok], values[ok]
+    if len(times) == 0:
+        return out
+    col = np.clip(((times - t0) / (t1 - t0) * width).astype(np.int64), 0, width - 1)
+    out[col] = values  # later points overwrite earlier ones in the same column
+    # Carry a value over columns the downsampled series skipped (wide screens, short runs).
+    last = math.nan
+    newest = int(col.max())
+    for c in range(newest + 1):
+        if math.isfinite(out[c]):
+            last = out[c]
+        else:
+            out[c] = last
+    return out
+
+
+def column_rows(columns: FloatArray, lo: float, hi: float, height: int) -> list[str]:
+    """A ``height``-row column chart (eighth-block resolution) of ``columns``, top row first."""
+    if height <= 0:
+        return []
+    span = hi - lo if hi > lo else 1.0
+    levels = np.where(
+        np.isfinite(columns), np.clip((columns - lo) / span, 0.0, 1.0) * height * 8, -1.0
+    ).round()
+    rows = []
+    for r in range(height - 1, -1, -1):
+        line = []
+        for level in levels:
+            if level < 0:
+                line.append(" ")
+            else:
+                fill = int(min(8, max(0, level - r * 8)))
+                line.append(EIGHTHS[fill] if fill else " ")
+        rows.append("".join(line))
+    return rows
+
+
+def hbar(fraction: float, width: int) -> str:
+    """A horizontal bar ``width`` cells long filled to ``fraction`` (eighth-cell resolution)."""
+    if width <= 0:
+        return ""
+    if not math.isfinite(fraction):
+        return " " * width
+    eighths = round(min(1.0, max(0.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (H_EIGHTHS[part] if part else "")).ljust(width)[:width]
+
+
+def hbar_left(fraction: float, width: int) -> str:
+    """Like :func:`hbar` but growing leftwards from the right edge (half-cell resolution: Unicode has
+    no right-aligned eighths)."""
+    if width <= 0:
+        return ""
+    if not math.isfinite(fraction):
+        return " " * width
+    halves = round(min(1.0, max(0.0, fraction)) * width * 2)
+    full, part = divmod(halves, 2)
+    return ("▐" * part + "█" * full).rjust(width)[-width:]
+
+
+def compact(value: float, decimals: int = 1) -> str:
+    """``1_100_948`` -> ``1.1M``, ``61_759`` -> ``61.8k`` (axis labels)."""
+    if not math.isfinite(value):
+        return DASH
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.{decimals}f}{suffix}"
+    return f"{value:.0f}"

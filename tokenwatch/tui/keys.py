@@ -1,0 +1,55 @@
+"""Every key the dashboard answers to, in one table: the help screen and the README are made from it."""
+
+from __future__ import annotations
+
+KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "Everywhere",
+        (
+            ("q, ctrl+c", "quit (a running recording is flushed and closed)"),
+            ("?", "this help"),
+            ("t", "next theme"),
+            ("ctrl+p", "command palette (lists the themes)"),
+            ("tab, shift+tab", "move between panels (the dashboard scrolls to them)"),
+        ),
+    ),
+    (
+        "Dashboard",
+        (
+            ("s", "sort the node table by the next column"),
+            ("S", "reverse the sort"),
+            ("click a column title", "sort by that column (again: reverse)"),
+            ("↑ ↓ pgup pgdn home end", "move in the node table"),
+            ("enter, double click", "open the node screen"),
+            ("m", "heatmap: next metric"),
+            ("l", "latency: TTFT, TPOT, end-to-end"),
+        ),
+    ),
+    (
+        "Replay",
+        (
+            ("space", "pause / resume"),
+            ("← →", "seek 1 minute back / forward"),
+            ("shift+← shift+→", "seek 10 minutes"),
+            ("+ -", "faster / slower"),
+            ("g", "go to a run time (41:07, 30m, 1h5m)"),
+            ("click the track", "seek there"),
+        ),
+    ),
+    (
+        "Node screen",
+        (
+            ("escape", "back to the dashboard"),
+            ("[ ]", "previous / next node"),
+        ),
+    ),
+)
+
+
+def markdown_table() -> str:
+    """The key table as Markdown, for the README."""
+    lines = ["| key | what it does |", "|---|---|"]
+    for section, keys in KEY_TABLE:
+        lines.append(f"| **{section}** | |")
+        lines += [f"| `{key}` | {what} |" for key, what in keys]
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""Alerts and events from the core, newest first, each stamped with its run time."""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tokenwatch.core.snapshot import Alert, RackSnapshot
+from tokenwatch.formatting import format_clock
+from tokenwatch.tui.line_pass import LinePass
+from tokenwatch.tui.palette import Palette
+
+
+def alert_symbol(alert: Alert) -> str:
+    """A symbol per severity, so the list reads without colour too."""
+    if alert.severity == "critical":
+        return "✗"
+    if alert.severity == "warning":
+        return "▲"
+    return "✓" if alert.kind in ("up", "finished") or not alert.active else "·"
+
+
+class AlertsPanel(LinePass, ScrollView, can_focus=True):
+    DEFAULT_CSS = """
+    AlertsPanel {
+        overflow-x: hidden;
+        border: round $primary 50%;
+        border-title-color: $primary;
+        height: 1fr;
+        min-height: 4;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.alerts: tuple[Alert, ...] = ()
+        self.active = 0
+
+    def on_mount(self) -> None:
+        self.border_title = "Alerts & events"
+
+    def update_snapshot(self, snap: RackSnapshot) -> None:
+        if snap.alerts == self.alerts and len(snap.active_alerts) == self.active:
+            return
+        self.alerts = snap.alerts
+        self.active = len(snap.active_alerts)
+        self.border_title = f"Alerts & events · {self.active} active" if self.active else "Alerts & events"
+        self.virtual_size = Size(self.size.width, max(1, len(self.alerts)))
+        self.refresh()
+
+    def _style(self, pal: Palette, alert: Alert) -> Style:
+        if alert.severity == "critical" and alert.active:
+            return pal.bad
+        if alert.severity in ("critical", "warning") and alert.active:
+            return pal.warn
+        if alert.severity == "warning":
+            return pal.text
+        return pal.muted
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base, pal = self.base, self.pal
+        index = int(self.scroll_y) + y
+        if not self.alerts:
+            text = "no alerts: every node within range" if y == 0 else ""
+            return Strip([Segment(text, base + pal.muted)]).adjust_cell_length(width, base)
+        if index >= len(self.alerts):
+            return Strip.blank(width, base)
+        alert = self.alerts[index]
+        style = self._style(pal, alert)
+        segs = [
+            Segment(f"{format_clock(alert.t)} ", base + pal.muted),
+            Segment(f"{alert_symbol(alert)} ", base + style),
+            Segment(alert.message, base + style),
+        ]
+        strip = Strip(segs)
+        if strip.cell_length > width:
+            strip = strip.crop(0, max(0, width - 1))
+            strip = Strip([*strip, Segment("…", base + pal.muted)])
+        return strip.adjust_cell_length(width, base)

@@ -1,0 +1,91 @@
+"""Aggregate tokens/s over the whole run so far, on the run's nominal time axis, steady mean marked."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.app import RenderResult
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.formatting import format_clock, group
+from tokenwatch.tui.charts import column_rows, compact, finite_range, pick_columns
+from tokenwatch.tui.palette import palette
+
+_AXIS = 7  # y-axis label width
+
+
+class ThroughputTimeline(Widget):
+    DEFAULT_CSS = """
+    ThroughputTimeline {
+        text-wrap: nowrap;
+        text-overflow: clip;
+        height: 10;
+        border: round $primary 50%;
+        border-title-color: $primary;
+        padding: 0 1 0 0;
+    }
+    """
+
+    snapshot: reactive[RackSnapshot | None] = reactive(None, always_update=True)
+
+    def on_mount(self) -> None:
+        self.border_title = "Throughput · tok/s"
+
+    def watch_snapshot(self, snap: RackSnapshot | None) -> None:
+        if snap is not None and math.isfinite(snap.timeline.steady_mean_tokens_per_s):
+            self.border_subtitle = f"steady mean {group(snap.timeline.steady_mean_tokens_per_s)} tok/s"
+        else:
+            self.border_subtitle = ""
+
+    def render(self) -> RenderResult:
+        snap = self.snapshot
+        width, height = self.content_size
+        if snap is None or len(snap.timeline.times) < 2:
+            return Text("waiting for throughput data…", style="dim")
+        pal = palette(self.app)
+        line = snap.timeline
+        chart_w, chart_h = max(1, width - _AXIS - 1), max(1, height - 1)
+        nominal = snap.run.nominal_duration_s or 0.0
+        t_end = max(nominal, float(line.times[-1]))
+        columns = pick_columns(line.times, line.tokens_per_s, 0.0, t_end, chart_w)
+        _, hi = finite_range(line.tokens_per_s)
+        hi = hi * 1.15 if math.isfinite(hi) and hi > 0 else 1.0  # head room: the mean row sits below the top
+        rows = column_rows(columns, 0.0, hi, chart_h)
+        mean = line.steady_mean_tokens_per_s
+        mean_row = chart_h - 1 - int(mean / hi * chart_h) if math.isfinite(mean) else -1
+        text = Text(no_wrap=True, overflow="crop")
+        for r, row in enumerate(rows):
+            if r == mean_row:
+                label = "mean"
+            elif r == 0:
+                label = compact(hi)
+            elif r == chart_h - 1:
+                label = "0"
+            else:
+                label = ""
+            text.append(f"{label:>{_AXIS}}", style=pal.accent if r == mean_row else pal.muted)
+            text.append("▕", style=pal.muted)
+            if r == mean_row:  # the steady mean: a dashed line over empty cells, accent-coloured bar tops
+                text.append(row.replace(" ", "╌"), style=pal.accent)
+            else:
+                text.append(row, style=pal.bar)
+            text.append("\n")
+        text.append(" " * (_AXIS + 1))
+        text.append(self._time_axis(t_end, chart_w), style=pal.muted)
+        return text
+
+    @staticmethod
+    def _time_axis(t_end: float, width: int) -> str:
+        """0:00 on the left, the axis end on the right, the middle between when it fits."""
+        left, right, mid = format_clock(0), format_clock(t_end), format_clock(t_end / 2)
+        axis = [" "] * width
+        for pos, label in ((0, left), (width - len(right), right), ((width - len(mid)) // 2, mid)):
+            if pos < 0 or pos + len(label) > width:
+                continue
+            if any(c != " " for c in axis[max(0, pos - 1) : pos + len(label) + 1]):
+                continue
+            axis[pos : pos + len(label)] = label
+        return "".join(axis)
