@@ -63,7 +63,7 @@ def test_check_summarises_without_connecting(tmp_path: Path) -> None:
         ),
         (
             "run: {name: x}\ngpu: {source: prometheus, url: 'http://prom:9090'}\n",
-            "need the Prometheus-query collector",
+            "nodes: gpu.source prometheus needs nodes.gpus_per_node",
         ),
         (
             "run: {name: x}\nnodes: {hosts: n1, gpus_per_node: 1}\nssh: {client_keys: [/nonexistent/key]}\n",

@@ -6,6 +6,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +40,45 @@ def _targets(config: WatchConfig, slurm_job: str | None) -> list[NodeTarget]:
         raise UsageError(f"{config.path}: {exc}") from None
 
 
-def rack_collectors(config: WatchConfig, targets: list[NodeTarget]) -> list[Collector]:
-    """The rack-wide Prometheus-query collector (issue 6), when the config asks for it."""
-    wanted = config.gpu.source in RACK_WIDE_GPU or any(p.kind in RACK_WIDE_PROGRESS for p in config.progress)
-    if not wanted:
-        return []
-    try:
-        from tokenwatch.collectors.prometheus_query import (  # type: ignore[import-not-found,unused-ignore]
-            PrometheusQueryCollector,
+def rack_collectors(
+    config: WatchConfig, targets: list[NodeTarget], gpus_per_node: int, now: Callable[[], float]
+) -> list[Collector]:
+    """The rack-wide Prometheus-query collectors (issue 6): one for ``gpu.source: prometheus``, one per
+    ``kind: prometheus-query``. ``now`` gives the live run's time, so their events share its clock."""
+    from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+
+    nodes = [t.name for t in targets]
+    collectors: list[Collector] = []
+    g = config.gpu
+    if g.source in RACK_WIDE_GPU:
+        collectors.append(
+            PrometheusQueryCollector(
+                url=g.url or "",
+                nodes=nodes,
+                gpus_per_node=gpus_per_node,
+                node_label=g.node_label or "node",
+                interval_s=g.interval_s,
+                gpu=True,
+                progress=False,
+                now=now,
+            )
         )
-    except ImportError:
-        raise UsageError(
-            f"{config.path}: gpu.source prometheus / kind prometheus-query need the Prometheus-query "
-            "collector (tokenwatch.collectors.prometheus_query), which this build does not include"
-        ) from None
-    build = getattr(PrometheusQueryCollector, "from_watch_config", None)
-    if build is None:
-        raise UsageError(
-            f"{config.path}: this build's PrometheusQueryCollector cannot be set up from a watch config"
-        )
-    return list(build(config, [t.name for t in targets]))
+    for entry in config.progress:
+        if entry.kind in RACK_WIDE_PROGRESS:
+            collectors.append(
+                PrometheusQueryCollector(
+                    url=entry.url or "",
+                    nodes=nodes,
+                    gpus_per_node=gpus_per_node,
+                    node_label=entry.node_label or "node",
+                    interval_s=entry.interval_s or 5.0,
+                    gpu=False,
+                    progress=True,
+                    progress_preset=entry.preset or "vllm",
+                    now=now,
+                )
+            )
+    return collectors
 
 
 def _gpu_count_here(config: WatchConfig) -> int | None:
@@ -111,14 +131,16 @@ def build_collector(
 ) -> LiveCollector:
     """The live collector for ``config``: targets resolved, sources planned, SSH set up."""
     targets = _targets(config, slurm_job)
-    extra = rack_collectors(config, targets)
+    rack_wide = config.gpu.source in RACK_WIDE_GPU or any(
+        p.kind in RACK_WIDE_PROGRESS for p in config.progress
+    )
     gpu_here = config.gpu.source not in ("none", *RACK_WIDE_GPU)
     connector = None
     if config.local:
         problem = local_gpu_problem(config) if gpu_here else None
         if problem is not None:
             gpu_here = False
-            if not config.progress and not extra:
+            if not config.progress and not rack_wide:
                 raise UsageError(f"{config.path}: nothing to watch: {problem}, and no progress source")
             stderr_line(f"tokenwatch: warning: {problem}; watching without GPU telemetry")
         nodes = config.nodes
@@ -137,20 +159,22 @@ def build_collector(
             )
         )
         gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
-    if not gpu_here and not extra and not any(p.kind not in RACK_WIDE_PROGRESS for p in config.progress):
+    if not gpu_here and not rack_wide and not config.progress:
         raise UsageError(
             f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"
         )
-    return LiveCollector(
+    collector = LiveCollector(
         config,
         targets,
         lambda target: node_sources(config, target, gpu=gpu_here),
         gpus_per_node=gpus,
         connector=connector,
         options=options,
-        rack_collectors=extra,
         clock=clock,
     )
+    if rack_wide:
+        collector.rack_collectors = rack_collectors(config, targets, gpus, collector.now)
+    return collector
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -216,6 +216,8 @@ def _check_gpu(reader: Reader, config: WatchConfig) -> None:
         if gpu.source not in ("dcgm-exporter", "prometheus"):
             raise reader.error(("gpu", "url"), "only for source dcgm-exporter or prometheus")
         _check_url(reader, ("gpu", "url"), gpu.url)
+    if gpu.source == "prometheus" and (config.nodes is None or config.nodes.gpus_per_node is None):
+        raise reader.error(("nodes",), "gpu.source prometheus needs nodes.gpus_per_node")
     if gpu.node_label is not None and gpu.source != "prometheus":
         raise reader.error(("gpu", "node_label"), "only for source prometheus")
 
@@ -241,6 +243,7 @@ def _check_progress(reader: Reader, source: ProgressSourceConfig, path: KeyPath,
 
 def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: KeyPath) -> None:
     """Presets and patterns are checked by the parsers' own rules, reported at the config line."""
+    from tokenwatch.collectors.prometheus_presets import PROGRESS_PRESETS
     from tokenwatch.sources.harness_log import LogPatternError, compile_rule, preset_names
     from tokenwatch.sources.prometheus_metrics import PRESETS
 
@@ -253,7 +256,11 @@ def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: K
             except LogPatternError as exc:
                 raise reader.error((*path, "patterns", name), str(exc)) from None
     if source.preset is not None:
-        known = preset_names() if source.kind == "log" else sorted(p for p in PRESETS if p != "dcgm")
+        known = {
+            "log": preset_names(),
+            "prometheus": sorted(p for p in PRESETS if p != "dcgm"),
+            "prometheus-query": sorted(PROGRESS_PRESETS),
+        }.get(source.kind, [])
         if source.preset not in known:
             raise reader.error(
                 (*path, "preset"), f"unknown preset {source.preset!r} (known: {', '.join(known)})"

@@ -107,11 +107,14 @@ class LiveCollector:
         for index, target in enumerate(self.targets):
             health = NodeHealth(target.name, self.emit, self.now)
             self.healths[target.name] = health
+            sources = self.sources_for(target)
+            if not sources:  # everything about it comes rack-wide (Prometheus): no SSH to it
+                continue
             ctx = NodeContext(target.name, self.emit, self.clock, self.t0, health, index)
             self.runners.append(
                 NodeRunner(
                     target,
-                    self.sources_for(target),
+                    sources,
                     ctx,
                     connector=self.connector,
                     stale_after_s=self.config.alerts.stale_after_s,
