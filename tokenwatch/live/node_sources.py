@@ -157,7 +157,6 @@ class FileTailSource:
         self.parser: StreamParser | None = None
         self.inode: str | None = None
         self.offset = 0
-        self.bytes_read = 0
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
         if self.parser is None:
@@ -189,7 +188,6 @@ class FileTailSource:
             if isinstance(item, TailData):
                 assert self.parser is not None
                 self.offset += len(item.data)
-                self.bytes_read += len(item.data)
                 ctx.saw(self.name)
                 await _feed(ctx, self.name, self.parser, item.data)
             elif isinstance(item, TailStart):

@@ -40,7 +40,6 @@ class SourceSupervisor:
         self.rng = rng or random.Random()
         self._running: dict[str, asyncio.Task[None]] = {}
         self._restarted: dict[str, float] = {}
-        self.restarts: dict[str, int] = {}
 
     async def run(self, transport: Transport) -> None:
         """Run every source until cancelled (the connection went, or the watch ends)."""
@@ -67,7 +66,6 @@ class SourceSupervisor:
                 if current is not None and current.cancelling():
                     inner.cancel()
                     raise
-                self.restarts[source.name] = self.restarts.get(source.name, 0) + 1
                 continue  # restarted by the silence watch: at once, it has waited long enough
             except SourceEnded as exc:
                 why = str(exc)

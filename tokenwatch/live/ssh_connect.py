@@ -113,7 +113,6 @@ class SshSettings:
     keepalive_count_max: int = 3
     max_concurrent: int = 128
     accept_new_host_keys: bool = False
-    config_files: tuple[str, ...] | None = None  # None: ~/.ssh/config as OpenSSH would
 
 
 class SshConnector:
@@ -146,8 +145,6 @@ class SshConnector:
             options["username"] = target.user
         if s.client_keys is not None:
             options["client_keys"] = list(s.client_keys)
-        if s.config_files is not None:
-            options["config"] = list(s.config_files)
         async with self._handshakes:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
