@@ -4,10 +4,14 @@ computed independently of the code under test."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +29,8 @@ from tokenwatch.session import Session
 DATA = Path(__file__).resolve().parent.parent / "data" / "live"
 H100_CSV = DATA / "h100-load.query-gpu.csv"
 N_NODES = 8
+VLLM = DATA / "vllm-bloom-560m.excerpt.prom"  # a real, non-idle vLLM scrape
+DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # a real 4 x V100 dcgm-exporter scrape
 
 needs_sshd = pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries()))
 
@@ -182,3 +188,43 @@ def gpu_rows(events: Sequence[Event], nodes: tuple[str, ...] = ()) -> list[GpuRo
                     GpuRow(e.t, nodes[e.node_index[i]], int(e.gpu[i]), float(v[power]), float(v[limit]))
                 )
     return rows
+
+
+class MetricsServer:
+    """Serves ``/<node>/vllm`` and ``/<node>/dcgm`` on 127.0.0.1 and counts requests per path."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        bodies = {"vllm": VLLM.read_bytes(), "dcgm": DCGM.read_bytes()}
+        hits = self.hits
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                kind = self.path.rsplit("/", 1)[-1]
+                body = bodies.get(kind)
+                hits[self.path] += 1
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def expected_vllm_tokens() -> int:
+    text = VLLM.read_text()
+    return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]

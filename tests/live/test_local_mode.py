@@ -12,7 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-from live_support import REPO_ROOT, LiveRun, expected_node_power_w, gpu_rows, tokenwatch_env
+from live_support import (
+    REPO_ROOT,
+    LiveRun,
+    MetricsServer,
+    expected_node_power_w,
+    expected_vllm_tokens,
+    gpu_rows,
+    tokenwatch_env,
+)
 from sshd_cluster import FAKE_NVIDIA_SMI
 
 from tokenwatch.cli.watch_cmd import build_collector
@@ -150,3 +158,26 @@ async def test_local_nvidia_smi_runs_as_a_process(tmp_path: Path, monkeypatch: p
         await run.wait_for("8 GPUs", lambda: {r.gpu for r in gpu_rows(run.events)} == set(range(8)))
         snap = run.snapshot()
     assert snap.aggregate.power_w == pytest.approx(expected_node_power_w(2, gpus=8))
+
+
+async def test_local_metrics_url_is_scraped_directly(tmp_path: Path) -> None:
+    server = MetricsServer()
+    try:
+        cfg = tmp_path / "local.yaml"
+        cfg.write_text(
+            "run: {name: one-box}\ngpu: {source: none}\n"
+            f"progress:\n  - {{kind: prometheus, url: 'http://127.0.0.1:{server.port}/{{name}}/vllm', "
+            "preset: vllm, interval: 200ms}\n"
+        )
+        config = load_watch_config(cfg)
+        run = LiveRun(config, build_collector(config))
+        node = run.collector.targets[0].name
+        tokens = expected_vllm_tokens()
+        async with run:
+            await run.wait_for(
+                "the scrape",
+                lambda: any(isinstance(e, Progress) and e.tokens_done == tokens for e in run.events),
+            )
+        assert server.hits[f"/{node}/vllm"] >= 1  # {name} expanded to this machine's node name
+    finally:
+        server.close()

@@ -3,58 +3,25 @@ direct-tcpip channels, and file paths full of shell metacharacters that must sta
 
 from __future__ import annotations
 
-import http.server
 import re
-import threading
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_support import DATA, gpu_rows, live_run, needs_sshd, write_config
+from live_support import (
+    DCGM,
+    MetricsServer,
+    expected_vllm_tokens,
+    gpu_rows,
+    live_run,
+    needs_sshd,
+    write_config,
+)
 from sshd_cluster import LoopbackCluster
 
 from tokenwatch.events import LogLine, Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
-
-VLLM = DATA / "vllm-bloom-560m.excerpt.prom"  # a real, non-idle vLLM scrape
-DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # a real 4 x V100 dcgm-exporter scrape
-
-
-class MetricsServer:
-    """Serves ``/<node>/vllm`` and ``/<node>/dcgm`` on 127.0.0.1 and counts requests per path."""
-
-    def __init__(self) -> None:
-        self.hits: Counter[str] = Counter()
-        bodies = {"vllm": VLLM.read_bytes(), "dcgm": DCGM.read_bytes()}
-        hits = self.hits
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                kind = self.path.rsplit("/", 1)[-1]
-                body = bodies.get(kind)
-                hits[self.path] += 1
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -62,11 +29,6 @@ def metrics() -> Iterator[MetricsServer]:
     server = MetricsServer()
     yield server
     server.close()
-
-
-def expected_vllm_tokens() -> int:
-    text = VLLM.read_text()
-    return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]
 
 
 async def test_node_local_metrics_come_through_the_ssh_connection(
