@@ -18,6 +18,8 @@ from tokenwatch.live.node_sources import NodeContext, NodeSource, SourceEnded
 from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
 from tokenwatch.live.transport import Transport
 
+STABLE_S = 10.0  # a stream that ran this long before it ended starts its backoff afresh
+
 
 class SourceSupervisor:
     def __init__(
@@ -56,6 +58,7 @@ class SourceSupervisor:
         backoff = Backoff(self.retry_base_s, self.retry_cap_s, rng=self.rng)
         ctx = self.ctx
         while True:
+            started = ctx.clock.time()
             inner = asyncio.create_task(source.run(transport, ctx))
             self._running[source.name] = inner
             try:
@@ -74,6 +77,8 @@ class SourceSupervisor:
             finally:
                 self._running.pop(source.name, None)
             raise_if_cancelling()  # a source that swallowed our cancel must not keep us running
+            if ctx.clock.time() - started >= STABLE_S:
+                backoff.reset()  # it had been working: this is a new failure, not the same one again
             await ctx.health.notice(source.name, "warning", why)
             await ctx.clock.sleep(backoff.next_delay())
 
