@@ -48,34 +48,28 @@ def rack_collectors(
     from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
 
     nodes = [t.name for t in targets]
-    collectors: list[Collector] = []
-    g = config.gpu
-    if g.source in RACK_WIDE_GPU:
-        collectors.append(
-            PrometheusQueryCollector(
-                url=g.url or "",
-                nodes=nodes,
-                gpus_per_node=gpus_per_node,
-                node_label=g.node_label or "node",
-                interval_s=g.interval_s,
-                gpu=True,
-                progress=False,
-                now=now,
-            )
+
+    def querying(url: str | None, label: str | None, interval_s: float, **what: Any) -> Collector:
+        return PrometheusQueryCollector(
+            url=url or "",
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            node_label=label or "node",
+            interval_s=interval_s,
+            now=now,
+            **what,
         )
-    for entry in config.progress:
-        if entry.kind in RACK_WIDE_PROGRESS:
+
+    g = config.gpu
+    collectors = []
+    if g.source in RACK_WIDE_GPU:
+        collectors.append(querying(g.url, g.node_label, g.interval_s, gpu=True, progress=False))
+    for p in config.progress:
+        if p.kind in RACK_WIDE_PROGRESS:
+            preset = p.preset or "vllm"
             collectors.append(
-                PrometheusQueryCollector(
-                    url=entry.url or "",
-                    nodes=nodes,
-                    gpus_per_node=gpus_per_node,
-                    node_label=entry.node_label or "node",
-                    interval_s=entry.interval_s or 5.0,
-                    gpu=False,
-                    progress=True,
-                    progress_preset=entry.preset or "vllm",
-                    now=now,
+                querying(
+                    p.url, p.node_label, p.interval_s or 5.0, gpu=False, progress=True, progress_preset=preset
                 )
             )
     return collectors
