@@ -162,7 +162,8 @@ class LoopbackCluster:
         reason = missing_binaries()
         if reason:
             raise RuntimeError(reason)
-        Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
+        with contextlib.suppress(PermissionError):  # root's sshd needs its privilege-separation dir
+            Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         self.root = root
         self.user = getpass.getuser()
         root.mkdir(parents=True, exist_ok=True)
