@@ -145,3 +145,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 COMMANDS.update({"report": cmd_report, "export": cmd_export})
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.watch_cmd import cmd_watch as watch
+
+    return watch(args)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.watch_cmd import cmd_check as check
+
+    return check(args)
+
+
+COMMANDS.update({"watch": cmd_watch, "check": cmd_check})

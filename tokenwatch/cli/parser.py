@@ -165,7 +165,37 @@ def build_parser() -> OneLineParser:
     from tokenwatch.cli.report_cmd import add_parsers as add_report_parsers
 
     add_report_parsers(sub)
+    add_watch_parsers(sub)
     return parser
+
+
+def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """``watch`` (live collection from real nodes) and ``check`` (validate a watch config)."""
+    watch = sub.add_parser(
+        "watch",
+        help="watch a live run on real nodes (over SSH, or this machine)",
+        description="Watch a live run: GPU telemetry and progress from every node of CONFIG.yaml.",
+    )
+    watch.add_argument("config", metavar="CONFIG.yaml")
+    watch.add_argument(
+        "--stop-after",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="stop watching after this much wall time (default: when every node has finished, or Ctrl-C)",
+    )
+    watch.add_argument(
+        "--slurm-job", metavar="ID", help="watch the nodes of this Slurm job (overrides nodes.hosts)"
+    )
+    watch.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="record unknown host keys in known_hosts (a changed key is always refused)",
+    )
+    add_output_options(watch)
+    check = sub.add_parser(
+        "check", help="validate a watch config without connecting", description="Validate CONFIG.yaml."
+    )
+    check.add_argument("config", metavar="CONFIG.yaml")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

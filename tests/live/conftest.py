@@ -1,0 +1,38 @@
+"""Fixtures for live collection: loopback sshd nodes (module-scoped) and their healthy state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from live_support import N_NODES
+from sshd_cluster import LoopbackCluster, missing_binaries
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
+    reason = missing_binaries()
+    if reason:
+        pytest.skip(reason)
+    c = LoopbackCluster(tmp_path_factory.mktemp("nodes"), N_NODES)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def healthy(cluster: LoopbackCluster) -> Iterator[LoopbackCluster]:
+    """The cluster with every node running and no fault switched on, before and after the test."""
+
+    def heal() -> None:
+        for node in cluster.nodes:
+            for name in ("stall", "fail"):
+                (node.control / name).unlink(missing_ok=True)
+            if not node.running:
+                node.start()
+
+    heal()
+    yield cluster
+    heal()

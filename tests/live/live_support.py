@@ -1,0 +1,230 @@
+"""Helpers for the live tests: watch configs for loopback nodes, an in-process live session, figures
+computed independently of the code under test."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sshd_cluster import LoopbackCluster, missing_binaries
+
+from tokenwatch.cli.watch_cmd import build_collector, core_config
+from tokenwatch.core import RackCore, RackSnapshot
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus, Notice, RunStarted
+from tokenwatch.live.config import WatchConfig, load_watch_config
+from tokenwatch.live.supervisor import LiveCollector, LiveOptions
+from tokenwatch.session import Session
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "live"
+H100_CSV = DATA / "h100-load.query-gpu.csv"
+N_NODES = 8
+VLLM = DATA / "vllm-bloom-560m.excerpt.prom"  # a real, non-idle vLLM scrape
+DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # a real 4 x V100 dcgm-exporter scrape
+
+needs_sshd = pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries()))
+
+
+def captured_h100() -> dict[str, str]:
+    """The real H100 --query-gpu row the fake nvidia-smi serves: field name (no unit) -> value text."""
+    header, row = H100_CSV.read_text().splitlines()[:2]
+    names = [cell.split(" [")[0] for cell in header.split(", ")]
+    return dict(zip(names, row.split(", "), strict=True))
+
+
+def expected_node_power_w(index: int, gpus: int = 4) -> float:
+    """Independent figure: the fake reports captured power.draw + GPU number + node number per GPU."""
+    base = float(captured_h100()["power.draw"].removesuffix(" W"))
+    return sum(base + g + index for g in range(gpus))
+
+
+def write_config(
+    path: Path,
+    cluster: LoopbackCluster,
+    *,
+    extra: str = "",
+    known_hosts: Path | None = None,
+    stale_after: str = "5s",
+) -> Path:
+    path.write_text(
+        f"""run:
+  name: loopback-rack
+  scenario: Offline
+nodes:
+  gpus_per_node: 4
+  hosts:
+{cluster.hosts_yaml()}ssh:
+  known_hosts: {known_hosts or cluster.known_hosts}
+  client_keys: [{cluster.client_key}]
+  connect_timeout: 5s
+gpu:
+  source: nvidia-smi
+  interval: 200ms
+alerts:
+  stale_after: {stale_after}
+{extra}"""
+    )
+    return path
+
+
+class LiveRun:
+    """A live session in this event loop: the real collector, session and core, events kept."""
+
+    def __init__(self, config: WatchConfig, collector: LiveCollector) -> None:
+        self.config = config
+        self.collector = collector
+        self.core = RackCore(core_config(config))
+        self.session = Session(self.core, [collector])
+        self.events: list[Event] = []
+        self.session.on_event(self.events.append)
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LiveRun:
+        self.task = asyncio.create_task(self.session.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.session.stop()
+            await asyncio.wait_for(self.task, 20)
+
+    def snapshot(self) -> RackSnapshot:
+        return self.core.snapshot()
+
+    def state(self, node: str) -> str:
+        snap = self.snapshot()
+        return snap.nodes.state[snap.nodes.index(node)]
+
+    def statuses(self, node: str) -> list[NodeStatus]:
+        return [e for e in self.events if isinstance(e, NodeStatus) and e.node == node]
+
+    def notices(self, node: str | None = None) -> list[Notice]:
+        return [e for e in self.events if isinstance(e, Notice) and (node is None or e.node == node)]
+
+    async def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.task is not None and self.task.done():
+                self.task.result()
+                raise AssertionError(f"the session ended while waiting for {what}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            await asyncio.sleep(0.05)
+
+
+def live_run(
+    config_path: Path,
+    *,
+    accept_new_host_keys: bool = False,
+    backoff_cap_s: float = 1.0,
+    stop_after_s: float | None = None,
+) -> LiveRun:
+    config = load_watch_config(config_path)
+    options = LiveOptions(stop_after_s=stop_after_s, backoff_base_s=0.2, backoff_cap_s=backoff_cap_s)
+    collector = build_collector(config, accept_new_host_keys=accept_new_host_keys, options=options)
+    return LiveRun(config, collector)
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def tokenwatch_env(**extra: str) -> dict[str, str]:
+    """The environment for ``python -m tokenwatch`` from this checkout, plus ``extra``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TOKENWATCH_DEBUG", None)
+    env.update(extra)
+    return env
+
+
+def run_tokenwatch(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokenwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=tokenwatch_env(**env),
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    t: float
+    node: str
+    gpu: int
+    power_w: float
+    power_limit_w: float
+
+
+def gpu_rows(events: Sequence[Event], nodes: tuple[str, ...] = ()) -> list[GpuRow]:
+    """Every GPU reading in an event stream, whether it came as a GpuSample or inside a GpuBatch
+    (``nodes``: RunStarted.nodes when the stream has no run start)."""
+    power, limit = GPU_METRICS.index("power_w"), GPU_METRICS.index("power_limit_w")
+    rows = []
+    for e in events:
+        if isinstance(e, RunStarted):
+            nodes = e.nodes
+        elif isinstance(e, GpuSample):
+            rows.append(GpuRow(e.t, e.node, e.gpu, e.power_w, e.power_limit_w))
+        elif isinstance(e, GpuBatch):
+            for i in range(len(e.gpu)):
+                v = e.values[i]
+                rows.append(
+                    GpuRow(e.t, nodes[e.node_index[i]], int(e.gpu[i]), float(v[power]), float(v[limit]))
+                )
+    return rows
+
+
+class MetricsServer:
+    """Serves ``/<node>/vllm`` and ``/<node>/dcgm`` on 127.0.0.1 and counts requests per path."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        bodies = {"vllm": VLLM.read_bytes(), "dcgm": DCGM.read_bytes()}
+        hits = self.hits
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                kind = self.path.rsplit("/", 1)[-1]
+                body = bodies.get(kind)
+                hits[self.path] += 1
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def expected_vllm_tokens() -> int:
+    text = VLLM.read_text()
+    return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]

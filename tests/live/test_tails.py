@@ -1,0 +1,227 @@
+"""File tails: the remote ``tail -F`` script (run here by the real sh, stat and GNU tail) and its stream
+splitter, and the local os.read tailer, through rotation, truncation and resumption."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenwatch.clock import MonotonicClock
+from tokenwatch.live.file_tail import LocalFileTailer
+from tokenwatch.live.remote_commands import tail_command
+from tokenwatch.live.tail_stream import (
+    TailData,
+    TailItem,
+    TailMessage,
+    TailReset,
+    TailStart,
+    TailStreamError,
+    TailStreamSplitter,
+)
+
+needs_gnu_tail = pytest.mark.skipif(
+    shutil.which("tail") is None or shutil.which("stat") is None, reason="no tail"
+)
+
+
+def split_all(stream: bytes, cuts: list[int]) -> list[TailItem]:
+    splitter = TailStreamSplitter()
+    items: list[TailItem] = []
+    last = 0
+    for cut in [*sorted(c % (len(stream) + 1) for c in cuts), len(stream)]:
+        items += splitter.feed(stream[last:cut])
+        last = cut
+    return items + splitter.flush()
+
+
+def merge_data(items: list[TailItem]) -> list[object]:
+    """Adjacent data joined (chunking must not matter), other items as they are."""
+    out: list[object] = []
+    for item in items:
+        if isinstance(item, TailData) and out and isinstance(out[-1], bytes):
+            out[-1] += item.data
+        else:
+            out.append(item.data if isinstance(item, TailData) else item)
+    return out
+
+
+ANNOUNCEMENTS = [
+    (b"tail: '/x/a b.log' has been replaced;  following new file\n", TailReset),
+    (b"tail: '/x/a' has appeared;  following new file\n", TailReset),
+    (b"tail: /x/a: file truncated\n", TailReset),
+    (b"tail: '/x/a' has become inaccessible: No such file or directory\n", TailMessage),
+    (b"tail: cannot open '/x/a' for reading: No such file or directory\n", TailMessage),
+]
+lines = st.one_of(
+    st.binary(max_size=30).map(lambda b: b.replace(b"\n", b" ") + b"\n"),
+    st.just(b"tail: this line is the file's own, not tail's\n"),
+    st.just(b"tail: "),
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(st.lists(lines, max_size=4), st.sampled_from([None, 0, 1, 2, 3, 4])), max_size=6),
+    st.lists(st.integers(0, 10_000), max_size=12),
+)
+def test_splitter_lifts_out_announcements_whatever_the_chunking(
+    segments: list[tuple[list[bytes], int | None]], cuts: list[int]
+) -> None:
+    stream = b"TW-START 1234 56\n"
+    expected: list[object] = [TailStart("1234", 56)]
+    for data_lines, announce in segments:
+        data = b"".join(data_lines)
+        if announce is not None and not (stream + data).endswith(b"\n"):
+            data += b"\n"  # announcements are recognised at line starts (a documented limit)
+        stream += data
+        if data:
+            if expected and isinstance(expected[-1], bytes):
+                expected[-1] += data
+            else:
+                expected.append(data)
+        if announce is not None:
+            text, kind = ANNOUNCEMENTS[announce]
+            stream += text
+            expected.append(kind(text.decode().removeprefix("tail: ").rstrip("\n")))
+    assert merge_data(split_all(stream, cuts)) == expected
+
+
+def test_splitter_rejects_output_without_its_header() -> None:
+    with pytest.raises(TailStreamError):
+        TailStreamSplitter().feed(b"sh: 1: stat: not found\n")
+
+
+def run_tail(path: Path, inode: str | None, offset: int) -> subprocess.Popen[bytes]:
+    # exactly what sshd does with the command line: hand it to the user's shell
+    return subprocess.Popen(
+        tail_command(str(path), inode, offset), shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+
+
+def read_for(proc: subprocess.Popen[bytes], seconds: float) -> bytes:
+    time.sleep(seconds)
+    out, _ = proc.communicate(timeout=5)  # closes stdin, as a closing channel does: tail must end
+    return out
+
+
+@needs_gnu_tail
+def test_remote_tail_script_follows_rotation_and_truncation(tmp_path: Path) -> None:
+    log = tmp_path / "it's a log"
+    log.write_bytes(b"a1\na2\n")
+    proc = run_tail(log, None, 0)
+    time.sleep(0.5)
+    with open(log, "ab") as fh:
+        fh.write(b"a3\n")
+    time.sleep(0.3)
+    log.rename(tmp_path / "old.log")
+    log.write_bytes(b"b1\n")
+    time.sleep(1.5)  # GNU tail notices within its 1 s poll / inotify
+    log.write_bytes(b"")
+    time.sleep(1.2)
+    with open(log, "ab") as fh:
+        fh.write(b"c1\n")
+    items = merge_data(split_all(read_for(proc, 1.2), []))
+    start = items[0]
+    assert isinstance(start, TailStart)
+    assert start.offset == 0
+    assert items[1] == b"a1\na2\na3\n"
+    resets = [i for i in items if isinstance(i, TailReset)]
+    assert len(resets) >= 2
+    data_after_last_reset = items[items.index(resets[-1]) + 1 :]
+    assert data_after_last_reset == [b"c1\n"]
+    assert b"b1\n" in items
+
+
+@needs_gnu_tail
+def test_remote_tail_script_resumes_at_the_offset_only_in_the_same_file(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_bytes(b"0123456789\nabc\n")
+    inode = str(os.stat(log).st_ino)
+    same = split_all(read_for(run_tail(log, inode, 11), 0.4), [])
+    assert merge_data(same) == [TailStart(inode, 11), b"abc\n"]
+    other = split_all(read_for(run_tail(log, "999999999", 11), 0.4), [])
+    assert merge_data(other) == [TailStart(inode, 0), b"0123456789\nabc\n"]  # not our file: from 0
+    shorter = split_all(read_for(run_tail(log, inode, 500), 0.4), [])
+    assert merge_data(shorter)[0] == TailStart(inode, 0)  # truncated while away
+    missing = merge_data(split_all(read_for(run_tail(tmp_path / "nope", None, 0), 0.4), []))
+    assert missing[0] == TailStart(None, 0)
+    assert any(isinstance(i, TailMessage) and "cannot open" in i.text for i in missing)
+
+
+def drain(tailer: LocalFileTailer) -> list[object]:
+    items: list[TailItem] = []
+    while True:
+        got = tailer.poll()
+        items += got
+        if not got:
+            return merge_data(items)
+
+
+def test_local_tailer_reads_appends_rotation_and_truncation(tmp_path: Path) -> None:
+    log = tmp_path / "harness.log"
+    log.write_bytes(b"one\n")
+    tailer = LocalFileTailer(str(log))
+    first = drain(tailer)
+    assert isinstance(first[0], TailStart)
+    assert first[1:] == [b"one\n"]
+    with open(log, "ab") as fh:
+        fh.write(b"two\n")
+    assert drain(tailer) == [b"two\n"]
+    with open(log, "ab") as fh:  # written just before rotation: must not be lost
+        fh.write(b"three\n")
+    log.rename(tmp_path / "harness.log.1")
+    log.write_bytes(b"new1\n")
+    after = drain(tailer)
+    assert after[0] == b"three\n"
+    assert isinstance(after[1], TailReset)
+    assert after[2:] == [b"new1\n"]
+    assert tailer.offset == 5
+    log.write_bytes(b"x\n")  # truncated in place, then written
+    after = drain(tailer)
+    assert isinstance(after[0], TailReset)
+    assert "truncated" in after[0].reason
+    assert after[1:] == [b"x\n"]
+    tailer.close()
+
+
+def test_local_tailer_waits_for_a_missing_file_and_resumes_by_inode(tmp_path: Path) -> None:
+    log = tmp_path / "later.log"
+    tailer = LocalFileTailer(str(log))
+    waiting = drain(tailer)
+    assert len(waiting) == 1
+    assert isinstance(waiting[0], TailMessage)
+    assert drain(tailer) == []  # said once
+    log.write_bytes(b"abc\ndef\n")
+    got = drain(tailer)
+    assert got[1:] == [b"abc\ndef\n"]
+    inode, offset = tailer.inode, tailer.offset
+    tailer.close()
+    with open(log, "ab") as fh:
+        fh.write(b"ghi\n")
+    resumed = LocalFileTailer(str(log), inode=inode, offset=offset)
+    assert drain(resumed) == [TailStart(inode, 8), b"ghi\n"]
+    resumed.close()
+    elsewhere = LocalFileTailer(str(log), inode="1", offset=offset)
+    assert drain(elsewhere) == [TailStart(inode, 0), b"abc\ndef\nghi\n"]
+    elsewhere.close()
+
+
+async def test_local_tailer_follows_asynchronously(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"x\n")
+    tailer = LocalFileTailer(str(log), poll_s=0.02)
+    seen: list[TailItem] = []
+    async for items in tailer.follow(MonotonicClock()):
+        seen += items
+        if any(isinstance(i, TailData) and b"y" in i.data for i in seen):
+            break
+        with open(log, "ab") as fh:
+            fh.write(b"y\n")
+    assert merge_data(seen)[1:] == [b"x\ny\n"] or merge_data(seen)[1:] == [b"x\n", b"y\n"]

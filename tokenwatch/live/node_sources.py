@@ -1,0 +1,254 @@
+"""A node's streams: a GPU telemetry command, file tails, ``/metrics`` scrapes.
+
+Each source keeps what must survive a reconnect (a tail's byte offset and parser, a scrape's
+previous counters) in itself, and is restarted by :class:`tokenwatch.live.source_supervisor.SourceSupervisor`
+on a fresh transport. Parsers come from factories, so this module knows nothing of formats.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from tokenwatch.clock import Clock
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus
+from tokenwatch.live.file_tail import LocalFileTailer
+from tokenwatch.live.http_fetch import HttpError, http_get, redact
+from tokenwatch.live.node_health import NodeHealth
+from tokenwatch.live.remote_commands import stat_command, tail_command
+from tokenwatch.live.tail_stream import (
+    TailData,
+    TailItem,
+    TailMessage,
+    TailReset,
+    TailStart,
+    TailStreamError,
+    TailStreamSplitter,
+)
+from tokenwatch.live.transport import Transport
+from tokenwatch.session import Emit
+
+
+class StreamParser(Protocol):
+    def feed(self, data: bytes, t: float) -> list[Event]: ...
+
+
+class ScrapeParser(Protocol):
+    def parse(self, text: str, t: float) -> list[Event]: ...
+
+
+class SourceEnded(Exception):
+    """A source's stream ended or failed; the message is one line for the engineer."""
+
+
+@dataclass(slots=True)
+class NodeContext:
+    """What a source needs: its node, where events go, run time, and the node's health."""
+
+    node: str
+    emit: Emit
+    clock: Clock
+    t0: float
+    health: NodeHealth
+    index: int = 0  # the node's place in RunStarted.nodes (for batch events)
+    last_data: dict[str, float] = field(default_factory=dict)
+
+    def now(self) -> float:
+        """Run time: seconds since the watch started."""
+        return self.clock.time() - self.t0
+
+    def saw(self, source: str) -> None:
+        self.last_data[source] = self.clock.time()
+
+    async def emit_all(self, source: str, events: Sequence[Event]) -> None:
+        """Emit a parser's events; the GPU rows of one read travel as one ``GpuBatch`` (a node's GPUs
+        at one instant: one event through the session instead of one per GPU)."""
+        gpu_rows = [e for e in events if isinstance(e, GpuSample) and e.node == self.node]
+        if len(gpu_rows) > 1:
+            await self.emit(gpu_batch(self.index, gpu_rows))
+        for event in events:
+            if isinstance(event, GpuSample) and len(gpu_rows) > 1 and event.node == self.node:
+                continue
+            if isinstance(event, NodeStatus) and event.state == "finished" and event.node == self.node:
+                self.health.mark_finished()
+            await self.emit(event)
+
+
+_metrics = operator.attrgetter(*GPU_METRICS)
+
+
+def gpu_batch(node_index: int, samples: Sequence[GpuSample]) -> GpuBatch:
+    """One node's GPU samples as a batch at the latest of their times (rows in GPU_METRICS order)."""
+    return GpuBatch(
+        max(s.t for s in samples),
+        np.full(len(samples), node_index, dtype=np.int64),
+        np.array([s.gpu for s in samples], dtype=np.int64),
+        np.array([_metrics(s) for s in samples], dtype=np.float64),
+        np.array([s.throttle_reasons for s in samples], dtype=np.uint64),
+    )
+
+
+class NodeSource(Protocol):
+    name: str
+    periodic_s: float | None  # the cadence data must keep (None: silence is normal, e.g. a quiet log)
+
+    async def run(self, transport: Transport, ctx: NodeContext) -> None: ...
+
+
+async def _feed(ctx: NodeContext, source: str, parser: StreamParser, data: bytes) -> None:
+    try:
+        events = parser.feed(data, ctx.now())
+    except Exception as exc:  # a parser bug must not take the node's other streams with it
+        await ctx.health.notice(source, "error", f"{source}: parser failed: {type(exc).__name__}: {exc}")
+        return
+    await ctx.emit_all(source, events)
+
+
+def describe_exit(program: str, status: int | None, stderr: str) -> str:
+    last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
+    if status == 127:
+        return f"{program}: command not found on the node"
+    if status is None:
+        return f"{program} stream ended" + (f": {last}" if last else "")
+    return f"{program} exited with status {status}" + (f": {last}" if last else "")
+
+
+class CommandSource:
+    """A long-lived command whose stdout a parser reads (``nvidia-smi --query-gpu ... -lms N``)."""
+
+    def __init__(
+        self, name: str, argv: Sequence[str], parser_factory: Callable[[], StreamParser], periodic_s: float
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.parser_factory = parser_factory
+        self.periodic_s: float | None = periodic_s
+
+    async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        parser = self.parser_factory()  # a fresh stream starts with a fresh header
+        stream = await transport.start(self.argv)
+        try:
+            while data := await stream.read():
+                ctx.saw(self.name)
+                await _feed(ctx, self.name, parser, data)
+            status, stderr = await stream.finish()
+        finally:
+            await stream.aclose()
+        raise SourceEnded(describe_exit(self.argv[0], status, stderr))
+
+
+class FileTailSource:
+    """Follows a file from the byte offset already read; a rotation or truncation starts a fresh parser
+    (the core counts the restart once), a reconnect resumes the same parser at the same byte."""
+
+    periodic_s: float | None = None
+
+    def __init__(
+        self, name: str, path: str, parser_factory: Callable[[], StreamParser], poll_s: float = 0.25
+    ):
+        self.name = name
+        self.path = path
+        self.parser_factory = parser_factory
+        self.poll_s = poll_s
+        self.parser: StreamParser | None = None
+        self.inode: str | None = None
+        self.offset = 0
+
+    async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        if self.parser is None:
+            self.parser = self.parser_factory()
+        if transport.local:
+            tailer = LocalFileTailer(self.path, inode=self.inode, offset=self.offset, poll_s=self.poll_s)
+            async for items in tailer.follow(ctx.clock):
+                await self._handle(items, ctx, lambda: _const(tailer.inode))
+            return
+        stream = await transport.start([], shell_command=tail_command(self.path, self.inode, self.offset))
+        splitter = TailStreamSplitter()
+        try:
+            while data := await stream.read():
+                try:
+                    items = splitter.feed(data)
+                except TailStreamError as exc:
+                    raise SourceEnded(f"tail of {self.path}: {exc}") from None
+                await self._handle(items, ctx, lambda: self._remote_inode(transport))
+            await self._handle(splitter.flush(), ctx, lambda: _const(None))
+            status, stderr = await stream.finish()
+        finally:
+            await stream.aclose()
+        raise SourceEnded(describe_exit(f"tail of {self.path}", status, stderr))
+
+    async def _handle(
+        self, items: list[TailItem], ctx: NodeContext, inode_now: Callable[[], Awaitable[str | None]]
+    ) -> None:
+        for item in items:
+            if isinstance(item, TailData):
+                assert self.parser is not None
+                self.offset += len(item.data)
+                ctx.saw(self.name)
+                await _feed(ctx, self.name, self.parser, item.data)
+            elif isinstance(item, TailStart):
+                if item.offset != self.offset:
+                    await ctx.health.notice(
+                        self.name,
+                        "info",
+                        f"{self.path} was rotated or truncated meanwhile: reading it from the start",
+                    )
+                    self.parser = self.parser_factory()
+                self.inode, self.offset = item.inode, item.offset
+                ctx.saw(self.name)
+            elif isinstance(item, TailReset):
+                self.parser = self.parser_factory()
+                self.offset = 0
+                self.inode = await inode_now()
+                await ctx.health.notice(self.name, "info", item.reason)
+            elif isinstance(item, TailMessage):
+                await ctx.health.notice(self.name, "warning", item.text)
+
+    async def _remote_inode(self, transport: Transport) -> str | None:
+        """The inode now at the path, right after tail said it follows a new file there."""
+        try:
+            status, out = await transport.run(stat_command(self.path), timeout_s=10)
+        except Exception:
+            return None
+        parts = out.split()
+        return parts[0].decode("ascii", "replace") if status == 0 and len(parts) == 2 else None
+
+
+class ScrapeSource:
+    """``GET url`` every ``interval_s`` through the transport (an SSH direct-tcpip channel remotely)."""
+
+    def __init__(self, name: str, url: str, parser: ScrapeParser, interval_s: float, timeout_s: float = 10.0):
+        self.name = name
+        self.url = url
+        self.parser = parser  # kept across reconnects: it holds the previous counters
+        self.periodic_s: float | None = interval_s
+        self.timeout_s = timeout_s
+
+    async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        interval = self.periodic_s or 1.0
+        while True:
+            began = ctx.clock.time()
+            try:
+                text = await http_get(
+                    transport.open_tcp, self.url, timeout_s=min(self.timeout_s, interval * 5)
+                )
+            except HttpError as exc:
+                await ctx.health.notice(self.name, "warning", str(exc))
+            else:
+                ctx.saw(self.name)
+                ctx.health.forget_notice(self.name)
+                try:
+                    events = self.parser.parse(text, ctx.now())
+                except Exception as exc:
+                    await ctx.health.notice(self.name, "error", f"{redact(self.url)}: parser failed: {exc}")
+                else:
+                    await ctx.emit_all(self.name, events)
+            await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
+
+
+async def _const(value: str | None) -> str | None:
+    return value

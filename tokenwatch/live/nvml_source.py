@@ -1,0 +1,141 @@
+"""Local GPUs through NVML (``pynvml`` from nvidia-ml-py), read in a worker thread.
+
+NVML calls block (a busy driver can take tens of milliseconds, a lost GPU much longer), so a
+whole sampling round runs in one ``asyncio.to_thread`` call. The ``nvml`` module is injected:
+tests hand in an object with the same functions, answering with values recorded on real GPUs.
+Units follow NVML: power in milliwatts, memory in bytes, clocks in MHz; they are converted to
+the event model's W and MiB here. A metric the GPU does not support is ``nan``, not an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from typing import Any
+
+from tokenwatch.events import GpuSample
+from tokenwatch.live.node_sources import NodeContext, SourceEnded
+from tokenwatch.live.transport import Transport
+
+MIB = 1024 * 1024
+
+
+def load_pynvml() -> Any:
+    import pynvml
+
+    return pynvml
+
+
+class NvmlReader:
+    """Blocking NVML access: :meth:`open` once, then :meth:`read` each round (call both in a thread)."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.handles: list[Any] = []
+        self._reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+
+    def open(self) -> int:
+        """Initialise NVML; the number of GPUs. Raises the library's NVMLError when there is no driver."""
+        nvml = self.nvml
+        nvml.nvmlInit()
+        count = int(nvml.nvmlDeviceGetCount())
+        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        return count
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.nvml.nvmlShutdown()
+
+    def _get(self, fn: str, *args: Any) -> Any:
+        try:
+            return getattr(self.nvml, fn)(*args)
+        except self.nvml.NVMLError:
+            return None
+
+    def read(self, node: str, t: float) -> list[GpuSample]:
+        nvml = self.nvml
+        samples = []
+        for index, handle in enumerate(self.handles):
+            power_mw = self._get("nvmlDeviceGetPowerUsage", handle)
+            limit_mw = self._get("nvmlDeviceGetEnforcedPowerLimit", handle)
+            memory = self._get("nvmlDeviceGetMemoryInfo", handle)
+            util = self._get("nvmlDeviceGetUtilizationRates", handle)
+            reasons = None
+            if self._reasons_fn is not None:
+                try:
+                    reasons = self._reasons_fn(handle)
+                except nvml.NVMLError:
+                    reasons = None
+            samples.append(
+                GpuSample(
+                    t,
+                    node,
+                    index,
+                    power_w=_scaled(power_mw, 1e-3),
+                    power_limit_w=_scaled(limit_mw, 1e-3),
+                    sm_clock_mhz=_scaled(self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM), 1),
+                    mem_clock_mhz=_scaled(
+                        self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_MEM), 1
+                    ),
+                    hbm_used_mib=_scaled(getattr(memory, "used", None), 1 / MIB),
+                    hbm_total_mib=_scaled(getattr(memory, "total", None), 1 / MIB),
+                    hbm_busy_pct=_scaled(getattr(util, "memory", None), 1),
+                    util_pct=_scaled(getattr(util, "gpu", None), 1),
+                    temp_c=_scaled(
+                        self._get("nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU), 1
+                    ),
+                    throttle_reasons=int(reasons) if reasons is not None else 0,
+                )
+            )
+        return samples
+
+
+def _scaled(value: Any, factor: float) -> float:
+    if value is None:
+        return math.nan
+    try:
+        return float(value) * factor
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def count_gpus(nvml: Any) -> int | None:
+    """How many GPUs NVML sees here, or None when it cannot start (no driver, no library)."""
+    reader = NvmlReader(nvml)
+    try:
+        return reader.open()
+    except Exception:
+        return None
+    finally:
+        reader.close()
+
+
+class NvmlSource:
+    """The node's GPUs every ``interval_s`` (local mode only: NVML reads the machine it runs on)."""
+
+    name = "nvml"
+
+    def __init__(self, interval_s: float, nvml: Any = None) -> None:
+        self.periodic_s: float | None = interval_s
+        self.nvml = nvml
+
+    async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        nvml = self.nvml if self.nvml is not None else await asyncio.to_thread(load_pynvml)
+        reader = NvmlReader(nvml)
+        try:
+            await asyncio.to_thread(reader.open)
+        except Exception as exc:
+            raise SourceEnded(f"NVML: {exc}") from None
+        interval = self.periodic_s or 1.0
+        try:
+            while True:
+                began = ctx.clock.time()
+                samples = await asyncio.to_thread(reader.read, ctx.node, ctx.now())
+                ctx.saw(self.name)
+                await ctx.emit_all(self.name, samples)
+                await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
+        finally:
+            await asyncio.to_thread(reader.close)

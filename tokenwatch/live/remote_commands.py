@@ -1,0 +1,58 @@
+"""Remote command lines, built only with ``shlex.quote``: a config value is always one inert word.
+
+Every long-lived command runs under a small POSIX ``sh`` wrapper. The program runs in the
+background; a watcher reads the channel's stdin and kills it at EOF. Without a pty sshd sends no
+SIGHUP when a channel closes, and a ``tail -F`` of a quiet file would outlive us on the node.
+Values reach the script as positional parameters (``"$1"``), never pasted into the script text.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+
+def _watched_script(program: str, *, merge_stderr: bool) -> str:
+    """``program`` (sh words) in the background with stdin /dev/null; a watcher reads the channel's
+    stdin and kills it at EOF; ``wait`` hands the program's exit status back to sshd."""
+    redirect = "2>&1 " if merge_stderr else ""
+    return (
+        f"exec 3<&0; LC_ALL=C {program} {redirect}& c=$!; "
+        '{ cat >/dev/null; kill "$c"; } <&3 >/dev/null 2>&1 & '
+        'exec 3<&-; wait "$c"'
+    )
+
+
+# $1 path, $2 inode we read before ('' = none), $3 byte offset already read. Resume at the offset
+# when the file is the same one (same inode) and no shorter; otherwise it was rotated or truncated
+# while we were away: start from its beginning. The first output line says which.
+_TAIL_SCRIPT = (
+    'p=$1; want=$2; off=$3; st=$(stat -L -c "%i %s" -- "$p" 2>/dev/null) || st="- 0"; '
+    "ino=${st% *}; size=${st#* }; start=0; "
+    'if [ -n "$want" ] && [ "$ino" = "$want" ] && [ "$size" -ge "$off" ]; then start=$off; fi; '
+    'printf "TW-START %s %s\\n" "$ino" "$start"; '
+) + _watched_script('tail -c +"$((start + 1))" -F -- "$p"', merge_stderr=True)
+
+TAIL_HEADER = b"TW-START "
+
+
+def watched(argv: Sequence[str], *, merge_stderr: bool = False) -> str:
+    """``argv`` as a remote command that dies with its channel."""
+    script = _watched_script('"$@"', merge_stderr=merge_stderr)
+    return shlex.join(["sh", "-c", script, "tokenwatch", *argv])
+
+
+def tail_command(path: str, inode: str | None, offset: int) -> str:
+    """Follow ``path`` by name from ``offset`` if it is still the file with ``inode``.
+
+    ``tail -F`` announces rotation and truncation on stderr; stderr is merged into stdout so the
+    announcements arrive in order with the data (see :mod:`tokenwatch.live.tail_stream`).
+    Output: one ``TW-START <inode|-> <start>`` line, then the file's bytes from ``start``."""
+    if offset < 0:
+        raise ValueError("offset must be >= 0")
+    return shlex.join(["sh", "-c", _TAIL_SCRIPT, "tokenwatch", path, inode or "", str(offset)])
+
+
+def stat_command(path: str) -> str:
+    """``<inode> <size>`` of ``path`` (GNU stat, following symlinks)."""
+    return shlex.join(["stat", "-L", "-c", "%i %s", "--", path])

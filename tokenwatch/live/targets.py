@@ -1,0 +1,52 @@
+"""The nodes a watch run covers, and per-node expansion of ``{name}`` / ``{host}`` in paths and URLs."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from tokenwatch.live.config import HostEntry, WatchConfig
+from tokenwatch.live.hostlist import expand_hostlist, slurm_job_hosts
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTarget:
+    """``name`` labels the node everywhere; ``host``/``port``/``user`` are what SSH dials (None: from
+    ~/.ssh/config or the defaults). A local target is this machine itself."""
+
+    name: str
+    host: str
+    port: int | None = None
+    user: str | None = None
+    local: bool = False
+
+    def expand(self, template: str) -> str:
+        """``{name}`` and ``{host}`` filled in; every other brace is left alone (regexes, JSON)."""
+        return template.replace("{name}", self.name).replace("{host}", self.host)
+
+
+def local_target() -> NodeTarget:
+    return NodeTarget(name=socket.gethostname().split(".")[0] or "localhost", host="localhost", local=True)
+
+
+def resolve_targets(config: WatchConfig, slurm_job: str | None = None) -> list[NodeTarget]:
+    """The run's nodes in order. ``slurm_job`` (``--slurm-job``) overrides the config's hosts."""
+    nodes = config.nodes
+    if slurm_job is None and config.local:
+        return [local_target()]
+    assert nodes is not None or slurm_job is not None
+    user = config.ssh.user
+    job = slurm_job or (nodes.slurm_job if nodes else None)
+    if job is not None:
+        return [NodeTarget(name, name, user=user) for name in slurm_job_hosts(job)]
+    assert nodes is not None
+    hosts = nodes.hosts
+    if isinstance(hosts, str):
+        return [NodeTarget(name, name, user=user) for name in expand_hostlist(hosts)]
+    targets = []
+    for entry in hosts or []:
+        if isinstance(entry, HostEntry):
+            targets.append(NodeTarget(entry.name, entry.host or entry.name, entry.port, entry.user or user))
+        else:
+            targets.append(NodeTarget(entry, entry, user=user))
+    return targets
