@@ -74,10 +74,13 @@ async def settle(pilot: Pilot[None], app: TokenwatchApp) -> None:
     player = app.player
     assert player is not None
     for _ in range(2000):
-        if not player.seeking and player.position_s > 0:
+        # Reached, the whole recording loaded (the bar shows its length), and every event the player
+        # sent is through the session's queue into the core.
+        if not player.seeking and player.position_s > 0 and player.loaded and app.session.queue.empty():
             break
         await pilot.pause(0.01)
     assert not player.seeking, "the replay did not reach its start time"
+    assert app.session.queue.empty(), "events still queued for the core"
     app.refresh_data(force=True)
     await pilot.pause()
 
