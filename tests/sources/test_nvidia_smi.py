@@ -7,6 +7,8 @@ import io
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenwatch.events import GpuSample, Notice
 from tokenwatch.sources.nvidia_smi import (
@@ -187,3 +189,23 @@ def test_reason_mask_parsing() -> None:
     assert parse_reason_mask("12") == 12
     assert decode_reasons("[N/A]") == []
     assert decode_reasons("0x0000000000010000") == ["0x10000"]  # unknown bits are shown, not dropped
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    numbers=st.lists(st.floats(min_value=0, max_value=5000, allow_nan=False), min_size=9, max_size=9),
+    mask=st.integers(min_value=0, max_value=2**64 - 1),
+    gpu=st.integers(min_value=0, max_value=63),
+)
+def test_fast_path_reads_plain_rows_exactly_as_the_careful_path(
+    numbers: list[float], mask: int, gpu: int
+) -> None:
+    parser = NvidiaSmiParser("n")
+    cells = [str(gpu), *(repr(x) for x in numbers), f"0x{mask:016x}"]
+    fast = parser._plain_sample(cells, gpu, 1.0)
+    try:
+        careful = parser._careful_sample(cells, gpu, 1.0)
+    except ValueError:  # out of range: the fast path must leave the verdict to the careful one
+        assert fast is None
+    else:
+        assert fast == careful

@@ -163,6 +163,10 @@ class NvidiaSmiParser:
             elif name in FIELD_ATTRIBUTES and FIELD_ATTRIBUTES[name] not in seen:
                 seen.add(FIELD_ATTRIBUTES[name])  # first column for an attribute wins (e.g. power.draw)
                 self._columns.append((i, "value", FIELD_ATTRIBUTES[name]))
+        # The fast path's view of the same columns: plain numbers, checked against their ranges at once.
+        self._value_columns = [(c, a, *_RANGES[a]) for c, kind, a in self._columns if kind == "value"]
+        self._mask_columns = [c for c, kind, _ in self._columns if kind == "mask"]
+        self._has_reason_columns = any(kind == "reason" for _, kind, _ in self._columns)
         self._lines = LineSplitter(_MAX_LINE_BYTES)
         self.notices = NoticeLog(source, node)
         self.rows = 0
@@ -208,6 +212,34 @@ class NvidiaSmiParser:
         gpu_text = "0" if self._gpu_column is None else cells[self._gpu_column]
         if not (gpu_text.isascii() and gpu_text.isdigit()) or int(gpu_text) > MAX_GPU_INDEX:
             raise _RowError(f"bad GPU index {gpu_text[:20]!r}")
+        fast = self._plain_sample(cells, int(gpu_text), t)
+        return fast if fast is not None else self._careful_sample(cells, int(gpu_text), t)
+
+    def _plain_sample(self, cells: list[str], gpu: int, t: float) -> GpuSample | None:
+        """The common row (``--format=...,nounits``, every value reported, masks in hex): float() each
+        cell at once. Anything else (units, ``[N/A]``, a value out of range) -> None: the careful path
+        decides, and reports exactly what is wrong."""
+        if self._has_reason_columns:
+            return None
+        values: dict[str, float] = {}
+        try:
+            for column, attribute, low, high in self._value_columns:
+                number = float(cells[column])
+                if not low <= number <= high:  # NaN fails too
+                    return None
+                values[attribute] = number
+            mask = 0
+            for column in self._mask_columns:
+                cell = cells[column]
+                mask |= int(cell, 16) if cell[:2] in ("0x", "0X") else int(cell)
+        except ValueError:
+            return None
+        if not 0 <= mask < _MASK_LIMIT:
+            return None
+        self.rows += 1
+        return GpuSample(t, self.node, gpu, throttle_reasons=mask, **values)
+
+    def _careful_sample(self, cells: list[str], gpu: int, t: float) -> GpuSample:
         values: dict[str, float] = {}
         mask = 0
         for column, kind, attribute in self._columns:
@@ -225,4 +257,4 @@ class NvidiaSmiParser:
                     raise _RowError(f"{self.fields[column]} = {cell[:20]} out of range")
                 values[attribute] = number
         self.rows += 1
-        return GpuSample(t, self.node, int(gpu_text), throttle_reasons=mask, **values)
+        return GpuSample(t, self.node, gpu, throttle_reasons=mask, **values)
