@@ -326,3 +326,26 @@ def test_cached_latency_buckets_follow_new_observations() -> None:
     assert np.allclose(cached.sum_s, fresh.sum_s)
     assert cached.count[2] == first.count[2] + 200
     assert np.array_equal(np.delete(cached.cumulative, 2, axis=0), np.delete(first.cumulative, 2, axis=0))
+
+
+def test_one_node_batches_land_on_that_node_only() -> None:
+    """A live node's read: its GPUs 0..k-1 in one batch (the core's row-slice path)."""
+    core = RackCore()
+    core.ingest(start())
+    nodes, gpus = np.full(GPUS, 2, np.int64), np.arange(GPUS)
+    for t in (1.0, 2.0):
+        values = np.full((GPUS, len(GPU_METRICS)), np.nan)
+        values[:, GPU_METRICS.index("power_w")] = [100.0 * t, 200.0, 300.0, 400.0]
+        values[:, GPU_METRICS.index("sm_clock_mhz")] = 1000.0 * t
+        core.ingest(GpuBatch(t, nodes, gpus, values, np.array([0, 4, 0, 8], np.uint64)))
+    power = core.gpu_values[:, :, GPU_METRICS.index("power_w")]
+    assert power[2].tolist() == [200.0, 200.0, 300.0, 400.0]
+    assert np.isnan(np.delete(power, 2, axis=0)).all()
+    assert core.gpu_throttle[2].tolist() == [0, 4, 0, 8]
+    assert core.sm_clock_max[2].tolist() == [2000.0] * 4
+    assert core.last_seen[2] == 2.0
+    assert np.isnan(np.delete(core.last_seen, 2)).all()
+    # Not in order, or two nodes: the general path, same outcome per row.
+    core.ingest(GpuBatch(3.0, np.array([0, 1]), np.array([3, 0]), values[2:], np.zeros(2, np.uint64)))
+    assert power[0, 3] == 300.0
+    assert power[1, 0] == 400.0

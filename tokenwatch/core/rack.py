@@ -152,6 +152,7 @@ class RackCore:
         self.rules = AlertRules(self, n, g)
         self._whole_rack_key: tuple[object, object, bool] = (None, None, False)
         self._whole_nodes_key: tuple[object, bool] = (None, False)
+        self._one_node_cache: dict[int, tuple[np.ndarray, np.ndarray, int | None]] = {}
 
     @property
     def started(self) -> bool:
@@ -237,8 +238,36 @@ class RackCore:
         self._whole_rack_key = (ni, gi, whole)
         return whole
 
+    def _one_node_rows(self, ni: np.ndarray, gi: np.ndarray) -> int | None:
+        """The node of a batch that is one node's GPUs 0..k-1 in order (a live node's read), else None.
+        Cached by array identity (live sources reuse each node's index arrays), one entry per node."""
+        cached = self._one_node_cache.get(id(ni))
+        if cached is not None and cached[0] is ni and cached[1] is gi:
+            return cached[2]
+        k = len(ni)
+        node = int(ni[0]) if k else -1
+        ok = (
+            0 < k <= self.gpu_values.shape[1]
+            and 0 <= node < len(self.index)
+            and bool((ni == node).all())
+            and np.array_equal(gi, np.arange(k))
+        )
+        if len(self._one_node_cache) > 4 * len(self.index) + 64:  # bounded: arrays that were not reused
+            self._one_node_cache.clear()
+        self._one_node_cache[id(ni)] = (ni, gi, node if ok else None)  # keeps ni alive: ids stay unique
+        return node if ok else None
+
     def _gpu_batch(self, ev: GpuBatch) -> None:
         ni, gi = ev.node_index, ev.gpu
+        node = self._one_node_rows(ni, gi)
+        if node is not None:  # one node's GPUs in order: row slices, no gathers
+            k = len(gi)
+            self.gpu_values[node, :k] = ev.values
+            self.gpu_throttle[node, :k] = ev.throttle_reasons
+            np.fmax(self.sm_clock_max[node, :k], ev.values[:, _SM_CLOCK], out=self.sm_clock_max[node, :k])
+            if not self.last_seen[node] >= ev.t:  # NaN (never seen) included
+                self.last_seen[node] = ev.t
+            return
         if self._is_whole_rack(ni, gi):
             shape = self.gpu_values.shape
             self.gpu_values[:] = ev.values.reshape(shape)

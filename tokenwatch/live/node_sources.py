@@ -7,6 +7,7 @@ on a fresh transport. Parsers come from factories, so this module knows nothing 
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,14 +82,25 @@ class NodeContext:
 _metrics = operator.attrgetter(*GPU_METRICS)
 
 
+@functools.lru_cache(maxsize=4096)
+def _index_arrays(node_index: int, gpus: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A node's (node_index, gpu) columns: the same every second, so built once and shared read-only
+    (the core also recognises them by identity and takes its one-node fast path)."""
+    nodes = np.full(len(gpus), node_index, dtype=np.int64)
+    gpu = np.array(gpus, dtype=np.int64)
+    nodes.flags.writeable = gpu.flags.writeable = False
+    return nodes, gpu
+
+
 def gpu_batch(node_index: int, samples: Sequence[GpuSample]) -> GpuBatch:
     """One node's GPU samples as a batch at the latest of their times (rows in GPU_METRICS order)."""
+    nodes, gpu = _index_arrays(node_index, tuple(s.gpu for s in samples))
     return GpuBatch(
         max(s.t for s in samples),
-        np.full(len(samples), node_index, dtype=np.int64),
-        np.array([s.gpu for s in samples], dtype=np.int64),
+        nodes,
+        gpu,
         np.array([_metrics(s) for s in samples], dtype=np.float64),
-        np.array([s.throttle_reasons for s in samples], dtype=np.uint64),
+        np.fromiter((s.throttle_reasons for s in samples), dtype=np.uint64, count=len(samples)),
     )
 
 
