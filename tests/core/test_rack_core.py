@@ -349,3 +349,22 @@ def test_one_node_batches_land_on_that_node_only() -> None:
     core.ingest(GpuBatch(3.0, np.array([0, 1]), np.array([3, 0]), values[2:], np.zeros(2, np.uint64)))
     assert power[0, 3] == 300.0
     assert power[1, 0] == 400.0
+
+
+def test_a_straggler_hovering_at_the_threshold_is_one_alert_not_many() -> None:
+    """5.4 % / 4.6 % below the median, alternating every 20 s: raised once, cleared only below 3 %."""
+    core = RackCore(CoreConfig(window_s=10.0, straggler_pct=5.0, straggler_hold_s=15.0))
+    core.ingest(start())
+    cum = np.zeros(6)
+    for t in range(0, 301):
+        rates = np.full(6, 1000.0)
+        if t < 240:
+            rates[4] = 946.0 if (t // 20) % 2 == 0 else 954.0
+        cum += rates
+        core.ingest(ProgressBatch(float(t), np.arange(6), np.zeros(6, np.int64), cum.astype(np.int64)))
+    raised = [a for a in core.alerts.log if a.kind == "straggler" and a.active]
+    cleared = [a for a in core.alerts.log if a.kind == "straggler" and not a.active]
+    assert len(raised) == 1
+    assert len(cleared) == 1
+    assert cleared[0].t >= 240  # only once it really caught up
+    assert "within 3% of the median" in cleared[0].message

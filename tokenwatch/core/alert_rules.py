@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
 _REFERENCE_EVERY_TICKS = 30
+_STRAGGLER_CLEAR_FRACTION = 0.6
 
 
 class AlertRules:
@@ -61,9 +62,13 @@ class AlertRules:
         rates, _ = core.window_rates(t)
         running = (state == 0) & (core.tokens > 0) & (t >= cfg.window_s)
         below = below_median_pct(rates, running)
+        # Hysteresis: a node becomes a straggler past straggler_pct (held for straggler_hold_s) and stops
+        # being one only back within a smaller band, so noise around the threshold is one alert, not ten.
         slow = below > cfg.straggler_pct
+        clear_pct = cfg.straggler_pct * _STRAGGLER_CLEAR_FRACTION
+        still_slow = self.straggling & (below > clear_pct)  # NaN (not running) compares False: cleared
         self.straggler_since = np.where(slow, np.fmin(self.straggler_since, t), np.nan)
-        self.straggling = slow & (t - self.straggler_since >= cfg.straggler_hold_s)
+        self.straggling = (slow & (t - self.straggler_since >= cfg.straggler_hold_s)) | still_slow
         for i in np.flatnonzero(self.straggling | self._straggler_alerted).tolist():
             name = run.nodes[i]
             core.alerts.condition(
@@ -72,7 +77,7 @@ class AlertRules:
                 "straggler",
                 bool(self.straggling[i]),
                 f"{name} straggler: {below[i]:.1f}% below the median node",
-                cleared_message=f"{name} back within {cfg.straggler_pct:g}% of the median",
+                cleared_message=f"{name} back within {clear_pct:g}% of the median",
             )
         self._straggler_alerted = self.straggling.copy()
         self._throttle(t, state)
