@@ -59,8 +59,8 @@ class AlertRules:
             )
         self._stale_alerted = stale
         # Stragglers: running nodes below the median of running nodes, for long enough.
-        rates, _ = core.window_rates(t)
-        running = (state == 0) & (core.tokens > 0) & (t >= cfg.window_s)
+        rates, _ = core.window_rates(t, cfg.straggler_window_s)
+        running = (state == 0) & (core.tokens > 0) & (t >= min(cfg.straggler_window_s, cfg.window_s * 3))
         below = below_median_pct(rates, running)
         # Hysteresis: a node becomes a straggler past straggler_pct (held for straggler_hold_s) and stops
         # being one only back within a smaller band, so noise around the threshold is one alert, not ten.

@@ -68,6 +68,7 @@ class CoreConfig:
     sparkline_points: int = 60
     straggler_pct: float = 5.0
     straggler_hold_s: float = 15.0
+    straggler_window_s: float = 60.0  # sustained slowness, not one noisy 10-s window
     stale_after_s: float = 5.0
     ttft_sla_s: float = 2.0
     tpot_sla_s: float = 0.2
@@ -427,10 +428,10 @@ class RackCore:
         state[(state == 0) & silent] = _STATE_CODE["stale"]
         return state
 
-    def window_rates(self, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per-node (tokens/s, samples/s) over the last ``window_s`` before ``t``."""
+    def window_rates(self, t: float, window_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-node (tokens/s, samples/s) over the last ``window_s`` (default: the config's) before ``t``."""
         ring = self.recent_tokens
-        slot = ring.slot_at_or_before(t - self.config.window_s)
+        slot = ring.slot_at_or_before(t - (self.config.window_s if window_s is None else window_s))
         slot = ring.oldest_slot() if slot is None else slot
         if slot is None or t - ring.times[slot] <= 0:
             n = len(self.index)
