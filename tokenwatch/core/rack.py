@@ -315,11 +315,25 @@ class RackCore:
         i = self._node(ev.node)
         if i is None:
             return
-        prev = self._raw[:, i]  # a counter the source does not report keeps its last value
-        tokens = prev[0] if ev.tokens_done is None else ev.tokens_done
-        samples = prev[1] if ev.samples_done is None else ev.samples_done
-        prompt = prev[2] if ev.prompt_tokens_done is None else ev.prompt_tokens_done
-        self._apply_counters(np.array([i]), ev.t, np.array([[tokens], [samples], [prompt]], np.int64))
+        # One node, three counters: plain Python ints (a live source sends one of these per line; the
+        # array path costs several times more). A counter the source does not report keeps its value.
+        raw = self._raw
+        new = (ev.tokens_done, ev.samples_done, ev.prompt_tokens_done)
+        totals = []
+        for k in range(3):
+            prev = int(raw[k, i])
+            value = prev if new[k] is None else int(new[k])  # type: ignore[arg-type]
+            if value < prev:  # restarted: keep what it had counted
+                self._offset[k, i] += prev
+            raw[k, i] = value
+            totals.append(int(self._offset[k, i]) + value)
+        if totals[0] > self.tokens[i]:
+            self.t_last_change[i] = ev.t
+        self.tokens[i], self.samples[i], self.prompt_tokens[i] = totals
+        if math.isnan(self.t_first[i]):
+            self.t_first[i] = ev.t
+        if not self.last_seen[i] >= ev.t:  # NaN (never seen) included
+            self.last_seen[i] = ev.t
 
     def _progress_batch(self, ev: ProgressBatch) -> None:
         ni = ev.node_index

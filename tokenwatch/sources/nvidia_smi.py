@@ -196,7 +196,7 @@ class NvidiaSmiParser:
             if not text:
                 continue
             cells = [cell.strip() for cell in text.split(",")]
-            if self._is_header(cells):
+            if not cells[0][:1].isdigit() and self._is_header(cells):  # a data row starts with a number
                 continue
             try:
                 out.append(self._sample(cells, t))
