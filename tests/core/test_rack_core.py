@@ -356,7 +356,7 @@ def test_a_straggler_hovering_at_the_threshold_is_one_alert_not_many() -> None:
     core = RackCore(CoreConfig(window_s=10.0, straggler_pct=5.0, straggler_hold_s=15.0))
     core.ingest(start())
     cum = np.zeros(6)
-    for t in range(0, 301):
+    for t in range(301):
         rates = np.full(6, 1000.0)
         if t < 240:
             rates[4] = 946.0 if (t // 20) % 2 == 0 else 954.0
