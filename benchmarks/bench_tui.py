@@ -67,8 +67,6 @@ def sixty_four_racks(run_s: float) -> RackCore:
     for event in RackSimulation(SimSettings(profile, seed=0, faults=())).events():
         if event.t > run_s:
             break
-        if core.started:
-            core.advance(event.t)
         core.ingest(event)
     return core
 

@@ -347,8 +347,6 @@ class ReplayPlayer:
     async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe, k: int) -> None:
         core = await asyncio.to_thread(copy.deepcopy, keyframe.core)
         for n, event in enumerate(self._slice(keyframe.index, k), 1):
-            if core.started:
-                core.advance(event.t)
             core.ingest(event)
             if n % _SLICE_EVENTS == 0:
                 await asyncio.sleep(0)

@@ -132,7 +132,8 @@ class Session:
         if self.recorder is not None:
             self.recorder.write(event)
         self.events_seen += 1
-        if not isinstance(event, RunStarted) and self.core.started:
+        # ingest() advances time itself; advancing first only lets interval observers fire in between.
+        if self._interval_observers and not isinstance(event, RunStarted) and self.core.started:
             self.core.advance(event.t)
             for observer in self._interval_observers:
                 observer.fire_before(event.t)

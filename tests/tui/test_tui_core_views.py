@@ -31,8 +31,6 @@ def core_at(path: object, until_s: float) -> RackCore:
     for event in RecordingReader(path).events():  # type: ignore[arg-type]
         if event.t > until_s:
             break
-        if core.started:
-            core.advance(event.t)
         core.ingest(event)
     return core
 

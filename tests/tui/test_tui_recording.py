@@ -23,8 +23,6 @@ def replayed(path: Path) -> tuple[RackCore, list[str]]:
     reader = RecordingReader(path)
     core = RackCore()
     for event in reader.events():
-        if core.started:
-            core.advance(event.t)
         core.ingest(event)
     return core, reader.warnings
 

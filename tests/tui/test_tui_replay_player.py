@@ -25,8 +25,6 @@ def straight_core(path: Path, until_s: float) -> RackCore:
     for event in RecordingReader(path).events():
         if event.t > until_s:
             break
-        if core.started:
-            core.advance(event.t)
         core.ingest(event)
     return core
 

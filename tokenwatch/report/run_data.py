@@ -85,8 +85,6 @@ def ingest_recording(path: Path) -> tuple[RackCore, RecordingReader]:
         raise RunLoadError(str(exc)) from None
     core = RackCore()
     for event in reader.events():
-        if core.started:
-            core.advance(event.t)
         core.ingest(event)
     if not core.started:
         raise RunLoadError(f"{path}: the recording holds no run start")
