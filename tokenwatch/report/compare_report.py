@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from tokenwatch.core.comparison import ComparedFigure, compare_runs
+from tokenwatch.core.run_history import RunHistory
+from tokenwatch.events import FloatArray
 from tokenwatch.formatting import group
 from tokenwatch.report.charts import BarGroup, Frame, Line, RefLine, bar_chart, line_chart
 from tokenwatch.report.page import cards, figure, note, page, section, table, warning_box
@@ -86,33 +89,18 @@ def ratio_chart(figures: tuple[ComparedFigure, ...]) -> str:
     )
 
 
-def throughput_overlay(a: RunData, b: RunData, la: str, lb: str) -> str | None:
-    lines = []
-    for run, label, css in ((a, la, "s0"), (b, lb, "s1")):
-        if run.history is not None and run.history.points >= 2:
-            lines.append(Line(label, run.history.times / 60.0, run.history.rack_tokens_per_s, css, 2.0))
-    if not lines:
-        return None
-    return line_chart(
-        "Rack aggregate tokens/s, both runs",
-        Frame("run time (min)", "tokens/s", x_fmt=lambda v: f"{v:g}"),
-        lines,
-    )
-
-
-def power_overlay(a: RunData, b: RunData, la: str, lb: str) -> str | None:
+def run_overlay(
+    a: RunData, b: RunData, la: str, lb: str, series: Callable[[RunHistory], FloatArray], title: str, y: str
+) -> str | None:
+    """Both runs' ``series`` against run time, or None when neither run has one to draw."""
     lines = []
     for run, label, css in ((a, la, "s0"), (b, lb, "s1")):
         h = run.history
-        if h is not None and h.points >= 2 and np.isfinite(h.rack_power_w).any():
-            lines.append(Line(label, h.times / 60.0, h.rack_power_w / 1000.0, css, 2.0))
+        if h is not None and h.points >= 2 and np.isfinite(series(h)).any():
+            lines.append(Line(label, h.times / 60.0, series(h), css, 2.0))
     if not lines:
         return None
-    return line_chart(
-        "Rack GPU power, both runs",
-        Frame("run time (min)", "rack GPU power (kW)", x_fmt=lambda v: f"{v:g}"),
-        lines,
-    )
+    return line_chart(title, Frame("run time (min)", y, x_fmt=lambda v: f"{v:g}"), lines)
 
 
 def node_bars(a: RunData, b: RunData, la: str, lb: str) -> str:
@@ -167,11 +155,15 @@ def render_comparison(a: RunData, b: RunData) -> str:
         ]
     )
     charts = [figure("compare-ratios", "Ratios B / A (green: B better, red: B worse)", ratio_chart(figures))]
-    overlay = throughput_overlay(a, b, la, lb)
+    overlay = run_overlay(
+        a, b, la, lb, lambda h: h.rack_tokens_per_s, "Rack aggregate tokens/s, both runs", "tokens/s"
+    )
     if overlay:
         charts.append(figure("compare-throughput", "Rack aggregate tokens/s over time", overlay))
     charts.append(figure("compare-nodes", "Per-node tokens/s (node spread)", node_bars(a, b, la, lb)))
-    power = power_overlay(a, b, la, lb)
+    power = run_overlay(
+        a, b, la, lb, lambda h: h.rack_power_w / 1000.0, "Rack GPU power, both runs", "rack GPU power (kW)"
+    )
     if power:
         charts.append(figure("compare-power", "Rack GPU power over time", power))
     latency = latency_bars(a, b, la, lb)
