@@ -12,8 +12,8 @@ import pytest
 
 from tests.tui.apps import NODE_FAILURE, SERVER
 from tokenwatch.core import RackCore
+from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.node_history import node_history
-from tokenwatch.core.rack import GPU_SERIES_METRICS
 from tokenwatch.core.snapshot import GpuTable, RackSnapshot
 from tokenwatch.core.views import (
     HEAT_METRICS,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.events import FloatArray
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ class NodeHistory:
 
 def node_history(core: RackCore, node: str, last: int | None = None) -> NodeHistory:
     """Raises KeyError for a node the run does not have."""
-    from tokenwatch.core.rack import GPU_SERIES_METRICS
-
     i = core.index[node]
     times, gpu = core.recent_gpu.column(i, last)  # (points, gpus, metrics): this node's columns only
     series = {m: gpu[:, :, k].T.copy() for k, m in enumerate(GPU_SERIES_METRICS)}

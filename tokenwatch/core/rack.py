@@ -8,26 +8,27 @@ exactly (``snapshot()`` itself never mutates anything).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tokenwatch.core.alert_rules import AlertRules
 from tokenwatch.core.alerts import AlertLog
+from tokenwatch.core.batch_layout import BatchLayout
+from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.snapshot import RunInfo
 from tokenwatch.events import (
     GPU_METRICS,
     LATENCY_METRICS,
+    NODE_STATES,
     Event,
     GpuBatch,
     GpuSample,
     Heartbeat,
     LatencyBatch,
     LogLine,
-    NodeState,
     NodeStatus,
     Notice,
     Progress,
@@ -39,47 +40,10 @@ from tokenwatch.events import (
 if TYPE_CHECKING:
     from tokenwatch.core.snapshot import RackSnapshot
 
-# GPU metrics kept as time series (limits and totals are constants, not worth a series).
-GPU_SERIES_METRICS: tuple[str, ...] = (
-    "power_w",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "hbm_used_mib",
-    "hbm_busy_pct",
-    "util_pct",
-    "temp_c",
-)
 _SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
 _POWER = GPU_METRICS.index("power_w")
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
-_STATE_CODE: dict[NodeState, int] = {"up": 0, "stale": 1, "down": 2, "finished": 3}
-STATE_NAMES: tuple[NodeState, ...] = ("up", "stale", "down", "finished")
 _MAX_FILL_TICKS = 100_000  # a time jump larger than this is not back-filled tick by tick
-
-
-@dataclass(frozen=True, slots=True)
-class CoreConfig:
-    """Tunables. Times in seconds; ``*_pct`` in percent."""
-
-    tick_s: float = 1.0
-    window_s: float = 10.0
-    recent_points: int = 600
-    history_points: int = 1024
-    sparkline_points: int = 60
-    straggler_pct: float = 5.0
-    straggler_hold_s: float = 15.0
-    straggler_window_s: float = 60.0  # sustained slowness, not one noisy 10-s window
-    stale_after_s: float = 5.0
-    ttft_sla_s: float = 2.0
-    tpot_sla_s: float = 0.2
-    throttle_clock_drop_pct: float = 10.0
-    throttle_hold_s: float = 3.0
-    alert_log_size: int = 500
-    log_lines_per_node: int = 200
-    gpu_series_floats: int = 8_000_000  # memory budget for per-GPU series (recent + history)
-    # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
-    # live-view work (series, alerts) off and reads a recording several times faster.
-    live_view: bool = True
 
 
 class RackCore:
@@ -151,9 +115,7 @@ class RackCore:
             gpu_hist - gpu_hist % 2, (n, g, len(GPU_SERIES_METRICS)), cfg.tick_s, "mean"
         )
         self.rules = AlertRules(self, n, g)
-        self._whole_rack_key: tuple[object, object, bool] = (None, None, False)
-        self._whole_nodes_key: tuple[object, bool] = (None, False)
-        self._one_node_cache: dict[int, tuple[np.ndarray, np.ndarray, int | None]] = {}
+        self._layout = BatchLayout(n, g)
 
     @property
     def started(self) -> bool:
@@ -224,43 +186,9 @@ class RackCore:
         self.sm_clock_max[i, ev.gpu] = np.fmax(self.sm_clock_max[i, ev.gpu], ev.sm_clock_mhz)
         self._seen(i, ev.t)
 
-    def _is_whole_rack(self, ni: np.ndarray, gi: np.ndarray) -> bool:
-        """True for a batch with one row per GPU in node-major order (the simulator's and replay's
-        common case), which takes a reshape instead of fancy indexing. Cached by array identity:
-        decoders and the simulator reuse the same index arrays tick after tick."""
-        if ni is self._whole_rack_key[0] and gi is self._whole_rack_key[1]:
-            return self._whole_rack_key[2]
-        n, g = self.gpu_values.shape[:2]
-        whole = (
-            len(ni) == n * g
-            and np.array_equal(ni, np.repeat(np.arange(n), g))
-            and np.array_equal(gi, np.tile(np.arange(g), n))
-        )
-        self._whole_rack_key = (ni, gi, whole)
-        return whole
-
-    def _one_node_rows(self, ni: np.ndarray, gi: np.ndarray) -> int | None:
-        """The node of a batch that is one node's GPUs 0..k-1 in order (a live node's read), else None.
-        Cached by array identity (live sources reuse each node's index arrays), one entry per node."""
-        cached = self._one_node_cache.get(id(ni))
-        if cached is not None and cached[0] is ni and cached[1] is gi:
-            return cached[2]
-        k = len(ni)
-        node = int(ni[0]) if k else -1
-        ok = (
-            0 < k <= self.gpu_values.shape[1]
-            and 0 <= node < len(self.index)
-            and bool((ni == node).all())
-            and np.array_equal(gi, np.arange(k))
-        )
-        if len(self._one_node_cache) > 4 * len(self.index) + 64:  # bounded: arrays that were not reused
-            self._one_node_cache.clear()
-        self._one_node_cache[id(ni)] = (ni, gi, node if ok else None)  # keeps ni alive: ids stay unique
-        return node if ok else None
-
     def _gpu_batch(self, ev: GpuBatch) -> None:
         ni, gi = ev.node_index, ev.gpu
-        node = self._one_node_rows(ni, gi)
+        node = self._layout.one_node(ni, gi)
         if node is not None:  # one node's GPUs in order: row slices, no gathers
             k = len(gi)
             self.gpu_values[node, :k] = ev.values
@@ -269,7 +197,7 @@ class RackCore:
             if not self.last_seen[node] >= ev.t:  # NaN (never seen) included
                 self.last_seen[node] = ev.t
             return
-        if self._is_whole_rack(ni, gi):
+        if self._layout.whole_rack(ni, gi):
             shape = self.gpu_values.shape
             self.gpu_values[:] = ev.values.reshape(shape)
             self.gpu_throttle[:] = ev.throttle_reasons.reshape(shape[:2])
@@ -337,7 +265,7 @@ class RackCore:
 
     def _progress_batch(self, ev: ProgressBatch) -> None:
         ni = ev.node_index
-        whole = self._is_whole_rack_nodes(ni)
+        whole = self._layout.whole_nodes(ni)
         if not whole:
             ok = (ni >= 0) & (ni < len(self.index))
             if not ok.all():
@@ -352,14 +280,6 @@ class RackCore:
         raw[2] = ev.prompt_tokens_done[ok] if ev.prompt_tokens_done is not None else self._raw[2, index]
         self._apply_counters(index, ev.t, raw)
 
-    def _is_whole_rack_nodes(self, ni: np.ndarray) -> bool:
-        """One row per node in order; cached by array identity like :meth:`_is_whole_rack`."""
-        if ni is self._whole_nodes_key[0]:
-            return self._whole_nodes_key[1]
-        whole = len(ni) == len(self.tokens) and np.array_equal(ni, np.arange(len(ni)))
-        self._whole_nodes_key = (ni, whole)
-        return whole
-
     def _latency(self, ev: LatencyBatch) -> None:
         i = self._node(ev.node)
         if i is None or ev.metric not in self.latency:
@@ -373,10 +293,10 @@ class RackCore:
 
     def _status(self, ev: NodeStatus) -> None:
         i = self._node(ev.node)
-        if i is None or ev.state not in _STATE_CODE:
+        if i is None or ev.state not in STATE_CODE:
             return
-        before = STATE_NAMES[self.explicit_state[i]]
-        self.explicit_state[i] = _STATE_CODE[ev.state]
+        before = NODE_STATES[self.explicit_state[i]]
+        self.explicit_state[i] = STATE_CODE[ev.state]
         self.state_reason[i] = ev.reason
         name = ev.node
         self.alerts.condition(
@@ -439,7 +359,7 @@ class RackCore:
         limit = self.config.stale_after_s
         # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
         silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > limit))
-        state[(state == 0) & silent] = _STATE_CODE["stale"]
+        state[(state == 0) & silent] = STATE_CODE["stale"]
         return state
 
     def window_rates(self, t: float, window_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from tokenwatch.core.snapshot import (
     RunInfo,
     Timeline,
 )
-from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, LatencyMetric
+from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 
 if TYPE_CHECKING:
     from tokenwatch.core.rack import RackCore
@@ -73,12 +73,10 @@ def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
     run = core.run
     if run is None:
         return empty_snapshot(now)
-    from tokenwatch.core.rack import STATE_NAMES
-
     cfg = core.config
     n = len(run.nodes)
     state_codes = core.effective_state(now)
-    states = tuple(STATE_NAMES[c] for c in state_codes)
+    states = tuple(NODE_STATES[c] for c in state_codes)
     up = state_codes == 0
     rates, sample_rates = core.window_rates(now)
     rates = np.where(state_codes == 2, 0.0, rates)  # a down node contributes nothing now

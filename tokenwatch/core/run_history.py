@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.events import FloatArray
 
 if TYPE_CHECKING:
@@ -83,8 +84,6 @@ def _quiet(fn: object, *args: object, **kwargs: object) -> FloatArray:
 
 def run_history(core: RackCore) -> RunHistory:
     """The whole-run series of everything ingested so far. Raises ValueError before the run start."""
-    from tokenwatch.core.rack import GPU_SERIES_METRICS
-
     run = core.run
     if run is None:
         raise ValueError("no run in the stream: the recording holds no run start")

@@ -14,15 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core.rack import STATE_NAMES, RackCore
+from tokenwatch.core.rack import RackCore
 from tokenwatch.durations import format_clock
 from tokenwatch.events import LATENCY_METRICS
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
-_DOWN = STATE_NAMES.index("down")
-_STALE = STATE_NAMES.index("stale")
+_DOWN = STATE_CODE["down"]
+_STALE = STATE_CODE["stale"]
 
 
 @dataclass(frozen=True, slots=True)

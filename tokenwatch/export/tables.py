@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from tokenwatch.core.rack import STATE_NAMES
 from tokenwatch.core.summary import spread_json
+from tokenwatch.events import NODE_STATES
 from tokenwatch.report.run_data import RunData
 
 Table = dict[str, list[Any] | np.ndarray]
@@ -78,7 +78,7 @@ def node_series_table(run: RunData) -> Table | None:
         "tokens_per_s": h.node_tokens_per_s.reshape(-1),
         "tokens_done": h.node_tokens_done.reshape(-1).astype(np.int64),
         "power_w": h.node_power_w.reshape(-1),
-        "state": [STATE_NAMES[c] for c in h.node_state.reshape(-1).tolist()],
+        "state": [NODE_STATES[c] for c in h.node_state.reshape(-1).tolist()],
     }
 
 

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokenwatch.core.latency_buckets import NodeLatencyBuckets, node_latency_buckets
-from tokenwatch.events import GPU_METRICS, FloatArray, LatencyMetric
+from tokenwatch.events import GPU_METRICS, NODE_STATES, FloatArray, LatencyMetric
 
 if TYPE_CHECKING:
     from tokenwatch.core.rack import RackCore
     from tokenwatch.core.snapshot import RackSnapshot
 
 PREFIX = "tokenwatch"
-NODE_STATES = ("up", "stale", "down", "finished")
 
 # (metric name, help, GPU_METRICS column, scale to base units)
 GPU_FAMILIES: tuple[tuple[str, str, str, float], ...] = (

@@ -1,0 +1,45 @@
+"""What the core keeps and how it judges: its tunables and the names its arrays are indexed by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenwatch.events import NODE_STATES, NodeState
+
+# GPU metrics kept as time series (limits and totals are constants, not worth a series).
+GPU_SERIES_METRICS: tuple[str, ...] = (
+    "power_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "hbm_used_mib",
+    "hbm_busy_pct",
+    "util_pct",
+    "temp_c",
+)
+# The core keeps node states as int8 codes: the index into NODE_STATES (0 up, 1 stale, 2 down, 3 finished).
+STATE_CODE: dict[NodeState, int] = {state: code for code, state in enumerate(NODE_STATES)}
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    """Tunables. Times in seconds; ``*_pct`` in percent."""
+
+    tick_s: float = 1.0
+    window_s: float = 10.0
+    recent_points: int = 600
+    history_points: int = 1024
+    sparkline_points: int = 60
+    straggler_pct: float = 5.0
+    straggler_hold_s: float = 15.0
+    straggler_window_s: float = 60.0  # sustained slowness, not one noisy 10-s window
+    stale_after_s: float = 5.0
+    ttft_sla_s: float = 2.0
+    tpot_sla_s: float = 0.2
+    throttle_clock_drop_pct: float = 10.0
+    throttle_hold_s: float = 3.0
+    alert_log_size: int = 500
+    log_lines_per_node: int = 200
+    gpu_series_floats: int = 8_000_000  # memory budget for per-GPU series (recent + history)
+    # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
+    # live-view work (series, alerts) off and reads a recording several times faster.
+    live_view: bool = True
