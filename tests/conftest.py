@@ -4,6 +4,7 @@ exercise this tree's code whatever else is installed."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,26 +19,51 @@ SAMPLE_RUNS = REPO_ROOT / "sample_runs"
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def cli_env() -> dict[str, str]:
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment for ``python -m tokenwatch`` from this checkout, plus ``extra``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("TOKENWATCH_DEBUG", None)
+    env.update(extra)
     return env
+
+
+def run_tokenwatch(
+    *args: str, timeout: float = 120, input: str | None = None, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tokenwatch ARGS`` to completion (text), never raising on its exit status."""
+    return subprocess.run(
+        [sys.executable, "-m", "tokenwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        env=cli_env(**env),
+        cwd=cwd or REPO_ROOT,
+    )
+
+
+def start_tokenwatch(*args: str, **env: str) -> subprocess.Popen[str]:
+    """``python -m tokenwatch ARGS`` running in the background, stdout and stderr piped (text)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tokenwatch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(**env),
+        cwd=REPO_ROOT,
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (at the moment of asking)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def run_cli() -> RunCli:
     """``run_cli("sim", "--headless", ...)`` -> CompletedProcess (text), never raising on exit status."""
-
-    def run(*args: str, timeout: float = 120, input: str | None = None, cwd: Path | None = None):
-        return subprocess.run(
-            [sys.executable, "-m", "tokenwatch", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            input=input,
-            env=cli_env(),
-            cwd=cwd or REPO_ROOT,
-        )
-
-    return run
+    return run_tokenwatch

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -136,30 +133,6 @@ def live_run(
     options = LiveOptions(stop_after_s=stop_after_s, backoff_base_s=0.2, backoff_cap_s=backoff_cap_s)
     collector = build_collector(config, accept_new_host_keys=accept_new_host_keys, options=options)
     return LiveRun(config, collector)
-
-
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def tokenwatch_env(**extra: str) -> dict[str, str]:
-    """The environment for ``python -m tokenwatch`` from this checkout, plus ``extra``."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("TOKENWATCH_DEBUG", None)
-    env.update(extra)
-    return env
-
-
-def run_tokenwatch(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tokenwatch", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=tokenwatch_env(**env),
-        cwd=REPO_ROOT,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @dataclass(frozen=True, slots=True)

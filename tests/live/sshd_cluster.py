@@ -20,6 +20,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.conftest import free_port
+
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
 SSH_KEYGEN = shutil.which("ssh-keygen")
 FAKE_NVIDIA_SMI = Path(__file__).resolve().parent / "fake_nvidia_smi.sh"
@@ -34,12 +36,6 @@ def missing_binaries() -> str | None:
     if shutil.which("bash") is None:
         return "bash is not installed (the fake nvidia-smi needs it)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def keygen(path: Path) -> str:

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 from live_support import (
-    REPO_ROOT,
     LiveRun,
     MetricsServer,
     expected_node_power_w,
     expected_vllm_tokens,
     gpu_rows,
-    tokenwatch_env,
 )
 from sshd_cluster import FAKE_NVIDIA_SMI
 
+from tests.conftest import REPO_ROOT, start_tokenwatch
 from tokenwatch.cli.watch_cmd import build_collector
 from tokenwatch.events import LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.live.config import load_watch_config
@@ -48,25 +47,7 @@ def test_watch_tails_the_trace_while_loadgen_writes_it_and_ends_when_it_finishes
         f"progress:\n  - {{kind: loadgen-trace, path: '{outdir}/mlperf_log_trace.json'}}\n"
     )
     rec = tmp_path / "rec.jsonl"
-    watch = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tokenwatch",
-            "watch",
-            str(cfg),
-            "--headless",
-            "--interval",
-            "1s",
-            "--record",
-            str(rec),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=tokenwatch_env(),
-        cwd=REPO_ROOT,
-    )
+    watch = start_tokenwatch("watch", str(cfg), "--headless", "--interval", "1s", "--record", str(rec))
     try:
         time.sleep(1.0)
         sut = subprocess.run(

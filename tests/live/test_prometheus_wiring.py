@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
+from tests.conftest import free_port
 from tokenwatch.cli.watch_cmd import build_collector
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
@@ -22,12 +22,6 @@ from tokenwatch.live.supervisor import LiveOptions
 PROMETHEUS = shutil.which("prometheus")
 DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # real 4 x V100 lines, Hostname="r6i3n0"
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

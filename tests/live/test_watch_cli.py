@@ -5,23 +5,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 from live_support import (
-    REPO_ROOT,
     expected_node_power_w,
     gpu_rows,
     needs_sshd,
-    run_tokenwatch,
-    tokenwatch_env,
     write_config,
 )
 from sshd_cluster import LoopbackCluster
 
+from tests.conftest import run_tokenwatch, start_tokenwatch
 from tokenwatch.events import NodeStatus, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
@@ -130,25 +127,7 @@ def test_watch_headless_records_and_stops_after(healthy: LoopbackCluster, tmp_pa
 def test_ctrl_c_closes_output_and_recording_cleanly(healthy: LoopbackCluster, tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "w.yaml", healthy)
     rec = tmp_path / "run.jsonl"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tokenwatch",
-            "watch",
-            str(cfg),
-            "--headless",
-            "--interval",
-            "1s",
-            "--record",
-            str(rec),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=tokenwatch_env(),
-        cwd=REPO_ROOT,
-    )
+    proc = start_tokenwatch("watch", str(cfg), "--headless", "--interval", "1s", "--record", str(rec))
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (not rec.exists() or b'"gpu"' not in rec.read_bytes()):

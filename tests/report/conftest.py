@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, SAMPLE_RUNS, cli_env
+from tests.conftest import REPO_ROOT, SAMPLE_RUNS, cli_env, free_port
 from tokenwatch.core import RackCore
 from tokenwatch.exporter import MetricsServer
 from tokenwatch.report.run_data import RunData, ingest_recording, load_run
@@ -32,12 +31,6 @@ STATIC_FILES = {
     "/dcgm-v100": DATA / "dcgm_v100x4_excerpt.prom",
     "/vllm": DATA / "vllm_bloom560m_excerpt.prom",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

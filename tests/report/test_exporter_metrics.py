@@ -20,8 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from tests.conftest import REPO_ROOT, cli_env
-from tests.report.conftest import free_port
+from tests.conftest import REPO_ROOT, cli_env, free_port
 from tokenwatch.core import RackCore
 from tokenwatch.core.histogram import cumulative_at
 from tokenwatch.events import GPU_METRICS

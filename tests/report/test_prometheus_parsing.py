@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.report.conftest import free_port
+from tests.conftest import free_port
 from tokenwatch.clock import ManualClock
 from tokenwatch.collectors.prometheus_api import PromApiError, parse_response
 from tokenwatch.collectors.prometheus_presets import PresetError

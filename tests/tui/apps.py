@@ -12,7 +12,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.recording import RecordingWriter
+from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.replay_player import ReplayPlayer
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
@@ -28,6 +28,16 @@ NODE_FAILURE = SAMPLE_RUNS / "gb300-nvl72-node-failure.jsonl.zst"
 SNAPSHOT_TIME_S = 41 * 60 + 7  # 41:07, as in the issue
 
 ReplayAppFactory = Callable[..., TokenwatchApp]
+
+
+def core_until(path: Path, until_s: float) -> RackCore:
+    """The reference core: every event of the recording with t <= until_s ingested in order."""
+    core = RackCore()
+    for event in RecordingReader(path).events():
+        if event.t > until_s:
+            break
+        core.ingest(event)
+    return core
 
 
 def replay_app(

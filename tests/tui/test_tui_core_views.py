@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.tui.apps import NODE_FAILURE, SERVER
+from tests.tui.apps import NODE_FAILURE, SERVER, core_until
 from tokenwatch.core import RackCore
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.node_history import node_history
@@ -23,26 +23,16 @@ from tokenwatch.core.views import (
     spread_vs_median_pct,
 )
 from tokenwatch.events import GPU_METRICS
-from tokenwatch.recording import RecordingReader
-
-
-def core_at(path: object, until_s: float) -> RackCore:
-    core = RackCore()
-    for event in RecordingReader(path).events():  # type: ignore[arg-type]
-        if event.t > until_s:
-            break
-        core.ingest(event)
-    return core
 
 
 @pytest.fixture(scope="module")
 def failure_core() -> RackCore:
-    return core_at(NODE_FAILURE, 2100)
+    return core_until(NODE_FAILURE, 2100)
 
 
 @pytest.fixture(scope="module")
 def server_snapshot() -> RackSnapshot:
-    return core_at(SERVER, 400).snapshot()
+    return core_until(SERVER, 400).snapshot()
 
 
 @pytest.mark.parametrize("metric", HEAT_METRICS)

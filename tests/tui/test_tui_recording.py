@@ -15,16 +15,8 @@ from pathlib import Path
 
 from tests.conftest import RunCli, cli_env
 from tests.tui.apps import REPO_ROOT, sim_app
-from tokenwatch.core import RackCore
 from tokenwatch.recording import RecordingReader, RecordingWriter
-
-
-def replayed(path: Path) -> tuple[RackCore, list[str]]:
-    reader = RecordingReader(path)
-    core = RackCore()
-    for event in reader.events():
-        core.ingest(event)
-    return core, reader.warnings
+from tokenwatch.report.run_data import ingest_recording
 
 
 async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:
@@ -41,7 +33,8 @@ async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:
         await pilot.press("q")
         await pilot.pause()
     assert recorder.closed
-    core, warnings = replayed(path)
+    core, reader = ingest_recording(path)
+    warnings = reader.warnings
     assert warnings == []  # a complete zstd stream, every line whole
     live = app.session.core
     assert core.now == live.now
@@ -96,7 +89,8 @@ def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli
         if proc.poll() is None:
             proc.kill()
         os.close(master)
-    core, warnings = replayed(path)
+    core, reader = ingest_recording(path)
+    warnings = reader.warnings
     assert warnings == []
     assert core.started
     assert core.now > 0

@@ -10,23 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER
+from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, core_until
 from tokenwatch.clock import ManualClock
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.events import Notice, RunEnded
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.replay_player import SPEEDS, ReplayPlayer
 from tokenwatch.session import Session
-
-
-def straight_core(path: Path, until_s: float) -> RackCore:
-    """The reference: every event with t <= until_s ingested in order, as the session does."""
-    core = RackCore()
-    for event in RecordingReader(path).events():
-        if event.t > until_s:
-            break
-        core.ingest(event)
-    return core
 
 
 def assert_same(a: RackSnapshot, b: RackSnapshot) -> None:
@@ -70,7 +60,7 @@ async def test_start_time_matches_a_straight_replay() -> None:
     player, session, task = await started(OFFLINE, speed=0, start_s=600, paused=True)
     await until_settled(player)
     assert player.position_s == 600
-    assert_same(session.core.snapshot(), straight_core(OFFLINE, 600).snapshot())
+    assert_same(session.core.snapshot(), core_until(OFFLINE, 600).snapshot())
     session.stop()
     await task
 
@@ -82,7 +72,7 @@ async def test_seeks_back_and_forth_rebuild_the_same_core(targets: tuple[float, 
     for target in targets[1:]:
         player.seek(target)
         await until_settled(player)
-        assert_same(session.core.snapshot(), straight_core(NODE_FAILURE, target).snapshot())
+        assert_same(session.core.snapshot(), core_until(NODE_FAILURE, target).snapshot())
         assert player.position_s == session.core.now
     session.stop()
     await task
@@ -97,7 +87,7 @@ async def test_keyframes_are_taken_on_the_first_pass_and_used_going_back() -> No
     player.seek(650)
     await until_settled(player)
     assert session.core is not core_before  # rebuilt from a keyframe and swapped in
-    assert_same(session.core.snapshot(), straight_core(OFFLINE, 650).snapshot())
+    assert_same(session.core.snapshot(), core_until(OFFLINE, 650).snapshot())
     session.stop()
     await task
 
@@ -110,7 +100,7 @@ async def test_keyframe_budget_thins_keyframes() -> None:
     assert player.keyframe_count <= 4  # the budget allows the floor of 4
     player.seek(100)
     await until_settled(player)
-    assert_same(session.core.snapshot(), straight_core(OFFLINE, 100).snapshot())
+    assert_same(session.core.snapshot(), core_until(OFFLINE, 100).snapshot())
     session.stop()
     await task
 
@@ -128,7 +118,7 @@ async def test_the_end_keeps_the_session_open_and_seeks_back() -> None:
     player.seek(120)
     await until_settled(player)
     assert not session.core.ended
-    assert_same(session.core.snapshot(), straight_core(SERVER, 120).snapshot())
+    assert_same(session.core.snapshot(), core_until(SERVER, 120).snapshot())
     session.stop()
     await task
 
