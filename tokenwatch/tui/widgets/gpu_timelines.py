@@ -13,7 +13,7 @@ from textual.widget import Widget
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.formatting import DASH, format_clock
 from tokenwatch.tui.charts import finite_range, sparkline
-from tokenwatch.tui.palette import palette
+from tokenwatch.tui.palette import Palette, palette
 
 # metric -> (title, unit, divisor, decimals)
 SERIES: tuple[tuple[str, str, str, float, int], ...] = (
@@ -29,6 +29,15 @@ _VALUE = 10
 
 def _fmt(value: float, divisor: float, decimals: int) -> str:
     return f"{value / divisor:,.{decimals}f}" if math.isfinite(value) else DASH
+
+
+def _sparkline_row(
+    text: Text, pal: Palette, label: str, values: np.ndarray, lo: float, hi: float, width: int, now: str
+) -> None:
+    """One line: the label, the series as a sparkline on the scale lo..hi, its newest value."""
+    text.append(f"{label:<{_LABEL}}", style=pal.muted)
+    text.append(sparkline(values, lo, hi, width), style=pal.bar)
+    text.append(f"{now:>{_VALUE}}\n", style="bold")
 
 
 class GpuTimelines(Widget):
@@ -73,16 +82,10 @@ class GpuTimelines(Widget):
         text.append(f"Throughput share of the rack ({window})\n", style=pal.header)
         share = history.share_pct
         now_share = f"{share[-1]:.2f} %" if len(share) and math.isfinite(share[-1]) else DASH
-        lo, hi = finite_range(share)
-        text.append(f"{'share':<{_LABEL}}", style=pal.muted)
-        text.append(sparkline(share, lo, hi, width), style=pal.bar)
-        text.append(f"{now_share:>{_VALUE}}\n", style="bold")
+        _sparkline_row(text, pal, "share", share, *finite_range(share), width, now_share)
         rate = history.tokens_per_s
         now_rate = f"{rate[-1]:,.0f}" if len(rate) and math.isfinite(rate[-1]) else DASH
-        lo, hi = finite_range(rate)
-        text.append(f"{'tok/s':<{_LABEL}}", style=pal.muted)
-        text.append(sparkline(rate, lo, hi, width), style=pal.bar)
-        text.append(f"{now_rate:>{_VALUE}}\n", style="bold")
+        _sparkline_row(text, pal, "tok/s", rate, *finite_range(rate), width, now_rate)
         for key, title, unit, divisor, decimals in SERIES:
             series = history.gpu_series.get(key)
             if series is None:
@@ -95,7 +98,5 @@ class GpuTimelines(Widget):
                 row = series[g]
                 last = row[np.isfinite(row)]
                 now = _fmt(float(last[-1]), divisor, decimals) if last.size else DASH
-                text.append(f"{'GPU' + str(g):<{_LABEL}}", style=pal.muted)
-                text.append(sparkline(row, lo, hi, width), style=pal.bar)
-                text.append(f"{now:>{_VALUE}}\n", style="bold")
+                _sparkline_row(text, pal, f"GPU{g}", row, lo, hi, width, now)
         return text
