@@ -145,12 +145,8 @@ def _load_result_folders(folder: Path, tdp_w: float | None, gpus_per_node: int |
     leaves = result_leaf_dirs(folder)
     if not leaves:
         raise RunLoadError(f"{folder}: no {SUMMARY_FILE} in this folder or below: not MLPerf results")
-    try:
-        from tokenwatch.sources.loadgen_results import summarize_result_dirs
-    except ImportError:
-        raise RunLoadError(
-            f"{folder}: reading MLPerf result folders needs tokenwatch.sources (not in this build)"
-        ) from None
+    from tokenwatch.sources.loadgen_results import summarize_result_dirs
+
     summary, warnings = summarize_result_dirs(leaves, gpus_per_node=gpus_per_node)
     digest = hashlib.sha256()
     size = 0
