@@ -10,7 +10,7 @@ import datetime as dt
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tokenwatch.cli.parser import UsageError
 from tokenwatch.core import CoreConfig, RackCore, summarize_core
@@ -18,6 +18,9 @@ from tokenwatch.output.headless import HeadlessLogger
 from tokenwatch.output.summary_table import render_summary
 from tokenwatch.recording import RecordingWriter
 from tokenwatch.session import Collector, Session
+
+if TYPE_CHECKING:
+    from tokenwatch.exporter.server import MetricsServer
 
 
 @contextlib.contextmanager
@@ -110,7 +113,7 @@ def run_session(
     return 0
 
 
-def start_exporter(args: argparse.Namespace, core: RackCore | Callable[[], RackCore]) -> Any:
+def start_exporter(args: argparse.Namespace, core: RackCore | Callable[[], RackCore]) -> MetricsServer | None:
     port = getattr(args, "prometheus_port", None)
     if port is None:
         return None
@@ -119,9 +122,9 @@ def start_exporter(args: argparse.Namespace, core: RackCore | Callable[[], RackC
     return serve_metrics(core, port)
 
 
-async def _run_until_signal(session: Session, exporter: Any = None) -> None:
+async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> None:
     loop = asyncio.get_running_loop()
-    if exporter is not None and hasattr(exporter, "attach_loop"):
+    if exporter is not None:
         exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -28,6 +28,9 @@ from tokenwatch.tui.screens.help_screen import HelpScreen
 from tokenwatch.tui.screens.node_screen import NodeScreen
 from tokenwatch.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
 from tokenwatch.tui.widgets.replay_bar import ReplayState, speed_label
+
+if TYPE_CHECKING:
+    from tokenwatch.exporter.server import MetricsServer
 
 REFRESH_HZ = 4.0
 _QUIT_TIMEOUT_S = 10.0
@@ -54,7 +57,7 @@ class TokenwatchApp(App[None]):
         speed: float | None = None,
         theme_dirs: list[Path] | None = None,
         refresh_hz: float = REFRESH_HZ,
-        exporter: Any = None,
+        exporter: MetricsServer | None = None,
     ) -> None:
         """``exporter``: a /metrics server (``--prometheus-port``) that reads the core on this app's loop."""
         super().__init__()

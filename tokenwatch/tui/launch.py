@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenwatch.replay_player import ReplayPlayer
 from tokenwatch.session import Session
+
+if TYPE_CHECKING:
+    from tokenwatch.exporter.server import MetricsServer
 
 
 def run_dashboard(
@@ -15,7 +18,7 @@ def run_dashboard(
     *,
     mode: str = "sim",
     replay_control: Any = None,
-    exporter: Any = None,
+    exporter: MetricsServer | None = None,
 ) -> None:
     """Run the dashboard until the engineer quits; the session runs inside it.
 
