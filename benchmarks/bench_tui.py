@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
+from tokenwatch.collectors.replay import ReplayPlayer  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
-from tokenwatch.replay_player import ReplayPlayer  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
 from tokenwatch.sim.profile import load_profile  # noqa: E402
 from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402

@@ -16,9 +16,9 @@ Node references: single events name their node (``node="node07"``); batch events
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -206,3 +206,18 @@ Event: TypeAlias = (
     | Heartbeat
     | RunEnded
 )
+
+Emit: TypeAlias = Callable[[Event], Awaitable[None]]
+"""How a collector hands an event to the stream (awaits when the bounded queue is full)."""
+
+
+class Collector(Protocol):
+    """A source of events. ``run`` returns when the source is exhausted; cancel it to stop early.
+
+    A collector never raises for bad input or a lost source: it emits a ``Notice`` or a ``NodeStatus``
+    and goes on (or returns), so one failing source never cancels its siblings.
+    """
+
+    name: str
+
+    async def run(self, emit: Emit) -> None: ...

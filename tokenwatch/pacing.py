@@ -33,21 +33,29 @@ class Pacer:
         self.speed = max(0.0, speed)
         self.rebase(t)
 
+    def delay_until(self, t: float) -> float:
+        """Seconds of wall time until run time ``t`` is due (0 when unpaced; the first call anchors)."""
+        if self.speed == 0:
+            return 0.0
+        if self._anchor_wall is None:
+            self.rebase(t)
+            return 0.0
+        return self._anchor_wall + (t - self._anchor_t) / self.speed - self.clock.time()
+
+    async def yield_sometimes(self) -> None:
+        """Unpaced producers call this per event: every so often the loop gets a turn."""
+        self._unpaced += 1
+        if self._unpaced % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+
     async def wait_until(self, t: float) -> None:
         """Return when run time ``t`` is due."""
         while self.paused:
             await self.clock.sleep(0.05)
             self.rebase(t)
         if self.speed == 0:
-            self._unpaced += 1
-            if self._unpaced % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+            await self.yield_sometimes()
             return
-        if self._anchor_wall is None:
-            self.rebase(t)
-            return
-        assert self._anchor_wall is not None
-        due = self._anchor_wall + (t - self._anchor_t) / self.speed
-        delay = due - self.clock.time()
+        delay = self.delay_until(t)
         if delay > 0:
             await self.clock.sleep(delay)

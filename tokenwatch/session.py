@@ -2,45 +2,20 @@
 
 Every front end runs through this: the TUI, the headless logger and the Prometheus exporter only
 read the core it feeds. Collectors run side by side on one event loop; one that fails becomes a
-``Notice`` in the stream and never cancels its siblings.
+``Notice`` in the stream and never cancels its siblings. Interval observers (headless lines, JSONL
+snapshots) are the core's own tick callbacks, so they see the state exactly as of their boundary.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.core import RackCore
-from tokenwatch.events import Event, Notice, RunEnded, RunStarted
+from tokenwatch.events import Collector, Event, Notice, RunEnded  # Emit: re-exported for now
 from tokenwatch.recording import RecordingWriter
-
-Emit = Callable[[Event], Awaitable[None]]
-
-
-class Collector(Protocol):
-    """A source of events. ``run`` returns when the source is exhausted; cancel it to stop early."""
-
-    name: str
-
-    async def run(self, emit: Emit) -> None: ...
-
-
-@dataclass(slots=True)
-class _IntervalObserver:
-    interval_s: float
-    callback: Callable[[float], None]
-    next_k: int = 1
-
-    def fire_before(self, t: float) -> None:
-        """Call back for every boundary k*interval strictly before ``t`` not yet reported."""
-        while self.next_k * self.interval_s < t:
-            self.callback(self.next_k * self.interval_s)
-            self.next_k += 1
-
 
 _DONE = object()
 
@@ -64,7 +39,7 @@ class Session:
         self.clock = clock or MonotonicClock()
         self.queue: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_size)
         self.flush_interval_s = flush_interval_s
-        self._interval_observers: list[_IntervalObserver] = []
+        self._intervals: list[tuple[float, Callable[[float], None]]] = []
         self._event_observers: list[Callable[[Event], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.events_seen = 0
@@ -74,10 +49,21 @@ class Session:
 
     def every(self, interval_s: float, callback: Callable[[float], None]) -> None:
         """``callback(T)`` at each multiple T of ``interval_s`` of run time, once all events to T are in."""
-        self._interval_observers.append(_IntervalObserver(interval_s, callback))
+        self._intervals.append((interval_s, callback))
+        self.core.every(interval_s, callback)
 
     def on_event(self, callback: Callable[[Event], None]) -> None:
         self._event_observers.append(callback)
+
+    def replace_core(self, core: RackCore) -> None:
+        """Feed ``core`` from now on (a replay's backward seek rebuilt it); interval observers follow it."""
+        for interval_s, callback in self._intervals:
+            core.every(interval_s, callback)
+        self.core = core
+
+    async def drained(self) -> None:
+        """Return once every event emitted so far has been handled (recorded and ingested)."""
+        await self.queue.join()
 
     async def emit(self, event: Event) -> None:
         await self.queue.put(event)
@@ -113,9 +99,12 @@ class Session:
         try:
             while True:
                 item = await self.queue.get()
-                if item is _DONE:
-                    break
-                self.handle(item)  # type: ignore[arg-type]
+                try:
+                    if item is _DONE:
+                        break
+                    self.handle(item)  # type: ignore[arg-type]
+                finally:
+                    self.queue.task_done()
         finally:
             producer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -128,15 +117,10 @@ class Session:
                 self.recorder.close()
 
     def handle(self, event: Event) -> None:
-        """Record, advance time (interval observers see the state as of their boundary), ingest."""
+        """Record, then ingest (the core calls interval observers due before the event's time first)."""
         if self.recorder is not None:
             self.recorder.write(event)
         self.events_seen += 1
-        # ingest() advances time itself; advancing first only lets interval observers fire in between.
-        if self._interval_observers and not isinstance(event, RunStarted) and self.core.started:
-            self.core.advance(event.t)
-            for observer in self._interval_observers:
-                observer.fire_before(event.t)
         self.core.ingest(event)
         for callback in self._event_observers:
             callback(event)

@@ -44,8 +44,8 @@ def test_eight_hour_run_keeps_buffers_fixed() -> None:
     assert after_one_hour is not None
     assert buffer_bytes(core) == after_one_hour
     assert after_one_hour < 50 * 1024 * 1024
-    times, _ = core.history_tokens.view()
+    times, _ = core.state.history_tokens.view()
     assert len(times) <= core.config.history_points
     assert times[-1] - times[0] > 7.9 * 3600  # the whole run is still there, downsampled
-    assert len(core.recent_tokens) == core.config.recent_points
-    assert len(core.alerts.log) <= core.config.alert_log_size
+    assert len(core.state.recent_tokens) == core.config.recent_points
+    assert len(core.state.alerts.log) <= core.config.alert_log_size

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tokenwatch import throttle
-from tokenwatch.core import CoreConfig, RackCore, summarize_core
+from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import (
     GPU_METRICS,
     Event,
@@ -102,7 +102,7 @@ def test_measured_means_are_tokens_over_each_nodes_own_span(irregular_run) -> No
         t, tok = truth["t"][mine], truth["tokens"][mine]
         last_change = t[np.flatnonzero(np.diff(tok) > 0)[-1] + 1]
         expected.append(tok.max() / (last_change - t.min()))
-    summary = summarize_core(core)
+    summary = core.summary()
     assert [n.tokens_per_s for n in summary.nodes] == pytest.approx(expected)
     assert summary.tokens_per_s == pytest.approx(sum(expected))
     values = np.array(expected)
@@ -125,7 +125,7 @@ def test_power_energy_and_tokens_per_joule(irregular_run) -> None:
     expected_energy = sum(len(NODES) * GPUS * (1000.0 + k) for k in ticks[1:])
     assert snap.aggregate.energy_j == pytest.approx(expected_energy)
     total_tokens = sum(tokens_at(truth, i, 300.0) for i in range(len(NODES)))
-    summary = summarize_core(core)
+    summary = core.summary()
     assert summary.tokens_per_joule == pytest.approx(total_tokens / expected_energy)
     assert summary.power_mean_w == pytest.approx(expected_energy / 300.0)
 
@@ -146,9 +146,9 @@ def test_counter_restart_keeps_what_was_counted() -> None:
     core.ingest(start())
     for t, tokens in [(0, 0), (1, 100), (2, 200), (3, 50), (4, 80)]:
         core.ingest(Progress(float(t), "node01", None, tokens))
-    assert int(core.tokens[0]) == 280
+    assert int(core.state.tokens[0]) == 280
     core.ingest(Progress(5.0, "node01", None, 80))  # a repeat after a reconnect: nothing new
-    assert int(core.tokens[0]) == 280
+    assert int(core.state.tokens[0]) == 280
 
 
 def test_silent_node_goes_stale_and_recovers() -> None:
@@ -277,7 +277,7 @@ def test_bad_events_are_skipped_with_a_warning_not_a_crash() -> None:
     core.ingest(ProgressBatch(2.0, np.array([0, 77]), np.array([1, 1]), np.array([5, 5])))
     core.ingest(Progress(math.inf, "node01", 1, 1))
     assert core.skipped_events == 5
-    assert int(core.tokens[0]) == 5
+    assert int(core.state.tokens[0]) == 5
     warnings = [a.message for a in core.snapshot().alerts if a.kind == "warning"]
     assert any("nodeXX" in w for w in warnings)
     assert any("before the run start" in w for w in warnings)
@@ -304,23 +304,21 @@ def test_two_sources_on_one_node_each_count_their_own_counter() -> None:
     for t in range(1, 6):
         core.ingest(Progress(float(t), "node01", samples_done=10 * t, tokens_done=None))  # the trace
         core.ingest(Progress(float(t) + 0.5, "node01", samples_done=None, tokens_done=3000 * t))  # the log
-    assert int(core.samples[0]) == 50
-    assert int(core.tokens[0]) == 15_000
+    assert int(core.state.samples[0]) == 50
+    assert int(core.state.tokens[0]) == 15_000
 
 
 def test_cached_latency_buckets_follow_new_observations() -> None:
-    from tokenwatch.core import latency_buckets
-
     core = RackCore()
     core.ingest(start(scenario="Server", total=None))
     rng = np.random.default_rng(9)
     for i, node in enumerate(NODES):
         core.ingest(LatencyBatch(1.0, node, "ttft", rng.lognormal(-1 + 0.1 * i, 0.5, 500)))
-    first = latency_buckets.node_latency_buckets(core)["ttft"]
+    first = core.latency_buckets()["ttft"]
     core.ingest(LatencyBatch(2.0, "node03", "ttft", rng.uniform(2.0, 4.0, 200)))
-    cached = latency_buckets.node_latency_buckets(core)["ttft"]
-    latency_buckets._CACHE.clear()
-    fresh = latency_buckets.node_latency_buckets(core)["ttft"]
+    cached = core.latency_buckets()["ttft"]
+    core.state.bucket_memo.entries.clear()  # what a first scrape computes from scratch
+    fresh = core.latency_buckets()["ttft"]
     assert np.array_equal(cached.cumulative, fresh.cumulative)
     assert np.array_equal(cached.count, fresh.count)
     assert np.allclose(cached.sum_s, fresh.sum_s)
@@ -338,13 +336,13 @@ def test_one_node_batches_land_on_that_node_only() -> None:
         values[:, GPU_METRICS.index("power_w")] = [100.0 * t, 200.0, 300.0, 400.0]
         values[:, GPU_METRICS.index("sm_clock_mhz")] = 1000.0 * t
         core.ingest(GpuBatch(t, nodes, gpus, values, np.array([0, 4, 0, 8], np.uint64)))
-    power = core.gpu_values[:, :, GPU_METRICS.index("power_w")]
+    power = core.state.gpu_values[:, :, GPU_METRICS.index("power_w")]
     assert power[2].tolist() == [200.0, 200.0, 300.0, 400.0]
     assert np.isnan(np.delete(power, 2, axis=0)).all()
-    assert core.gpu_throttle[2].tolist() == [0, 4, 0, 8]
-    assert core.sm_clock_max[2].tolist() == [2000.0] * 4
-    assert core.last_seen[2] == 2.0
-    assert np.isnan(np.delete(core.last_seen, 2)).all()
+    assert core.state.gpu_throttle[2].tolist() == [0, 4, 0, 8]
+    assert core.state.sm_clock_max[2].tolist() == [2000.0] * 4
+    assert core.state.last_seen[2] == 2.0
+    assert np.isnan(np.delete(core.state.last_seen, 2)).all()
     # Not in order, or two nodes: the general path, same outcome per row.
     core.ingest(GpuBatch(3.0, np.array([0, 1]), np.array([3, 0]), values[2:], np.zeros(2, np.uint64)))
     assert power[0, 3] == 300.0
@@ -362,8 +360,8 @@ def test_a_straggler_hovering_at_the_threshold_is_one_alert_not_many() -> None:
             rates[4] = 946.0 if (t // 20) % 2 == 0 else 954.0
         cum += rates
         core.ingest(ProgressBatch(float(t), np.arange(6), np.zeros(6, np.int64), cum.astype(np.int64)))
-    raised = [a for a in core.alerts.log if a.kind == "straggler" and a.active]
-    cleared = [a for a in core.alerts.log if a.kind == "straggler" and not a.active]
+    raised = [a for a in core.state.alerts.log if a.kind == "straggler" and a.active]
+    cleared = [a for a in core.state.alerts.log if a.kind == "straggler" and not a.active]
     assert len(raised) == 1
     assert len(cleared) == 1
     assert cleared[0].t >= 240  # only once it really caught up

@@ -98,24 +98,24 @@ def test_scrape_over_http_serves_the_cores_figures(server_core: RackCore) -> Non
     run = server_core.run
     assert run is not None
     tokens = {s.labels["node"]: s.value for s in parsed["tokenwatch_node_generated_tokens"].samples}
-    assert tokens == {n: float(server_core.tokens[i]) for i, n in enumerate(run.nodes)}
+    assert tokens == {n: float(server_core.state.tokens[i]) for i, n in enumerate(run.nodes)}
     power = {
         (s.labels["node"], int(s.labels["gpu"])): s.value
         for s in parsed["tokenwatch_gpu_power_watts"].samples
     }
     p = GPU_METRICS.index("power_w")
     assert power == {
-        (n, g): server_core.gpu_values[i, g, p] for i, n in enumerate(run.nodes) for g in range(4)
+        (n, g): server_core.state.gpu_values[i, g, p] for i, n in enumerate(run.nodes) for g in range(4)
     }
     clocks = [s.value for s in parsed["tokenwatch_gpu_sm_clock_hertz"].samples]
-    assert clocks[0] == server_core.gpu_values[0, 0, GPU_METRICS.index("sm_clock_mhz")] * 1e6
+    assert clocks[0] == server_core.state.gpu_values[0, 0, GPU_METRICS.index("sm_clock_mhz")] * 1e6
     ttft = parsed["tokenwatch_ttft_seconds"].samples
     counts = {s.labels["node"]: s.value for s in ttft if s.name.endswith("_count")}
-    assert counts == {n: float(server_core.latency["ttft"][i].total) for i, n in enumerate(run.nodes)}
+    assert counts == {n: float(server_core.state.latency["ttft"][i].total) for i, n in enumerate(run.nodes)}
     le_one = {
         s.labels["node"]: s.value for s in ttft if s.name.endswith("_bucket") and s.labels["le"] == "1.0"
     }
-    node0 = server_core.latency["ttft"][0].counts
+    node0 = server_core.state.latency["ttft"][0].counts
     assert le_one[run.nodes[0]] == float(cumulative_at(node0, [1.0])[0])
     status = [s for s in parsed["tokenwatch_node_status"].samples if s.value == 1.0]
     assert len(status) == len(run.nodes)  # exactly one state per node

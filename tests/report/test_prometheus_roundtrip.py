@@ -27,11 +27,11 @@ def test_rack_and_node_figures_come_back(prom_fleet: PromFleet) -> None:
     ((_, gpus),) = prom_fleet.query("tokenwatch_rack_gpus")
     assert gpus == 72
     tokens = {lab["node"]: v for lab, v in prom_fleet.query("tokenwatch_node_generated_tokens_total")}
-    assert tokens == {n: float(core.tokens[i]) for i, n in enumerate(snap.run.nodes)}
+    assert tokens == {n: float(core.state.tokens[i]) for i, n in enumerate(snap.run.nodes)}
     power = prom_fleet.query('tokenwatch_gpu_power_watts{node="node05",gpu="2"}')
-    assert power[0][1] == core.gpu_values[4, 2, GPU_METRICS.index("power_w")]
+    assert power[0][1] == core.state.gpu_values[4, 2, GPU_METRICS.index("power_w")]
     ((_, rack_power),) = prom_fleet.query("sum(tokenwatch_gpu_power_watts)")
-    assert rack_power == pytest.approx(float(np.nansum(core.gpu_values[:, :, 0])), rel=1e-9)
+    assert rack_power == pytest.approx(float(np.nansum(core.state.gpu_values[:, :, 0])), rel=1e-9)
 
 
 def _recorded_ttft() -> tuple[np.ndarray, np.ndarray]:
@@ -97,15 +97,15 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
     core.ingest(RunStarted(0.0, "via prometheus", run.scenario, run.nodes, 4, None, None, "live", 0.0))
     for event in events:
         core.ingest(event)
-    assert (core.tokens == source.tokens).all()
-    assert (core.samples == source.samples).all()
+    assert (core.state.tokens == source.state.tokens).all()
+    assert (core.state.samples == source.state.samples).all()
     for metric in ("power_w", "power_limit_w", "sm_clock_mhz", "hbm_used_mib", "temp_c", "util_pct"):
         k = GPU_METRICS.index(metric)
-        np.testing.assert_allclose(core.gpu_values[:, :, k], source.gpu_values[:, :, k], rtol=1e-9)
+        np.testing.assert_allclose(core.state.gpu_values[:, :, k], source.state.gpu_values[:, :, k], rtol=1e-9)
     for metric in ("ttft", "tpot", "e2e"):
-        assert core.rack_latency[metric].total == source.rack_latency[metric].total
-        got = core.rack_latency[metric].quantiles([0.5])[0]
-        want = source.rack_latency[metric].quantiles([0.5])[0]
+        assert core.state.rack_latency[metric].total == source.state.rack_latency[metric].total
+        got = core.state.rack_latency[metric].quantiles([0.5])[0]
+        want = source.state.rack_latency[metric].quantiles([0.5])[0]
         lower = max([0.0, *(b for b in DEFAULT_BOUNDS_S if b < want)])
         upper = min(b for b in DEFAULT_BOUNDS_S if b >= want)
         assert lower * 0.98 <= got <= upper * 1.02  # the same Prometheus bucket, to the core's 1 %

@@ -97,7 +97,7 @@ def test_core_reads_the_simulated_throughput_as_raw_counters_say() -> None:
     for e in events:
         core.ingest(e)
     tokens, _, last_change = node_finals(events)
-    means, _ = core.measured_means()
+    means, _ = core.state.measured_means()
     assert means == pytest.approx(tokens / last_change)
 
 

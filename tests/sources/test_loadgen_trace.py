@@ -119,6 +119,6 @@ def test_events_feed_the_core() -> None:
     core.ingest(RunStarted(0.0, "t", "Server", ("n",), 1, None, None, "live", 0.0))
     for event in TraceTailParser("n").feed(_trace("server-short")):
         core.ingest(event)
-    assert core.rack_latency["e2e"].total == 80
-    assert core.rack_latency["ttft"].total == 80
-    assert int(core.samples[0]) == 80
+    assert core.state.rack_latency["e2e"].total == 80
+    assert core.state.rack_latency["ttft"].total == 80
+    assert int(core.state.samples[0]) == 80

@@ -85,12 +85,12 @@ def test_histogram_deltas_merge_into_the_core() -> None:
     parser = MetricsScrapeParser("vllm", "node00")
     for event in parser.parse(BLOOM, 1.0) + parser.parse(_bump(BLOOM, 220000.0, {"0.08": 5}), 2.0):
         core.ingest(event)
-    hist = core.rack_latency["ttft"]
+    hist = core.state.rack_latency["ttft"]
     assert hist.total == 218
     p50, p99 = hist.quantiles([0.5, 0.99])
     assert p50 == pytest.approx(0.015, rel=0.02)  # 112 of 218 sit in (0.01, 0.02]
     assert p99 == pytest.approx(0.07, rel=0.02)
-    assert int(core.tokens[0]) == 220000
+    assert int(core.state.tokens[0]) == 220000
 
 
 def test_series_are_summed_and_reset_one_by_one() -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.recording import RecordingReader, RecordingWriter
-from tokenwatch.replay_player import ReplayPlayer
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
 from tokenwatch.sim.profile import load_profile

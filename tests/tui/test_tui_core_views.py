@@ -13,7 +13,6 @@ import pytest
 from tests.tui.apps import NODE_FAILURE, SERVER, core_until
 from tokenwatch.core import RackCore
 from tokenwatch.core.config import GPU_SERIES_METRICS
-from tokenwatch.core.node_history import node_history
 from tokenwatch.core.snapshot import GpuTable, RackSnapshot
 from tokenwatch.core.views import (
     HEAT_METRICS,
@@ -45,7 +44,7 @@ def test_heat_grid_is_nodes_by_gpus(failure_core: RackCore, metric: str) -> None
     assert grid.col_labels == ("GPU0", "GPU1", "GPU2", "GPU3")
     for n in range(18):
         for g in range(4):
-            expected = failure_core.gpu_values[n, g, column]
+            expected = failure_core.state.gpu_values[n, g, column]
             assert grid.values[n, g] == expected or (math.isnan(expected) and math.isnan(grid.values[n, g]))
     finite = [v for v in grid.values.ravel() if math.isfinite(v)]
     assert grid.low == min(finite)
@@ -115,17 +114,17 @@ def test_spread_vs_median(failure_core: RackCore) -> None:
 
 def test_node_history_reads_only_its_node(failure_core: RackCore) -> None:
     """The faster column read equals the whole-ring copy it replaced."""
-    times, gpu = failure_core.recent_gpu.view(120)
-    history = node_history(failure_core, "node07", last=120)
+    times, gpu = failure_core.state.recent_gpu.view(120)
+    history = failure_core.node_history("node07", last=120)
     np.testing.assert_array_equal(history.times, times)
-    i = failure_core.index["node07"]
+    i = failure_core.state.index["node07"]
     for k, metric in enumerate(GPU_SERIES_METRICS):
         np.testing.assert_array_equal(history.gpu_series[metric], gpu[:, i, :, k].T)
 
 
 def test_the_new_core_modules_do_not_import_textual() -> None:
     code = (
-        "import sys, tokenwatch.core.views, tokenwatch.replay_player; "
+        "import sys, tokenwatch.core.views, tokenwatch.collectors.replay; "
         "sys.exit(1 if any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

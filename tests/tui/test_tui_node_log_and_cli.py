@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-
 from textual.widgets import Log
 
 from tests.conftest import RunCli
+from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import parse
-from tokenwatch.cli.running import wants_dashboard, with_sla_options
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import Event, LogLine, Progress, RunStarted
-from tokenwatch.session import Emit, Session
+from tokenwatch.events import Emit, Event, LogLine, Progress, RunStarted
+from tokenwatch.session import Session
 from tokenwatch.tui.app import TokenwatchApp
 from tokenwatch.tui.screens.node_screen import NodeScreen
 from tokenwatch.tui.theme_loader import shipped_dir
@@ -62,16 +60,17 @@ async def test_node_screen_shows_the_nodes_log_lines() -> None:
 
 
 def test_sla_options_reach_the_core() -> None:
-    args = parse(["replay", "x.jsonl", "--ttft-sla", "1.5s", "--tpot-sla", "150ms", "--theme", "light"])
-    config = with_sla_options(args, None)
-    assert config is not None
+    def options(*argv: str) -> RunOptions:
+        return RunOptions.from_args(parse(["replay", "x.jsonl", *argv]), "replay")
+
+    given = options("--ttft-sla", "1.5s", "--tpot-sla", "150ms", "--theme", "light")
+    config = given.core_config()
     assert config.ttft_sla_s == 1.5
     assert config.tpot_sla_s == 0.15
-    assert args.theme == "light"
+    assert given.theme == "light"
     base = CoreConfig(window_s=30.0)
-    assert with_sla_options(parse(["replay", "x.jsonl"]), base) is base
-    kept = with_sla_options(parse(["replay", "x.jsonl", "--tpot-sla", "0.1"]), base)
-    assert kept is not None
+    assert options().core_config(base) is base
+    kept = options("--tpot-sla", "0.1").core_config(base)
     assert (kept.window_s, kept.ttft_sla_s, kept.tpot_sla_s) == (30.0, 2.0, 0.1)
 
 
@@ -95,6 +94,6 @@ def test_a_tighter_sla_raises_breach_alerts_headless(run_cli: RunCli, tmp_path: 
 
 
 def test_no_terminal_means_no_dashboard() -> None:
-    args = argparse.Namespace(headless=False)
-    assert not wants_dashboard(args)  # pytest's stdout is not a terminal
-    assert wants_dashboard(argparse.Namespace(headless=False, force_tui=True))
+    assert not RunOptions("sim").wants_dashboard()  # pytest's stdout is not a terminal
+    assert RunOptions("sim", force_dashboard=True).wants_dashboard()
+    assert not RunOptions("sim", headless=True).wants_dashboard()

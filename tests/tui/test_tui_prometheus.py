@@ -27,13 +27,13 @@ async def test_metrics_follow_the_dashboards_core_through_a_seek() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(pilot, app)
             metrics = await asyncio.to_thread(scrape, exporter.port)
-            tokens = int(app.session.core.tokens[0])
+            tokens = int(app.session.core.state.tokens[0])
             assert metrics['tokenwatch_node_generated_tokens_total{node="node01"}'] == tokens
             await pilot.press("shift+left")  # back 10 minutes: the player swaps in a rebuilt core
             await settle(pilot, app)
             earlier = await asyncio.to_thread(scrape, exporter.port)
             assert earlier['tokenwatch_node_generated_tokens_total{node="node01"}'] == int(
-                app.session.core.tokens[0]
+                app.session.core.state.tokens[0]
             )
             assert earlier['tokenwatch_node_generated_tokens_total{node="node01"}'] < tokens
     finally:

@@ -39,7 +39,7 @@ async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:
     live = app.session.core
     assert core.now == live.now
     assert core.now >= 30
-    assert int(core.tokens.sum()) == int(live.tokens.sum()) > 0
+    assert int(core.state.tokens.sum()) == int(live.state.tokens.sum()) > 0
     assert core.snapshot().aggregate.tokens_per_s == live.snapshot().aggregate.tokens_per_s
     events = sum(1 for _ in RecordingReader(path).events())
     assert events == recorder.events_written == app.session.events_seen

@@ -12,10 +12,10 @@ import pytest
 
 from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, core_until
 from tokenwatch.clock import ManualClock
+from tokenwatch.collectors.replay import SPEEDS, ReplayPlayer
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.events import Notice, RunEnded
 from tokenwatch.recording import RecordingReader, RecordingWriter
-from tokenwatch.replay_player import SPEEDS, ReplayPlayer
 from tokenwatch.session import Session
 
 
@@ -148,12 +148,13 @@ async def test_pause_holds_the_position() -> None:
 def test_pacing_follows_the_speed_and_restarts_after_changes() -> None:
     clock = ManualClock(start=100.0)
     player = ReplayPlayer(OFFLINE, speed=30, clock=clock)
-    # Run time 60 s ahead at x30 is due in 2 s of wall time, counted from the first question.
-    assert player._due_in(60.0) == pytest.approx(2.0)
+    player.resume()  # playing from the current position (0) from now on
+    # Run time 60 s ahead at x30 is due in 2 s of wall time.
+    assert player.pacer.delay_until(60.0) == pytest.approx(2.0)
     clock.advance(1.5)
-    assert player._due_in(60.0) == pytest.approx(0.5)
+    assert player.pacer.delay_until(60.0) == pytest.approx(0.5)
     player.set_speed(60)  # a new speed re-anchors at the current position
-    assert player._due_in(60.0) == pytest.approx(1.0)
+    assert player.pacer.delay_until(60.0) == pytest.approx(1.0)
 
 
 def test_speed_steps() -> None:
@@ -213,7 +214,7 @@ async def test_damaged_recording_warnings_arrive_as_notices_once_per_core(tmp_pa
     player.pause()
     player.seek(0)  # back past the end: the rebuilt core has no warnings until the end comes again
     await until_settled(player)
-    assert not [a for a in session.core.alerts.newest_first() if "skipped" in a.message]
+    assert not [a for a in session.core.state.alerts.newest_first() if "skipped" in a.message]
     player.seek(10_000)
     player.resume()
     for _ in range(1000):
@@ -221,7 +222,7 @@ async def test_damaged_recording_warnings_arrive_as_notices_once_per_core(tmp_pa
             break
         await asyncio.sleep(0.005)
     await asyncio.sleep(0.02)
-    in_core = [a.message for a in session.core.alerts.newest_first() if "skipped" in a.message]
+    in_core = [a.message for a in session.core.state.alerts.newest_first() if "skipped" in a.message]
     assert sorted(in_core) == sorted(player.warnings)  # each warning once in the core, not twice
     assert not any(isinstance(e, RunEnded) for e in events)  # the cut-off run never ended
     session.stop()

@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import TYPE_CHECKING
 
 import orjson
 
+from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, print_warnings
-from tokenwatch.core import CoreConfig, RackCore, summarize_core
+from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.output.summary_table import render_summary
 from tokenwatch.recording import RecordingReader
-
-if TYPE_CHECKING:
-    from tokenwatch.collectors.replay import ReplayCollector
-    from tokenwatch.replay_player import ReplayPlayer
 
 # Commands import what only they need: `summarize` must not pay for asyncio, YAML or the simulator.
 
@@ -43,28 +39,20 @@ def cmd_sim(args: argparse.Namespace) -> int:
         profile, scenario=args.scenario, seed=args.seed, duration_s=args.duration, faults=faults
     )
     collector = SimulatorCollector(settings, speed=args.speed)
-    return run_session(args, [collector], created_epoch=SIM_EPOCH, paced=args.speed > 0, mode="sim")
+    return run_session(RunOptions.from_args(args, "sim"), [collector], created_epoch=SIM_EPOCH)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from tokenwatch.cli.running import run_session, wants_dashboard
+    from tokenwatch.cli.running import run_session
+    from tokenwatch.collectors.replay import ReplayPlayer
 
-    source: ReplayPlayer | ReplayCollector
-    if wants_dashboard(args):  # the dashboard's replay can pause, change speed and seek both ways
-        from tokenwatch.replay_player import ReplayPlayer
-
-        source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
-    else:
-        from tokenwatch.collectors.replay import ReplayCollector
-
-        source = ReplayCollector(args.file, speed=args.speed, start_s=args.start)
+    # One player: the dashboard binds it to its session (pause, speed, seek); headless just plays.
+    source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
     return run_session(
-        args,
+        RunOptions.from_args(args, "replay"),
         [source],
-        paced=args.speed > 0,
-        mode="replay",
         after=lambda _: print_warnings(source.warnings),
-        replay_control=source,
+        player=source,
     )
 
 
@@ -93,7 +81,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         core, warnings = summarize_recording(args.paths[0])
         if not core.started:
             raise UsageError(f"{args.paths[0]}: the recording holds no run start")
-        summary = summarize_core(core)
+        summary = core.summary()
     print_warnings(warnings)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n")

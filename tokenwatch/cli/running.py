@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import dataclasses
 import datetime as dt
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError
-from tokenwatch.core import CoreConfig, RackCore, summarize_core
+from tokenwatch.collectors.replay import ReplayPlayer
+from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.events import Collector
 from tokenwatch.output.headless import HeadlessLogger
 from tokenwatch.output.summary_table import render_summary
 from tokenwatch.recording import RecordingWriter
-from tokenwatch.session import Collector, Session
+from tokenwatch.session import Session
 
 if TYPE_CHECKING:
     from tokenwatch.exporter.server import MetricsServer
@@ -40,65 +41,52 @@ def open_jsonl(path: str | None) -> Iterator[IO[bytes] | None]:
             fh.close()
 
 
-def make_recorder(args: argparse.Namespace, created_epoch: float | None = None) -> RecordingWriter | None:
-    if not args.record:
+def make_recorder(options: RunOptions, created_epoch: float | None = None) -> RecordingWriter | None:
+    if not options.record:
         return None
     meta: dict[str, Any] = {}
     if created_epoch is not None:  # simulated runs: a fixed date keeps the file reproducible
         meta["created"] = dt.datetime.fromtimestamp(created_epoch, dt.UTC).isoformat(timespec="seconds")
-    return RecordingWriter(args.record, meta=meta)
-
-
-def wants_dashboard(args: argparse.Namespace) -> bool:
-    """The dashboard unless --headless or stdout is not a terminal (tests may force it)."""
-    return (not args.headless and sys.stdout.isatty()) or bool(getattr(args, "force_tui", False))
-
-
-def with_sla_options(args: argparse.Namespace, config: CoreConfig | None) -> CoreConfig | None:
-    """--ttft-sla / --tpot-sla over the command's core settings."""
-    changes = {
-        field: value
-        for field, value in (
-            ("ttft_sla_s", getattr(args, "ttft_sla", None)),
-            ("tpot_sla_s", getattr(args, "tpot_sla", None)),
-        )
-        if value is not None
-    }
-    return dataclasses.replace(config or CoreConfig(), **changes) if changes else config
+    return RecordingWriter(options.record, meta=meta)
 
 
 def run_session(
-    args: argparse.Namespace,
+    options: RunOptions,
     collectors: Sequence[Collector],
     *,
     core_config: CoreConfig | None = None,
     created_epoch: float | None = None,
-    paced: bool = True,
-    mode: str = "sim",
     after: Callable[[Session], None] | None = None,
-    replay_control: Any = None,
+    player: ReplayPlayer | None = None,
 ) -> int:
     """Run to the end (or Ctrl-C / q) and return the exit status."""
-    core = RackCore(with_sla_options(args, core_config))
-    recorder = make_recorder(args, created_epoch)
-    session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if paced else None)
-    if wants_dashboard(args):
+    core = RackCore(options.core_config(core_config))
+    recorder = make_recorder(options, created_epoch)
+    session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if options.paced else None)
+    if options.wants_dashboard():
         from tokenwatch.tui.launch import run_dashboard
 
-        exporter = start_exporter(args, lambda: session.core)  # a replay's seek may swap the core
+        exporter = start_exporter(options, lambda: session.core)  # a replay's seek may swap the core
         try:
-            run_dashboard(session, args, mode=mode, replay_control=replay_control, exporter=exporter)
+            run_dashboard(
+                session,
+                mode=options.mode,
+                theme=options.theme,
+                speed=options.speed,
+                player=player,
+                exporter=exporter,
+            )
         finally:
             if exporter is not None:
                 exporter.close()
         if after:
             after(session)
         return 0
-    human = sys.stderr if args.jsonl == "-" else sys.stdout
-    with open_jsonl(args.jsonl) as jsonl:
-        logger = HeadlessLogger(core, human, jsonl, start_s=getattr(args, "start", 0.0))
-        session.every(args.interval, logger.at)
-        exporter = start_exporter(args, core)
+    human = sys.stderr if options.jsonl == "-" else sys.stdout
+    with open_jsonl(options.jsonl) as jsonl:
+        logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s)
+        session.every(options.interval_s, logger.at)
+        exporter = start_exporter(options, core)
         try:
             asyncio.run(_run_until_signal(session, exporter))
         finally:
@@ -108,18 +96,17 @@ def run_session(
     if after:
         after(session)
     if core.started:
-        human.write("\n" + render_summary(summarize_core(core)) + "\n")
+        human.write("\n" + render_summary(core.summary()) + "\n")
         human.flush()
     return 0
 
 
-def start_exporter(args: argparse.Namespace, core: RackCore | Callable[[], RackCore]) -> MetricsServer | None:
-    port = getattr(args, "prometheus_port", None)
-    if port is None:
+def start_exporter(options: RunOptions, core: RackCore | Callable[[], RackCore]) -> MetricsServer | None:
+    if options.prometheus_port is None:
         return None
     from tokenwatch.exporter import serve_metrics
 
-    return serve_metrics(core, port)
+    return serve_metrics(core, options.prometheus_port)
 
 
 async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> None:

@@ -10,17 +10,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.cli.running import run_session
 from tokenwatch.clock import Clock
 from tokenwatch.core import CoreConfig
+from tokenwatch.events import Collector
 from tokenwatch.live.config import WatchConfig, load_watch_config
 from tokenwatch.live.hostlist import HostListError
 from tokenwatch.live.plan import RACK_WIDE_GPU, RACK_WIDE_PROGRESS, local_gpu_problem, node_sources
 from tokenwatch.live.ssh_connect import SshConnector, SshSettings
 from tokenwatch.live.supervisor import LiveCollector, LiveOptions
 from tokenwatch.live.targets import NodeTarget, resolve_targets
-from tokenwatch.session import Collector
 
 
 def core_config(config: WatchConfig) -> CoreConfig:
@@ -179,7 +180,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         accept_new_host_keys=args.accept_new_host_keys,
         options=LiveOptions(stop_after_s=args.stop_after),
     )
-    return run_session(args, [collector], core_config=core_config(config), paced=True, mode="live")
+    return run_session(RunOptions.from_args(args, "live"), [collector], core_config=core_config(config))
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -19,8 +19,16 @@ import numpy as np
 from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.collectors.prometheus_api import Sample, instant_query
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, LatencyMetric, Notice, ProgressBatch
-from tokenwatch.session import Emit
+from tokenwatch.events import (
+    GPU_METRICS,
+    Emit,
+    Event,
+    GpuBatch,
+    LatencyBatch,
+    LatencyMetric,
+    Notice,
+    ProgressBatch,
+)
 
 MAX_NOTICES_PER_KIND = 20
 

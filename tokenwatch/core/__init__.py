@@ -1,7 +1,11 @@
-"""The numpy core: events in, immutable snapshots out. Never imports Textual or Rich."""
+"""The numpy core: events in, immutable snapshots out. Never imports Textual or Rich.
 
+Front ends use :class:`RackCore` (the facade) and the immutable things it answers with.
+"""
+
+from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core.rack import CoreConfig, RackCore
+from tokenwatch.core.rack import RackCore
 from tokenwatch.core.snapshot import (
     Aggregate,
     Alert,
@@ -11,7 +15,7 @@ from tokenwatch.core.snapshot import (
     RackSnapshot,
     RunInfo,
 )
-from tokenwatch.core.summary import NodeResult, RunSummary, summarize_core, summarize_nodes
+from tokenwatch.core.summary import NodeResult, RunSummary, summarize_nodes
 
 __all__ = [
     "Aggregate",
@@ -26,6 +30,5 @@ __all__ = [
     "RackSnapshot",
     "RunInfo",
     "RunSummary",
-    "summarize_core",
     "summarize_nodes",
 ]

@@ -10,15 +10,11 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import RunSummary
-from tokenwatch.events import GPU_METRICS
-
-if TYPE_CHECKING:
-    from tokenwatch.core.rack import RackCore
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +37,9 @@ class Efficiency:
         return self.mean_power_w / self.gpus
 
 
-def gpu_power_limit_w(core: RackCore) -> float | None:
+def gpu_power_limit_w(snapshot: RackSnapshot) -> float | None:
     """The GPUs' typical power limit in W (median over GPUs of the latest reported limit)."""
-    if core.run is None:
-        return None
-    limits = core.gpu_values[:, :, GPU_METRICS.index("power_limit_w")]
+    limits = snapshot.gpus.metric("power_limit_w")
     finite = limits[np.isfinite(limits) & (limits > 0)]
     return float(np.median(finite)) if finite.size else None
 

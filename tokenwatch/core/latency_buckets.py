@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tokenwatch.core.histogram import N_BUCKETS, bucket_value, cumulative_at
+from tokenwatch.core.state import RackState
 from tokenwatch.events import LATENCY_METRICS, FloatArray, IntArray, LatencyMetric
-
-if TYPE_CHECKING:
-    from tokenwatch.core.rack import RackCore
 
 # 1-1.5-2-3-5-7 per decade from 1 ms to 100 s: about 14 % between bounds where TTFT and TPOT sit.
 DEFAULT_BOUNDS_S: tuple[float, ...] = (
@@ -33,22 +30,24 @@ class NodeLatencyBuckets:
 
 
 def node_latency_buckets(
-    core: RackCore, bounds_s: Sequence[float] = DEFAULT_BOUNDS_S
+    state: RackState, bounds_s: Sequence[float] = DEFAULT_BOUNDS_S
 ) -> dict[LatencyMetric, NodeLatencyBuckets]:
-    """Metrics with at least one observation, each for every node of the run. Read-only."""
-    if core.run is None:
-        return {}
+    """Metrics with at least one observation, each for every node of the run.
+
+    Only the memo in ``state.bucket_memo`` changes: nodes whose totals did not move since the last call
+    keep their buckets (a histogram only grows), so a scrape of a big Server run redoes only what moved.
+    """
     out: dict[LatencyMetric, NodeLatencyBuckets] = {}
     bounds = tuple(bounds_s)
+    memo = state.bucket_memo.entries
     for metric in LATENCY_METRICS:
-        if not core.rack_latency[metric].total:
+        if not state.rack_latency[metric].total:
             continue
-        hists = core.latency[metric]
+        hists = state.latency[metric]
         totals = np.array([h.total for h in hists], np.int64)
-        cached = _CACHE.get((id(hists), bounds))
-        if cached is not None and cached[0] is hists and len(cached[1]) == len(hists):
-            _, old_totals, cumulative, count, sums = cached
-            # A histogram only grows, so an unchanged total means unchanged counts: redo only the rest.
+        cached = memo.get((metric, bounds))
+        if cached is not None:
+            old_totals, cumulative, count, sums = cached
             changed = np.flatnonzero(totals != old_totals)
             cumulative, count, sums = cumulative.copy(), count.copy(), sums.copy()
         else:
@@ -60,16 +59,9 @@ def node_latency_buckets(
             cumulative[changed] = cumulative_at(counts, bounds)
             count[changed] = counts.sum(axis=1)
             sums[changed] = counts @ _VALUES
-        _CACHE[(id(hists), bounds)] = (hists, totals, cumulative, count, sums)
-        while len(_CACHE) > _CACHE_ENTRIES:  # a replay's seeks make new cores: forget the oldest
-            del _CACHE[next(iter(_CACHE))]
+        memo[(metric, bounds)] = (totals, cumulative, count, sums)
         out[metric] = NodeLatencyBuckets(metric, bounds, cumulative, count, sums)
     return out
 
 
 _VALUES = bucket_value(np.arange(N_BUCKETS))
-# (histogram list, bounds) -> the last result. Keyed by id() but the list itself is kept and checked,
-# so an id reused by a new core's list is never mistaken for the old one. Bounded (insertion order):
-# a scrape server reads one core at a time, three metrics each.
-_CACHE_ENTRIES = 6
-_CACHE: dict[tuple[int, tuple[float, ...]], tuple[list, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tokenwatch.core.config import GPU_SERIES_METRICS
+from tokenwatch.core.state import RackState
 from tokenwatch.events import FloatArray
-
-if TYPE_CHECKING:
-    from tokenwatch.core.rack import RackCore
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -26,12 +23,12 @@ class NodeHistory:
     log_lines: tuple[tuple[float, str], ...]
 
 
-def node_history(core: RackCore, node: str, last: int | None = None) -> NodeHistory:
+def node_history(state: RackState, node: str, last: int | None = None) -> NodeHistory:
     """Raises KeyError for a node the run does not have."""
-    i = core.index[node]
-    times, gpu = core.recent_gpu.column(i, last)  # (points, gpus, metrics): this node's columns only
+    i = state.index[node]
+    times, gpu = state.recent_gpu.column(i, last)  # (points, gpus, metrics): this node's columns only
     series = {m: gpu[:, :, k].T.copy() for k, m in enumerate(GPU_SERIES_METRICS)}
-    t_tok, tokens = core.recent_tokens.view(None if last is None else last + 1)
+    t_tok, tokens = state.recent_tokens.view(None if last is None else last + 1)
     if len(t_tok) >= 2:
         dt = np.diff(t_tok)
         rack = np.diff(tokens.sum(axis=1)) / dt
@@ -40,4 +37,4 @@ def node_history(core: RackCore, node: str, last: int | None = None) -> NodeHist
             share = np.where(rack > 0, mine / rack * 100.0, np.nan)
     else:
         mine = share = np.zeros(0)
-    return NodeHistory(node, times, series, mine, share, tuple(core.log_lines[i]))
+    return NodeHistory(node, times, series, mine, share, tuple(state.log_lines[i]))

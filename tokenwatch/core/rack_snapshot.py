@@ -1,9 +1,8 @@
-"""Builds :class:`RackSnapshot` from a :class:`RackCore` without touching its state."""
+"""Builds :class:`RackSnapshot` from a :class:`RackState` without touching it."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,10 +17,8 @@ from tokenwatch.core.snapshot import (
     RunInfo,
     Timeline,
 )
+from tokenwatch.core.state import RackState
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
-
-if TYPE_CHECKING:
-    from tokenwatch.core.rack import RackCore
 
 _POWER = GPU_METRICS.index("power_w")
 _LIMIT = GPU_METRICS.index("power_limit_w")
@@ -69,20 +66,18 @@ def empty_snapshot(now: float = 0.0) -> RackSnapshot:
     )
 
 
-def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
-    run = core.run
-    if run is None:
-        return empty_snapshot(now)
-    cfg = core.config
+def build_snapshot(state: RackState, now: float) -> RackSnapshot:
+    run = state.run
+    cfg = state.config
     n = len(run.nodes)
-    state_codes = core.effective_state(now)
+    state_codes = state.effective_state(now)
     states = tuple(NODE_STATES[c] for c in state_codes)
     up = state_codes == 0
-    rates, sample_rates = core.window_rates(now)
+    rates, sample_rates = state.window_rates(now)
     rates = np.where(state_codes == 2, 0.0, rates)  # a down node contributes nothing now
-    means, sample_means = core.measured_means()
+    means, sample_means = state.measured_means()
 
-    gpu = core.gpu_values.copy()
+    gpu = state.gpu_values.copy()
     live = state_codes != 2
     node_power = np.where(live, _nan_reduce(np.nansum, gpu[:, :, _POWER]), np.nan)
     node_limit = _nan_reduce(np.nansum, gpu[:, :, _LIMIT])
@@ -93,8 +88,8 @@ def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
     agg_rate = float(np.nansum(rates)) if np.isfinite(rates).any() else math.nan
     agg_samples = float(np.nansum(sample_rates)) if np.isfinite(sample_rates).any() else math.nan
     gpus = run.gpus
-    tokens_done = int(core.tokens.sum())
-    samples_done = int(core.samples.sum())
+    tokens_done = int(state.tokens.sum())
+    samples_done = int(state.samples.sum())
     aggregate = Aggregate(
         tokens_per_s=agg_rate,
         tokens_per_s_cumulative=float(np.nansum(means)) if np.isfinite(means).any() else math.nan,
@@ -107,79 +102,78 @@ def build_snapshot(core: RackCore, now: float) -> RackSnapshot:
         power_w=power_w,
         power_limit_w=power_limit_w,
         tokens_per_joule=agg_rate / power_w if power_w and power_w > 0 else math.nan,
-        energy_j=core.energy_j,
+        energy_j=state.energy_j,
         tokens_done=tokens_done,
         samples_done=samples_done,
-        prompt_tokens_done=int(core.prompt_tokens.sum()),
+        prompt_tokens_done=int(state.prompt_tokens.sum()),
     )
 
     elapsed = now
-    progress_pct, eta_s = _progress(core, elapsed, samples_done, agg_samples)
-    node_progress = _node_progress(core, elapsed, state_codes)
-    running = up & (core.tokens > 0)
+    progress_pct, eta_s = _progress(state, elapsed, samples_done, agg_samples)
+    node_progress = _node_progress(state, elapsed, state_codes)
+    running = up & (state.tokens > 0)
     delta = -below_median_pct(rates, running)
 
     spark_n = cfg.sparkline_points
-    times, cum = core.recent_tokens.view(spark_n + 1)
+    times, cum = state.recent_tokens.view(spark_n + 1)
     spark = (np.diff(cum, axis=0) / np.diff(times)[:, None]).T if len(times) >= 2 else np.zeros((n, 0))
 
     nodes = NodeTable(
         names=run.nodes,
         state=states,
-        reason=tuple(core.state_reason),
+        reason=tuple(state.state_reason),
         tokens_per_s=rates,
         mean_tokens_per_s=means,
         mean_samples_per_s=sample_means,
         delta_vs_median_pct=delta,
         progress_pct=node_progress,
-        samples_done=core.samples.copy(),
-        tokens_done=core.tokens.copy(),
+        samples_done=state.samples.copy(),
+        tokens_done=state.tokens.copy(),
         power_w=node_power,
         sm_clock_mhz=_nan_reduce(np.nanmean, gpu[:, :, _SM]),
         hbm_used_mib=np.where(
             np.isfinite(gpu[:, :, _HBM]).any(axis=1), _nan_reduce(np.nansum, gpu[:, :, _HBM]), np.nan
         ),
         temp_c=_nan_reduce(np.nanmax, gpu[:, :, _TEMP]),
-        straggler=core.rules.straggling.copy(),
-        throttling=np.asarray(core.rules.throttling.any(axis=1)),
+        straggler=state.rules.straggling.copy(),
+        throttling=np.asarray(state.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,
     )
     return RackSnapshot(
         t=now,
         run=run,
-        ended=core.ended,
-        end_reason=core.end_reason,
+        ended=state.ended,
+        end_reason=state.end_reason,
         progress_pct=progress_pct,
         eta_s=eta_s,
         aggregate=aggregate,
         node_spread=NodeSpread.of(means),
-        stragglers=tuple(run.nodes[i] for i in np.flatnonzero(core.rules.straggling)),
+        stragglers=tuple(run.nodes[i] for i in np.flatnonzero(state.rules.straggling)),
         nodes=nodes,
-        gpus=GpuTable(gpu, core.gpu_throttle.copy()),
-        latency=latency_stats(core),
-        timeline=timeline(core),
-        alerts=core.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
-        active_alerts=core.alerts.active_newest_first(),
+        gpus=GpuTable(gpu, state.gpu_throttle.copy()),
+        latency=latency_stats(state),
+        timeline=timeline(state),
+        alerts=state.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
+        active_alerts=state.alerts.active_newest_first(),
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
     )
 
 
 def _progress(
-    core: RackCore, elapsed: float, samples_done: int, sample_rate: float
+    state: RackState, elapsed: float, samples_done: int, sample_rate: float
 ) -> tuple[float | None, float | None]:
-    run = core.run
-    assert run is not None
+    run = state.run
     if run.total_samples:
         pct = min(100.0, samples_done / run.total_samples * 100.0)
         remaining = max(0, run.total_samples - samples_done)
-        if core.ended:
+        if state.ended:
             return pct, 0.0
         eta = remaining / sample_rate if sample_rate and sample_rate > 0 else None
         if eta is None and run.nominal_duration_s:
             eta = max(0.0, run.nominal_duration_s - elapsed)
         return pct, eta
     if run.nominal_duration_s:
-        if core.ended:
+        if state.ended:
             return 100.0, 0.0
         return min(100.0, elapsed / run.nominal_duration_s * 100.0), max(
             0.0, run.nominal_duration_s - elapsed
@@ -187,13 +181,12 @@ def _progress(
     return None, None
 
 
-def _node_progress(core: RackCore, elapsed: float, state_codes: np.ndarray) -> np.ndarray:
-    run = core.run
-    assert run is not None
+def _node_progress(state: RackState, elapsed: float, state_codes: np.ndarray) -> np.ndarray:
+    run = state.run
     n = len(run.nodes)
     if run.total_samples:
         share = run.total_samples / n
-        pct = np.minimum(100.0, core.samples / share * 100.0)
+        pct = np.minimum(100.0, state.samples / share * 100.0)
     elif run.nominal_duration_s:
         pct = np.full(n, min(100.0, elapsed / run.nominal_duration_s * 100.0))
     else:
@@ -201,10 +194,10 @@ def _node_progress(core: RackCore, elapsed: float, state_codes: np.ndarray) -> n
     return np.where(state_codes == 3, 100.0, pct)
 
 
-def latency_stats(core: RackCore) -> dict[LatencyMetric, LatencyStats]:
+def latency_stats(state: RackState) -> dict[LatencyMetric, LatencyStats]:
     out: dict[LatencyMetric, LatencyStats] = {}
     for metric in LATENCY_METRICS:
-        hist = core.rack_latency[metric]
+        hist = state.rack_latency[metric]
         if not hist.total:
             continue
         p50, p90, p99 = quantiles_of(hist.counts, (0.5, 0.9, 0.99))
@@ -216,16 +209,16 @@ def latency_stats(core: RackCore) -> dict[LatencyMetric, LatencyStats]:
             p90,
             p99,
             hist.mean(),
-            core.latency_max[metric],
+            state.latency_max[metric],
             bucket_value(nonzero),
             hist.counts[nonzero].copy(),
         )
     return out
 
 
-def timeline(core: RackCore) -> Timeline:
-    times, cum = core.history_tokens.view()
-    _, power = core.history_power.view()
+def timeline(state: RackState) -> Timeline:
+    times, cum = state.history_tokens.view()
+    _, power = state.history_power.view()
     if len(times) < 2:
         return Timeline(
             times, np.full(len(times), np.nan), power.sum(axis=1) if len(power) else power, math.nan

@@ -1,8 +1,8 @@
 """The whole run as downsampled series, for reports and exports (read-only; copies).
 
-The core keeps the whole run in at most ``history_points`` points (see :class:`DownsampledSeries`);
+The state keeps the whole run in at most ``history_points`` points (see :class:`DownsampledSeries`);
 this module turns those into the series people plot: per-node and rack tokens/s between points,
-node and rack power, and per-GPU telemetry named by metric. Nothing here mutates the core.
+node and rack power, and per-GPU telemetry named by metric. Nothing here mutates the state.
 """
 
 from __future__ import annotations
@@ -10,15 +10,13 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tokenwatch.core.config import GPU_SERIES_METRICS
+from tokenwatch.core.snapshot import Alert
+from tokenwatch.core.state import RackState
 from tokenwatch.events import FloatArray
-
-if TYPE_CHECKING:
-    from tokenwatch.core.rack import RackCore
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -44,6 +42,7 @@ class RunHistory:
     gpu_times: FloatArray
     gpu_metrics: tuple[str, ...]
     gpu_values: FloatArray
+    alerts: tuple[Alert, ...] = ()  # the (bounded) alert log, oldest first
 
     @property
     def points(self) -> int:
@@ -82,13 +81,11 @@ def _quiet(fn: object, *args: object, **kwargs: object) -> FloatArray:
         return fn(*args, **kwargs)  # type: ignore[operator]
 
 
-def run_history(core: RackCore) -> RunHistory:
-    """The whole-run series of everything ingested so far. Raises ValueError before the run start."""
-    run = core.run
-    if run is None:
-        raise ValueError("no run in the stream: the recording holds no run start")
-    times, cumulative = core.history_tokens.view()
-    _, power = core.history_power.view()
+def run_history(state: RackState) -> RunHistory:
+    """The whole-run series of everything ingested so far, and the alert log."""
+    run = state.run
+    times, cumulative = state.history_tokens.view()
+    _, power = state.history_power.view()
     n = len(run.nodes)
     rates = np.full((len(times), n), np.nan)
     if len(times) >= 2:
@@ -96,21 +93,21 @@ def run_history(core: RackCore) -> RunHistory:
             rates[1:] = np.diff(cumulative, axis=0) / np.diff(times)[:, None]
     rack = np.full(len(times), np.nan)
     rack[1:] = rates[1:].sum(axis=1) if len(times) >= 2 else rack[1:]
-    gpu_times, gpu_values = core.history_gpu.view()
-    state_times, states = core.history_state.view()
+    gpu_times, gpu_values = state.history_gpu.view()
+    state_times, states = state.history_state.view()
     node_state = states.astype(np.int8) if len(states) else np.zeros((0, n), np.int8)
     if len(gpu_times) and len(state_times):
-        # The core carries a silent (down or stale) node's last telemetry forward; here it reads as missing.
+        # The state carries a silent (down or stale) node's last telemetry forward; here it reads as missing.
         at = np.clip(np.searchsorted(state_times, gpu_times, side="left"), 0, len(state_times) - 1)
         silent = (node_state[at] == 1) | (node_state[at] == 2)
         gpu_values = np.where(silent[:, :, None, None], np.nan, gpu_values)
     rack_power = power.sum(axis=1) if len(power) else np.zeros(0)
-    if len(power) and not np.isfinite(core.gpu_values[:, :, 0]).any():
+    if len(power) and not state.has_power():
         rack_power = np.full(len(power), math.nan)  # no GPU ever reported power: unknown, not 0 W
     return RunHistory(
         nodes=run.nodes,
         gpus_per_node=run.gpus_per_node,
-        point_width_s=core.history_tokens.width_s,
+        point_width_s=state.history_tokens.width_s,
         times=times.copy(),
         node_tokens_per_s=rates,
         rack_tokens_per_s=rack,
@@ -121,4 +118,5 @@ def run_history(core: RackCore) -> RunHistory:
         gpu_times=gpu_times.copy(),
         gpu_metrics=GPU_SERIES_METRICS,
         gpu_values=gpu_values.copy(),
+        alerts=state.alerts.newest_first()[::-1],
     )

@@ -17,7 +17,7 @@ import numpy as np
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core.rack import RackCore
+from tokenwatch.core.state import RackState
 from tokenwatch.durations import format_clock
 from tokenwatch.events import LATENCY_METRICS
 
@@ -140,23 +140,21 @@ def summarize_nodes(
     )
 
 
-def summarize_core(core: RackCore) -> RunSummary:
+def summarize_state(state: RackState) -> RunSummary:
     """The summary of everything the core has ingested (a recording, or a run so far)."""
-    run = core.run
-    if run is None:
-        raise ValueError("no run in the stream: the recording holds no run start")
-    tokens_per_s, samples_per_s = core.measured_means()
+    run = state.run
+    tokens_per_s, samples_per_s = state.measured_means()
     # A node that ended down or stale while the run finished did not complete its work: like an
     # INVALID LoadGen result its figure is flagged, never silently summed as if it were whole.
-    state = core.effective_state(core.now)
-    unfinished = core.ended & ((state == _DOWN) | (state == _STALE))
+    codes = state.effective_state(state.now)
+    unfinished = state.ended & ((codes == _DOWN) | (codes == _STALE))
     warnings = []
     for i in np.flatnonzero(unfinished).tolist():
-        span = core.t_last_change[i] - core.t_first[i]
+        span = state.t_last_change[i] - state.t_first[i]
         worked = format_clock(span) if np.isfinite(span) else "no"
-        how = "down" if state[i] == _DOWN else "stale"
+        how = "down" if codes[i] == _DOWN else "stale"
         warnings.append(
-            f"{run.nodes[i]} did not finish ({how}: {core.state_reason[i]}); its figure covers its {worked} "
+            f"{run.nodes[i]} did not finish ({how}: {state.state_reason[i]}); its figure covers its {worked} "
             "of work and is still in the aggregate, as the rack figure sums nodes"
         )
     nodes = [
@@ -171,14 +169,16 @@ def summarize_core(core: RackCore) -> RunSummary:
     ]
     latency: dict[str, dict[str, float]] = {}
     for metric in LATENCY_METRICS:
-        hist = core.rack_latency[metric]
+        hist = state.rack_latency[metric]
         if hist.total:
             values = quantiles_of(hist.counts, list(PERCENTILES.values()))
             latency[metric] = {k: v * 1000.0 for k, v in zip(PERCENTILES, values, strict=True)}
-    duration = core.now
-    has_power = bool(np.isfinite(core.gpu_values[:, :, 0]).any())
-    power_mean = core.energy_j / duration if has_power and duration > 0 else None
-    tokens_per_joule = float(core.tokens.sum()) / core.energy_j if has_power and core.energy_j > 0 else None
+    duration = state.now
+    has_power = state.has_power()
+    power_mean = state.energy_j / duration if has_power and duration > 0 else None
+    tokens_per_joule = (
+        float(state.tokens.sum()) / state.energy_j if has_power and state.energy_j > 0 else None
+    )
     return summarize_nodes(
         run.name, run.scenario, duration, nodes, latency, power_mean, tokens_per_joule, warnings
     )

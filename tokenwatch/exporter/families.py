@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenwatch.core.latency_buckets import NodeLatencyBuckets, node_latency_buckets
+from tokenwatch.core.latency_buckets import NodeLatencyBuckets
 from tokenwatch.events import GPU_METRICS, NODE_STATES, FloatArray, LatencyMetric
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def take_view(core: RackCore) -> MetricsView | None:
     """None before the run has started (then only the process is up, no run metrics)."""
     if not core.started:
         return None
-    return MetricsView(core.snapshot(), node_latency_buckets(core))
+    return MetricsView(core.snapshot(), core.latency_buckets())
 
 
 @dataclass(frozen=True, slots=True, eq=False)

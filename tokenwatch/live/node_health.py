@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tokenwatch.events import NodeState, NodeStatus, Notice, NoticeLevel
-from tokenwatch.session import Emit
+from tokenwatch.events import Emit, NodeState, NodeStatus, Notice, NoticeLevel
 
 
 class NodeHealth:

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from tokenwatch.clock import Clock
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus
+from tokenwatch.events import GPU_METRICS, Emit, Event, GpuBatch, GpuSample, NodeStatus
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
@@ -31,7 +31,6 @@ from tokenwatch.live.tail_stream import (
     TailStreamSplitter,
 )
 from tokenwatch.live.transport import Transport
-from tokenwatch.session import Emit
 
 
 class StreamParser(Protocol):

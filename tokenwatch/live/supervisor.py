@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.events import Event, Heartbeat, NodeStatus, Notice, RunEnded, RunStarted
+from tokenwatch.events import Collector, Emit, Event, Heartbeat, NodeStatus, Notice, RunEnded, RunStarted
 from tokenwatch.live.config import WatchConfig
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.node_runner import NodeRunner
@@ -24,7 +24,6 @@ from tokenwatch.live.node_sources import NodeContext, NodeSource
 from tokenwatch.live.ssh_connect import SshConnector
 from tokenwatch.live.targets import NodeTarget
 from tokenwatch.live.tasks import cancel_and_wait
-from tokenwatch.session import Collector, Emit
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenwatch import __version__
-from tokenwatch.core import RackCore, RackSnapshot, RunSummary, summarize_core
+from tokenwatch.core import RackCore, RackSnapshot, RunSummary
 from tokenwatch.core.alerts import AlertSpan, alert_spans
 from tokenwatch.core.efficiency import Efficiency, efficiency, gpu_power_limit_w
-from tokenwatch.core.run_history import RunHistory, run_history
+from tokenwatch.core.run_history import RunHistory
 from tokenwatch.recording import RecordingFormatError, RecordingReader
 
 SUMMARY_FILE = "mlperf_log_summary.txt"
@@ -95,9 +95,11 @@ def _load_recording(path: Path, tdp_w: float | None) -> RunData:
     core, reader = ingest_recording(path)
     run = core.run
     assert run is not None
-    summary = summarize_core(core)
+    summary = core.summary()
+    snapshot = core.snapshot()
+    history = core.history()
     source = "--tdp-w" if tdp_w is not None else "GPU power limit reported in telemetry"
-    eff = efficiency(summary, tdp_w if tdp_w is not None else gpu_power_limit_w(core), source)
+    eff = efficiency(summary, tdp_w if tdp_w is not None else gpu_power_limit_w(snapshot), source)
     sha, size = _sha256_file(path)
     cfg = core.config
     config: dict[str, Any] = {
@@ -121,15 +123,14 @@ def _load_recording(path: Path, tdp_w: float | None) -> RunData:
         hosts=run.nodes,
         config=config,
     )
-    log = core.alerts.newest_first()[::-1]
     return RunData(
         label=run.name,
         summary=summary,
         efficiency=eff,
         provenance=provenance,
-        snapshot=core.snapshot(),
-        history=run_history(core),
-        alert_spans=alert_spans(log),
+        snapshot=snapshot,
+        history=history,
+        alert_spans=alert_spans(history.alerts),
         gpus_per_node=run.gpus_per_node,
         warnings=tuple(reader.warnings),
     )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.events import Emit
 from tokenwatch.pacing import Pacer
-from tokenwatch.session import Emit
 from tokenwatch.sim.rack_sim import SIM_EPOCH, RackSimulation, SimSettings
 
 __all__ = ["SIM_EPOCH", "SimulatorCollector"]

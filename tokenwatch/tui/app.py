@@ -18,10 +18,10 @@ from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import Worker
 
-from tokenwatch.core.node_history import NodeHistory, node_history
+from tokenwatch.collectors.replay import ReplayPlayer
+from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.rack_snapshot import empty_snapshot
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.replay_player import ReplayPlayer
 from tokenwatch.session import Session
 from tokenwatch.tui.screens.dashboard import DashboardScreen
 from tokenwatch.tui.screens.help_screen import HelpScreen
@@ -130,10 +130,7 @@ class TokenwatchApp(App[None]):
         )
 
     def node_history(self, node: str) -> NodeHistory | None:
-        core = self.session.core
-        if not core.started or node not in core.index:
-            return None
-        return node_history(core, node, last=_NODE_HISTORY_POINTS)
+        return self.session.core.node_history(node, last=_NODE_HISTORY_POINTS)
 
     def refresh_data(self, force: bool = False) -> None:
         """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``)."""

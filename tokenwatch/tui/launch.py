@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tokenwatch.replay_player import ReplayPlayer
+from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.session import Session
 
 if TYPE_CHECKING:
@@ -14,30 +13,23 @@ if TYPE_CHECKING:
 
 def run_dashboard(
     session: Session,
-    args: argparse.Namespace,
     *,
     mode: str = "sim",
-    replay_control: Any = None,
+    theme: str | None = None,
+    speed: float | None = None,
+    player: ReplayPlayer | None = None,
     exporter: MetricsServer | None = None,
 ) -> None:
     """Run the dashboard until the engineer quits; the session runs inside it.
 
-    ``replay_control`` is the :class:`ReplayPlayer` of a seekable replay (anything else, e.g. a plain
-    ``ReplayCollector``, replays without controls).
+    ``player``: a replay's player, bound here to the session so the dashboard can pause, change speed
+    and seek. ``exporter``: a /metrics server that reads the core on the app's loop.
     """
     from tokenwatch.tui.app import TokenwatchApp
 
-    player = replay_control if isinstance(replay_control, ReplayPlayer) else None
     if player is not None:
         player.bind(session)
-    app = TokenwatchApp(
-        session,
-        mode=mode,
-        player=player,
-        theme=getattr(args, "theme", None),
-        speed=getattr(args, "speed", None),
-        exporter=exporter,
-    )
+    app = TokenwatchApp(session, mode=mode, player=player, theme=theme, speed=speed, exporter=exporter)
     try:
         app.run()
     finally:

@@ -27,7 +27,7 @@ from tokenwatch.tui.widgets.run_header import RunHeader
 from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
 
 if TYPE_CHECKING:
-    from tokenwatch.replay_player import ReplayPlayer
+    from tokenwatch.collectors.replay import ReplayPlayer
 
 _REPLAY_ACTIONS = {"replay_pause", "replay_seek", "replay_speed", "replay_goto"}
 

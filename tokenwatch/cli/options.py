@@ -1,0 +1,68 @@
+"""The options every run command (sim, replay, watch) shares, typed once at the edge of the CLI.
+
+Nothing below the CLI sees ``argparse.Namespace``: the session runner and the dashboard take these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from tokenwatch.core import CoreConfig
+
+RunMode = Literal["sim", "replay", "live"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Durations in seconds. ``speed`` is None for a live watch (it runs at the pace of the nodes)."""
+
+    mode: RunMode
+    headless: bool = False
+    interval_s: float = 10.0
+    jsonl: str | None = None  # path, or "-" for stdout
+    record: str | None = None
+    theme: str | None = None
+    ttft_sla_s: float | None = None
+    tpot_sla_s: float | None = None
+    prometheus_port: int | None = None
+    speed: float | None = None
+    start_s: float = 0.0
+    force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, mode: RunMode) -> RunOptions:
+        return cls(
+            mode=mode,
+            headless=args.headless,
+            interval_s=args.interval,
+            jsonl=args.jsonl,
+            record=args.record,
+            theme=args.theme,
+            ttft_sla_s=args.ttft_sla,
+            tpot_sla_s=args.tpot_sla,
+            prometheus_port=args.prometheus_port,
+            speed=getattr(args, "speed", None),
+            start_s=getattr(args, "start", 0.0),
+        )
+
+    @property
+    def paced(self) -> bool:
+        """Whether run time follows the clock (a live watch, or a sim/replay at a speed above 0)."""
+        return self.speed is None or self.speed > 0
+
+    def wants_dashboard(self) -> bool:
+        """The dashboard unless --headless or stdout is not a terminal."""
+        return (not self.headless and sys.stdout.isatty()) or self.force_dashboard
+
+    def core_config(self, base: CoreConfig | None = None) -> CoreConfig:
+        """``base`` (default settings when None) with --ttft-sla / --tpot-sla applied."""
+        config = base or CoreConfig()
+        if self.ttft_sla_s is not None:
+            config = dataclasses.replace(config, ttft_sla_s=self.ttft_sla_s)
+        if self.tpot_sla_s is not None:
+            config = dataclasses.replace(config, tpot_sla_s=self.tpot_sla_s)
+        return config

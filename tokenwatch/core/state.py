@@ -1,0 +1,225 @@
+"""Everything the core knows about one run, in one object: counters, telemetry, series, histograms, alerts.
+
+A :class:`RackState` is made per run (:func:`new_state`, from its ``RunStarted``) and is the only mutable
+thing in the core. Ingestion (:mod:`tokenwatch.core.ingest`), the per-tick sampling and alert rules
+(:mod:`tokenwatch.core.ticks`, :mod:`tokenwatch.core.alert_rules`) and every reader (the snapshot builder,
+run and node histories, the summary) are functions of it; :class:`~tokenwatch.core.rack.RackCore` is the
+facade that front ends talk to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tokenwatch.core.alerts import AlertLog
+from tokenwatch.core.batch_layout import BatchLayout
+from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
+from tokenwatch.core.histogram import LogHistogram
+from tokenwatch.core.ring import DownsampledSeries, RecentRing
+from tokenwatch.core.snapshot import RunInfo
+from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, FloatArray, IntArray, LatencyMetric, RunStarted
+
+_STALE = STATE_CODE["stale"]
+
+
+@dataclass(slots=True, eq=False)
+class RuleMemory:
+    """What the alert rules remember between ticks: since when a condition holds, and what is raised."""
+
+    straggler_since: FloatArray
+    throttle_since: FloatArray
+    straggling: np.ndarray  # (nodes,) bool, read by snapshots
+    throttling: np.ndarray  # (nodes, gpus) bool, read by snapshots
+    stale_alerted: np.ndarray
+    straggler_alerted: np.ndarray
+    throttle_alerted: np.ndarray
+    reference_clock_mhz: float = math.nan  # the rack's typical top SM clock, refreshed every few ticks
+    reference_due_tick: int = 0
+
+    @classmethod
+    def for_rack(cls, nodes: int, gpus: int) -> RuleMemory:
+        return cls(
+            straggler_since=np.full(nodes, np.nan),
+            throttle_since=np.full((nodes, gpus), np.nan),
+            straggling=np.zeros(nodes, bool),
+            throttling=np.zeros((nodes, gpus), bool),
+            stale_alerted=np.zeros(nodes, bool),
+            straggler_alerted=np.zeros(nodes, bool),
+            throttle_alerted=np.zeros(nodes, bool),
+        )
+
+
+@dataclass(slots=True, eq=False)
+class BucketMemo:
+    """The last per-node latency buckets computed for a set of bounds, so a scrape redoes only the nodes
+    whose histograms grew (a histogram only grows, so an unchanged total means unchanged counts)."""
+
+    entries: dict[
+        tuple[LatencyMetric, tuple[float, ...]], tuple[IntArray, IntArray, IntArray, FloatArray]
+    ] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SkipLog:
+    """Events the core could not use: counted, and each distinct reason warned about once."""
+
+    alerts: AlertLog
+    count: int = 0
+    warned: set[str] = field(default_factory=set)
+
+    def skip(self, t: float, why: str) -> None:
+        self.count += 1
+        if why not in self.warned:
+            self.warned.add(why)
+            self.alerts.event(t, None, "warning", f"skipped event: {why}")
+
+
+@dataclass(slots=True, eq=False)
+class RackState:
+    """One run's state. Node arrays are indexed like ``run.nodes``; GPU arrays are (nodes, gpus[, metric]).
+
+    Counters are cumulative generated tokens / samples / prompt tokens; times are seconds since run
+    start (NaN = never); ``explicit_state`` holds the codes sources reported (0 up, 1 stale, 2 down,
+    3 finished) before silence is taken into account (:meth:`effective_state`).
+    """
+
+    config: CoreConfig
+    run: RunInfo
+    index: dict[str, int]
+    alerts: AlertLog
+    skips: SkipLog
+    tokens: IntArray
+    samples: IntArray
+    prompt_tokens: IntArray
+    raw_counters: IntArray  # (3, nodes) the sources' last raw counters: tokens, samples, prompt tokens
+    counter_offsets: IntArray  # (3, nodes) what restarted counters had counted before
+    t_first: FloatArray
+    t_last_change: FloatArray
+    last_seen: FloatArray
+    explicit_state: np.ndarray
+    state_reason: list[str]
+    gpu_values: FloatArray  # (nodes, gpus, len(GPU_METRICS)) latest readings
+    gpu_throttle: np.ndarray  # (nodes, gpus) uint64 clocks-event reasons
+    sm_clock_max: FloatArray  # (nodes, gpus) highest SM clock each GPU has shown
+    latency: dict[LatencyMetric, list[LogHistogram]]
+    rack_latency: dict[LatencyMetric, LogHistogram]
+    latency_max: dict[LatencyMetric, float]
+    log_lines: list[list[tuple[float, str]]]
+    recent_tokens: RecentRing
+    recent_samples: RecentRing
+    recent_power: RecentRing
+    recent_gpu: RecentRing
+    history_tokens: DownsampledSeries
+    history_power: DownsampledSeries
+    history_state: DownsampledSeries  # node state codes (the newest in each point)
+    history_gpu: DownsampledSeries
+    rules: RuleMemory
+    layout: BatchLayout
+    bucket_memo: BucketMemo
+    now: float = 0.0
+    ended: bool = False
+    end_reason: str = ""
+    energy_j: float = 0.0
+    ticks_sampled: int = 0
+    last_sample_t: float = 0.0
+
+    # ------------------------------------------------------------------ reads
+    def effective_state(self, t: float) -> np.ndarray:
+        """Node state codes at ``t``: explicit states, plus stale for silent 'up' nodes."""
+        state = self.explicit_state.copy()
+        limit = self.config.stale_after_s
+        # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
+        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > limit))
+        state[(state == 0) & silent] = _STALE
+        return state
+
+    def window_rates(self, t: float, window_s: float | None = None) -> tuple[FloatArray, FloatArray]:
+        """Per-node (tokens/s, samples/s) over the last ``window_s`` (default: the config's) before ``t``."""
+        ring = self.recent_tokens
+        slot = ring.slot_at_or_before(t - (self.config.window_s if window_s is None else window_s))
+        slot = ring.oldest_slot() if slot is None else slot
+        if slot is None or t - ring.times[slot] <= 0:
+            n = len(self.index)
+            return np.full(n, np.nan), np.full(n, np.nan)
+        span = t - float(ring.times[slot])
+        # recent_samples is pushed in lockstep with recent_tokens: same slot, same time.
+        return (self.tokens - ring.values[slot]) / span, (
+            self.samples - self.recent_samples.values[slot]
+        ) / span
+
+    def measured_means(self) -> tuple[FloatArray, FloatArray]:
+        """Per-node (tokens/s, samples/s): counters over the node's own first-to-last-change span."""
+        span = self.t_last_change - self.t_first
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ok = span > 0
+            return (
+                np.where(ok, self.tokens / np.where(ok, span, 1), np.nan),
+                np.where(ok, self.samples / np.where(ok, span, 1), np.nan),
+            )
+
+    def has_power(self) -> bool:
+        """Whether any GPU has ever reported its power draw (else energy is unknown, not 0 J)."""
+        return bool(np.isfinite(self.gpu_values[:, :, GPU_METRICS.index("power_w")]).any())
+
+
+def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipLog) -> RackState:
+    """The empty state of the run ``ev`` starts, sized for its nodes and GPUs."""
+    cfg = config
+    run = RunInfo(
+        ev.name,
+        ev.scenario,
+        ev.source,
+        ev.nodes,
+        ev.gpus_per_node,
+        ev.nominal_duration_s,
+        ev.total_samples,
+        ev.wall_epoch,
+        dict(ev.meta),
+    )
+    n, g = len(ev.nodes), ev.gpus_per_node
+    r, h = cfg.recent_points, cfg.history_points
+    # Per-GPU series get what is left of a fixed float budget, so 4,608 GPUs still fit.
+    per_point = max(1, n * g * len(GPU_SERIES_METRICS))
+    gpu_recent = int(min(r, max(16, cfg.gpu_series_floats // 2 // per_point)))
+    gpu_hist = int(min(h, max(16, cfg.gpu_series_floats // 2 // per_point)))
+    gpu_shape = (n, g, len(GPU_SERIES_METRICS))
+    return RackState(
+        config=cfg,
+        run=run,
+        index={name: i for i, name in enumerate(ev.nodes)},
+        alerts=alerts,
+        skips=skips,
+        tokens=np.zeros(n, np.int64),
+        samples=np.zeros(n, np.int64),
+        prompt_tokens=np.zeros(n, np.int64),
+        raw_counters=np.zeros((3, n), np.int64),
+        counter_offsets=np.zeros((3, n), np.int64),
+        t_first=np.full(n, np.nan),
+        t_last_change=np.full(n, np.nan),
+        last_seen=np.full(n, np.nan),
+        explicit_state=np.zeros(n, np.int8),
+        state_reason=["waiting for data"] * n,
+        gpu_values=np.full((n, g, len(GPU_METRICS)), np.nan),
+        gpu_throttle=np.zeros((n, g), np.uint64),
+        sm_clock_max=np.full((n, g), np.nan),
+        latency={m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS},
+        rack_latency={m: LogHistogram() for m in LATENCY_METRICS},
+        latency_max=dict.fromkeys(LATENCY_METRICS, math.nan),
+        log_lines=[[] for _ in range(n)],
+        recent_tokens=RecentRing(r, (n,)),
+        recent_samples=RecentRing(r, (n,)),
+        recent_power=RecentRing(r, (n,)),
+        recent_gpu=RecentRing(gpu_recent, gpu_shape),
+        history_tokens=DownsampledSeries(h, (n,), cfg.tick_s, "last"),
+        history_power=DownsampledSeries(h, (n,), cfg.tick_s, "mean"),
+        history_state=DownsampledSeries(h, (n,), cfg.tick_s, "last"),
+        history_gpu=DownsampledSeries(gpu_hist - gpu_hist % 2, gpu_shape, cfg.tick_s, "mean"),
+        rules=RuleMemory.for_rack(n, g),
+        layout=BatchLayout(n, g),
+        bucket_memo=BucketMemo(),
+        now=ev.t,
+        last_sample_t=ev.t,
+    )

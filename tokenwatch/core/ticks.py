@@ -1,0 +1,53 @@
+"""The core's clock: every ``tick_s`` of run time the state is sampled into its bounded series, energy is
+integrated and the alert rules run. Time only moves with events, so a replay of the same events
+reproduces every tick exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenwatch.core.alert_rules import evaluate_rules
+from tokenwatch.core.config import GPU_SERIES_METRICS
+from tokenwatch.core.state import RackState
+from tokenwatch.events import GPU_METRICS
+
+_SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
+_POWER = GPU_METRICS.index("power_w")
+MAX_FILL_TICKS = 100_000  # a time jump larger than this is not back-filled tick by tick
+
+
+def sample_ticks_before(state: RackState, t: float) -> None:
+    """Sample every tick strictly before ``t`` not sampled yet (state then holds all events up to it)."""
+    tick = state.config.tick_s
+    if (t - state.ticks_sampled * tick) / tick > MAX_FILL_TICKS:
+        state.ticks_sampled = int(t // tick)
+    while state.ticks_sampled * tick < t:
+        sample(state, state.ticks_sampled * tick)
+        state.ticks_sampled += 1
+    state.now = max(state.now, t)
+
+
+def sample(state: RackState, t: float) -> None:
+    """One tick at ``t``: energy, the series (when the live view is on) and the alert rules."""
+    codes = state.effective_state(t)
+    up = codes == 0
+    power = state.gpu_values[:, :, _POWER]
+    node_power = np.where(up, np.where(np.isnan(power), 0.0, power).sum(axis=1), 0.0)
+    if t > state.last_sample_t:
+        state.energy_j += float(node_power.sum()) * (t - state.last_sample_t)
+    state.last_sample_t = t
+    state.now = max(state.now, t)
+    if not state.config.live_view:
+        return
+    tokens = state.tokens.astype(np.float64)
+    state.recent_tokens.push(t, tokens)
+    state.recent_samples.push(t, state.samples.astype(np.float64))
+    state.recent_power.push(t, node_power)
+    state.history_tokens.add(t, tokens)
+    state.history_power.add(t, node_power)
+    state.history_state.add(t, codes)
+    gpu_now = state.gpu_values[:, :, _SERIES_COLS]
+    state.recent_gpu.push(t, gpu_now)
+    state.history_gpu.add(t, gpu_now)
+    evaluate_rules(state, t, codes)
