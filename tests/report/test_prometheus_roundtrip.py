@@ -101,7 +101,9 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
     assert (core.state.samples == source.state.samples).all()
     for metric in ("power_w", "power_limit_w", "sm_clock_mhz", "hbm_used_mib", "temp_c", "util_pct"):
         k = GPU_METRICS.index(metric)
-        np.testing.assert_allclose(core.state.gpu_values[:, :, k], source.state.gpu_values[:, :, k], rtol=1e-9)
+        np.testing.assert_allclose(
+            core.state.gpu_values[:, :, k], source.state.gpu_values[:, :, k], rtol=1e-9
+        )
     for metric in ("ttft", "tpot", "e2e"):
         assert core.state.rack_latency[metric].total == source.state.rack_latency[metric].total
         got = core.state.rack_latency[metric].quantiles([0.5])[0]
