@@ -6,22 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tokenwatch.cli.parser import OneLineParser, UsageError, print_warnings
-
-# The report machinery loads only when report/export run: every command builds this module's parsers.
-if TYPE_CHECKING:
-    from tokenwatch.report.run_data import RunData
+from tokenwatch.runs.loading import load_run
+from tokenwatch.runs.run_data import RunData
 
 
 def _load(path: str, args: argparse.Namespace) -> RunData:
-    from tokenwatch.report.run_data import RunLoadError, load_run
-
-    try:
-        return load_run(path, tdp_w=args.tdp_w, gpus_per_node=args.gpus_per_node)
-    except RunLoadError as exc:
-        raise UsageError(str(exc)) from None
+    return load_run(path, tdp_w=args.tdp_w, gpus_per_node=args.gpus_per_node)
 
 
 def _write_atomically(path: Path, text: str) -> None:
