@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tokenwatch.report.run_data import load_run  # noqa: E402
 from tokenwatch.report.run_report import render_run_report  # noqa: E402
+from tokenwatch.runs.loading import load_run  # noqa: E402
 
 
 def main() -> None:

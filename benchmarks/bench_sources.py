@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tokenwatch.runs.result_folders import summarize_result_dirs  # noqa: E402
 from tokenwatch.sources.harness_log import LogProgressParser  # noqa: E402
-from tokenwatch.sources.loadgen_results import summarize_result_dirs  # noqa: E402
 from tokenwatch.sources.loadgen_trace import TraceTailParser  # noqa: E402
 from tokenwatch.sources.nvidia_smi import NvidiaSmiParser  # noqa: E402
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser  # noqa: E402

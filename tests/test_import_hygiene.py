@@ -52,3 +52,88 @@ def test_import_linter_contract_holds() -> None:
     result = subprocess.run([lint], capture_output=True, text=True, cwd=REPO_ROOT, env=cli_env())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "KEPT" in result.stdout
+
+
+# ----------------------------------------------------------------------------- import graph
+# The core's own cycle, being removed by the core refactor (issue 9, point 3): drop this entry when it lands.
+# Packages that sit below the CLI: none of them may import it (a parser raising a CLI error, say).
+BELOW_THE_CLI = ("sources", "core", "recording", "runs", "report", "export")
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """tokenwatch's modules -> the tokenwatch modules each imports directly (TYPE_CHECKING imports too)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("tokenwatch")
+    return {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+
+
+def strongly_connected_components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm: the groups of modules that all reach each other (a group of 2+ is a cycle)."""
+    index: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowlink[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                lowlink[node] = min(lowlink[node], lowlink[target])
+            elif target in on_stack:
+                lowlink[node] = min(lowlink[node], index[target])
+        if lowlink[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_tarjan_finds_cycles_and_only_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": {"d"}, "f": {"a"}, "g": set()}
+    cycles = {frozenset(c) for c in strongly_connected_components(graph) if len(c) > 1}
+    assert cycles == {frozenset("abc"), frozenset("de")}
+
+
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    cycles = {frozenset(c) for c in strongly_connected_components(_import_graph()) if len(c) > 1}
+    assert cycles == set()
+
+
+def test_nothing_below_the_cli_imports_it() -> None:
+    graph = _import_graph()
+    offenders = {
+        module: sorted(t for t in targets if t.startswith("tokenwatch.cli"))
+        for module, targets in graph.items()
+        if module.split(".")[1:2] and module.split(".")[1] in BELOW_THE_CLI
+    }
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("tokenwatch.export", ("tokenwatch.report",)),  # both lay out what tokenwatch.runs loads
+        ("tokenwatch.runs", ("tokenwatch.report", "tokenwatch.export", "tokenwatch.tui", "tokenwatch.cli")),
+    ],
+)
+def test_package_does_not_import_a_sibling_front_end(package: str, forbidden: tuple[str, ...]) -> None:
+    graph = _import_graph()
+    offenders = {
+        module: sorted(t for t in targets if t.startswith(forbidden))
+        for module, targets in graph.items()
+        if module == package or module.startswith(package + ".")
+    }
+    assert {m: t for m, t in offenders.items() if t} == {}

@@ -20,7 +20,9 @@ import pytest
 from tests.conftest import REPO_ROOT, SAMPLE_RUNS, cli_env, free_port
 from tokenwatch.core import RackCore
 from tokenwatch.exporter import MetricsServer
-from tokenwatch.report.run_data import RunData, ingest_recording, load_run
+from tokenwatch.runs.from_core import ingest_recording
+from tokenwatch.runs.loading import load_run
+from tokenwatch.runs.run_data import RunData
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "report"
 SERVER_RUN = SAMPLE_RUNS / "gb300-nvl72-server.jsonl.zst"

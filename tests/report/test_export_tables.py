@@ -12,7 +12,7 @@ import pytest
 from tests.report.conftest import SERVER_RUN
 from tests.report.helpers import node_totals
 from tokenwatch.export import run_tables, write_csv, write_parquet
-from tokenwatch.report.run_data import RunData
+from tokenwatch.runs.run_data import RunData
 
 
 def _read(path: Path) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ from tokenwatch.core.capacity import Workload, capacity
 from tokenwatch.core.comparison import ComparedFigure, compare_runs
 from tokenwatch.formatting import group
 from tokenwatch.report.compare_report import render_comparison
-from tokenwatch.report.run_data import load_run
+from tokenwatch.runs.loading import load_run
 
 
 @pytest.fixture(scope="module")

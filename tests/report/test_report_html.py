@@ -11,8 +11,8 @@ import pytest
 from tests.report.conftest import FAILURE_RUN, SERVER_RUN, chromium
 from tests.report.helpers import node_totals, png_pixels
 from tokenwatch.formatting import group
-from tokenwatch.report.run_data import RunData
 from tokenwatch.report.run_report import render_run_report
+from tokenwatch.runs.run_data import RunData
 
 FIGURES_SERVER = {
     "throughput-aggregate",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.runs.errors import RunLoadError
+from tokenwatch.runs.result_folders import find_summary_folders, summarize_result_dirs
 from tokenwatch.sources.errors import SourceFormatError
-from tokenwatch.sources.loadgen_results import find_summary_folders, summarize_result_dirs
 
 from .conftest import LOADGEN
 
@@ -142,9 +142,9 @@ def test_detail_disagreeing_with_summary_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(UsageError, match="at least 1"):
+    with pytest.raises(RunLoadError, match="at least 1"):
         summarize_result_dirs([ASUSTEK], gpus_per_node=0)
-    with pytest.raises(UsageError, match="not a folder"):
+    with pytest.raises(RunLoadError, match="not a folder"):
         summarize_result_dirs([ASUSTEK / "nope"], None)
 
 

@@ -1,6 +1,6 @@
 """Property-based bad input for every parser: random bytes, truncation, wrong encodings, huge lines,
 numbers out of range. The outcome is events (skipped lines as warnings) or one SourceFormatError /
-UsageError line naming the file; never another exception, never a hang."""
+RunLoadError line naming the file; never another exception, never a hang."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.cli.parser import UsageError
 from tokenwatch.events import GpuSample, LatencyBatch, LogLine, NodeStatus, Notice, Progress
+from tokenwatch.runs.errors import RunLoadError
+from tokenwatch.runs.result_folders import summarize_result_dirs
 from tokenwatch.sources.errors import SourceFormatError
 from tokenwatch.sources.harness_log import LogPatternError, LogProgressParser
 from tokenwatch.sources.loadgen_detail import DetailLogParser, parse_detail_bytes
-from tokenwatch.sources.loadgen_results import summarize_result_dirs
 from tokenwatch.sources.loadgen_summary import parse_summary_text, read_summary
 from tokenwatch.sources.loadgen_trace import TraceTailParser
 from tokenwatch.sources.nvidia_smi import NvidiaSmiParser
@@ -157,7 +157,7 @@ def test_summarize_dirs_never_crashes(summary: bytes, detail: bytes, keep: bool)
         message = ""
         try:
             result, _ = summarize_result_dirs([root], None)
-        except (SourceFormatError, UsageError) as exc:
+        except (SourceFormatError, RunLoadError) as exc:
             message = str(exc)
         else:
             assert len(result.nodes) == 1

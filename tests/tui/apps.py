@@ -13,7 +13,8 @@ from textual.pilot import Pilot
 
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.recording import RecordingReader, RecordingWriter
+from tokenwatch.recording import RecordingWriter
+from tokenwatch.runs.from_core import ingest_recording
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
 from tokenwatch.sim.profile import load_profile
@@ -32,11 +33,7 @@ ReplayAppFactory = Callable[..., TokenwatchApp]
 
 def core_until(path: Path, until_s: float) -> RackCore:
     """The reference core: every event of the recording with t <= until_s ingested in order."""
-    core = RackCore()
-    for event in RecordingReader(path).events():
-        if event.t > until_s:
-            break
-        core.ingest(event)
+    core, _ = ingest_recording(path, until_s=until_s)
     return core
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.conftest import RunCli, cli_env
 from tests.tui.apps import REPO_ROOT, sim_app
 from tokenwatch.recording import RecordingReader, RecordingWriter
-from tokenwatch.report.run_data import ingest_recording
+from tokenwatch.runs.from_core import ingest_recording
 
 
 async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from tokenwatch.cli.parser import UsageError, parse, stderr_line
 def _user_errors() -> tuple[type[BaseException], ...]:
     from tokenwatch.durations import DurationError
     from tokenwatch.recording import RecordingError, RecordingFormatError
+    from tokenwatch.runs.errors import RunLoadError
     from tokenwatch.sim.faults import FaultError
     from tokenwatch.sources.errors import SourceFormatError
     from tokenwatch.yaml_schema import SchemaError
@@ -27,6 +28,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         SchemaError,
         RecordingError,
         RecordingFormatError,
+        RunLoadError,
         SourceFormatError,
     )
 

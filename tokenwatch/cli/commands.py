@@ -10,9 +10,7 @@ import orjson
 
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, print_warnings
-from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.output.summary_table import render_summary
-from tokenwatch.recording import RecordingReader
 
 # Commands import what only they need: `summarize` must not pay for asyncio, YAML or the simulator.
 
@@ -56,32 +54,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
 
 
-def summarize_recording(path: str) -> tuple[RackCore, list[str]]:
-    """The core after a recording, built for a summary: power is the only GPU figure it reads."""
-    reader = RecordingReader(path, gpu_metrics=("power_w",))
-    core = RackCore(CoreConfig(live_view=False))
-    for event in reader.events():
-        core.ingest(event)
-    return core, reader.warnings
-
-
 def cmd_summarize(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    from tokenwatch.runs.from_core import summarize_recording
+    from tokenwatch.runs.result_folders import summarize_result_dirs
 
     dirs = [p for p in args.paths if Path(p).is_dir()]
     if dirs:
         if len(dirs) != len(args.paths):
             raise UsageError("tokenwatch summarize: give either one recording or result folders, not both")
-        from tokenwatch.sources.loadgen_results import summarize_result_dirs
-
         summary, warnings = summarize_result_dirs([Path(p) for p in dirs], gpus_per_node=args.gpus_per_node)
     else:
         if len(args.paths) != 1:
             raise UsageError("tokenwatch summarize: give one recording at a time")
-        core, warnings = summarize_recording(args.paths[0])
-        if not core.started:
-            raise UsageError(f"{args.paths[0]}: the recording holds no run start")
-        summary = core.summary()
+        summary, warnings = summarize_recording(args.paths[0])
     print_warnings(warnings)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n")

@@ -55,6 +55,16 @@ def port_arg(text: str) -> int:
     return value
 
 
+def tdp_arg(text: str) -> float:
+    try:
+        value = float(text.lower().removesuffix("w"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad TDP {text!r}: watts per GPU, e.g. 1400") from None
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"bad TDP {text!r}: must be between 1 and 100000 W")
+    return value
+
+
 def add_output_options(p: argparse.ArgumentParser) -> None:
     """What every run command (sim, replay, watch) shares: where the snapshots go."""
     p.add_argument("--headless", action="store_true", help="no dashboard: one line per --interval on stdout")
@@ -162,11 +172,53 @@ def build_parser() -> OneLineParser:
 
     sub.add_parser("profiles", help="list the simulator profiles")
 
-    from tokenwatch.cli.report_cmd import add_parsers as add_report_parsers
-
     add_report_parsers(sub)
     add_watch_parsers(sub)
     return parser
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tdp-w", type=tdp_arg, metavar="W", help="GPU TDP in W (default: the power limit the GPUs report)"
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="result folders: GPUs behind each LoadGen summary (default 1)",
+    )
+
+
+def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """``report`` (HTML of one run, or two compared) and ``export`` (tidy CSV / Parquet)."""
+    report = sub.add_parser(
+        "report",
+        help="one self-contained HTML report of a run, or two runs side by side",
+        description="Write the HTML report of RUN (a recording or a folder of MLPerf results); "
+        "with two RUNs, compare them (B / A).",
+    )
+    report.add_argument("runs", nargs="+", metavar="RUN")
+    report.add_argument(
+        "-o", "--output", required=True, metavar="FILE.html", help="where to write the report"
+    )
+    report.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME=TOKENS",
+        help="capacity table profile (repeatable; replaces the defaults), e.g. 'RAG query=2500'",
+    )
+    _add_run_options(report)
+
+    export = sub.add_parser(
+        "export",
+        help="tidy CSV (or Parquet) of a run: node and GPU series, alerts, summary",
+        description="Export RUN (a recording or a folder of MLPerf results) as tidy tables.",
+    )
+    export.add_argument("run", metavar="RUN")
+    export.add_argument("--csv", metavar="DIR", help="write CSV files into DIR (created if missing)")
+    export.add_argument("--parquet", metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
+    _add_run_options(export)
 
 
 def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:

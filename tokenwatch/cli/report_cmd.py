@@ -6,22 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tokenwatch.cli.parser import OneLineParser, UsageError, print_warnings
-
-# The report machinery loads only when report/export run: every command builds this module's parsers.
-if TYPE_CHECKING:
-    from tokenwatch.report.run_data import RunData
+from tokenwatch.cli.parser import UsageError, print_warnings
+from tokenwatch.runs.loading import load_run
+from tokenwatch.runs.run_data import RunData
 
 
 def _load(path: str, args: argparse.Namespace) -> RunData:
-    from tokenwatch.report.run_data import RunLoadError, load_run
-
-    try:
-        return load_run(path, tdp_w=args.tdp_w, gpus_per_node=args.gpus_per_node)
-    except RunLoadError as exc:
-        raise UsageError(str(exc)) from None
+    return load_run(path, tdp_w=args.tdp_w, gpus_per_node=args.gpus_per_node)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -79,56 +71,3 @@ def cmd_export(args: argparse.Namespace) -> int:
     for path in written:
         sys.stdout.write(f"wrote {path}\n")
     return 0
-
-
-def _tdp(text: str) -> float:
-    try:
-        value = float(text.lower().removesuffix("w"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad TDP {text!r}: watts per GPU, e.g. 1400") from None
-    if not 1 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"bad TDP {text!r}: must be between 1 and 100000 W")
-    return value
-
-
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--tdp-w", type=_tdp, metavar="W", help="GPU TDP in W (default: the power limit the GPUs report)"
-    )
-    p.add_argument(
-        "--gpus-per-node",
-        type=int,
-        default=None,
-        metavar="N",
-        help="result folders: GPUs behind each LoadGen summary (default 1)",
-    )
-
-
-def add_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
-    report = sub.add_parser(
-        "report",
-        help="one self-contained HTML report of a run, or two runs side by side",
-        description="Write the HTML report of RUN (a recording or a folder of MLPerf results); "
-        "with two RUNs, compare them (B / A).",
-    )
-    report.add_argument("runs", nargs="+", metavar="RUN")
-    report.add_argument(
-        "-o", "--output", required=True, metavar="FILE.html", help="where to write the report"
-    )
-    report.add_argument(
-        "--workload",
-        action="append",
-        metavar="NAME=TOKENS",
-        help="capacity table profile (repeatable; replaces the defaults), e.g. 'RAG query=2500'",
-    )
-    _add_run_options(report)
-
-    export = sub.add_parser(
-        "export",
-        help="tidy CSV (or Parquet) of a run: node and GPU series, alerts, summary",
-        description="Export RUN (a recording or a folder of MLPerf results) as tidy tables.",
-    )
-    export.add_argument("run", metavar="RUN")
-    export.add_argument("--csv", metavar="DIR", help="write CSV files into DIR (created if missing)")
-    export.add_argument("--parquet", metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
-    _add_run_options(export)

@@ -11,7 +11,7 @@ import numpy as np
 
 from tokenwatch.core.summary import spread_json
 from tokenwatch.events import NODE_STATES
-from tokenwatch.report.run_data import RunData
+from tokenwatch.runs.run_data import RunData
 
 Table = dict[str, list[Any] | np.ndarray]
 

@@ -14,8 +14,8 @@ from tokenwatch.events import FloatArray
 from tokenwatch.formatting import group
 from tokenwatch.report.charts import BarGroup, Frame, Line, RefLine, bar_chart, line_chart
 from tokenwatch.report.page import cards, figure, note, page, section, table, warning_box
-from tokenwatch.report.run_data import RunData
 from tokenwatch.report.run_report import subtitle
+from tokenwatch.runs.run_data import RunData
 
 _RATIO_ROWS = (
     "Total aggregate",

@@ -10,7 +10,6 @@ from tokenwatch.core.summary import RunSummary
 from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group
 from tokenwatch.report.page import cards, note, page, section, table, warning_box
-from tokenwatch.report.run_data import RunData
 from tokenwatch.report.run_sections import (
     alerts_section,
     gpu_section,
@@ -19,6 +18,7 @@ from tokenwatch.report.run_sections import (
     spread_section,
     throughput_section,
 )
+from tokenwatch.runs.run_data import RunData
 
 MAX_WARNINGS_SHOWN = 20
 

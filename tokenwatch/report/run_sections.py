@@ -22,8 +22,8 @@ from tokenwatch.report.charts import (
     timeline_chart,
 )
 from tokenwatch.report.page import figure, note, section, table
-from tokenwatch.report.run_data import RunData
 from tokenwatch.report.svg import seconds_label, si
+from tokenwatch.runs.run_data import RunData
 
 MAX_NODE_LINES = 36  # beyond this, per-node lines become quantile bands
 MAX_HEATMAP_GPU_ROWS = 576  # beyond this, one heatmap row per node (mean of its GPUs)

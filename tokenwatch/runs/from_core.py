@@ -1,0 +1,102 @@
+"""The one recording -> core loop, and every figure ``runs`` reads from the core.
+
+All of ``runs``' calls into :class:`~tokenwatch.core.RackCore` live in this module, so a change of the
+core's interface is met here and nowhere else in the loading path.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokenwatch.core import CoreConfig, RackCore, RunSummary
+from tokenwatch.events import GPU_METRICS
+from tokenwatch.recording import RecordingFormatError, RecordingReader
+from tokenwatch.runs.errors import RunLoadError
+
+if TYPE_CHECKING:
+    from tokenwatch.runs.run_data import RunData
+
+# A summary reads node counters and GPU power only: no live view, one GPU figure decoded.
+_SUMMARY_CONFIG = CoreConfig(live_view=False)
+_SUMMARY_GPU_METRICS = ("power_w",)
+
+
+def ingest_recording(
+    path: str | Path, *, summary_only: bool = False, until_s: float = math.inf
+) -> tuple[RackCore, RecordingReader]:
+    """The core after every event of the recording with ``t <= until_s`` (the reader keeps the warnings).
+
+    ``summary_only`` builds the lighter core that ``summarize`` needs: no live view, GPU power only.
+    """
+    try:
+        reader = RecordingReader(path, gpu_metrics=_SUMMARY_GPU_METRICS if summary_only else GPU_METRICS)
+    except RecordingFormatError as exc:
+        raise RunLoadError(str(exc)) from None
+    core = RackCore(_SUMMARY_CONFIG) if summary_only else RackCore()
+    for event in reader.events():
+        if event.t > until_s:
+            break
+        core.ingest(event)
+    if not core.started:
+        raise RunLoadError(f"{path}: the recording holds no run start")
+    return core, reader
+
+
+def summarize_recording(path: str | Path) -> tuple[RunSummary, list[str]]:
+    """The rack summary of a recording and the reader's warnings (what ``summarize`` prints)."""
+    core, reader = ingest_recording(path, summary_only=True)
+    return core.summary(), reader.warnings
+
+
+def load_recording(path: Path, tdp_w: float | None) -> RunData:
+    """A recording with everything the report and exports show: summary, snapshot, history, alerts."""
+    # Imported here: `summarize` imports this module for the loop above and must not pay for these.
+    from tokenwatch.core.alerts import alert_spans
+    from tokenwatch.core.efficiency import efficiency, gpu_power_limit_w
+    from tokenwatch.runs.provenance import iso_utc, sha256_file
+    from tokenwatch.runs.run_data import Provenance, RunData
+
+    core, reader = ingest_recording(path)
+    run = core.run
+    assert run is not None  # ingest_recording refuses a recording without a run start
+    summary = core.summary()
+    snapshot = core.snapshot()
+    history = core.history()
+    source = "--tdp-w" if tdp_w is not None else "GPU power limit reported in telemetry"
+    eff = efficiency(summary, tdp_w if tdp_w is not None else gpu_power_limit_w(snapshot), source)
+    sha, size = sha256_file(path)
+    cfg = core.config
+    config: dict[str, Any] = {
+        "scenario": run.scenario,
+        "source": run.meta.get("recorded_source", run.source),
+        **{k: v for k, v in run.meta.items() if k != "recorded_source"},
+        "nodes x GPUs": f"{len(run.nodes)} x {run.gpus_per_node}",
+        "nominal duration (s)": run.nominal_duration_s,
+        "total samples": run.total_samples,
+        "core tick / window (s)": f"{cfg.tick_s:g} / {cfg.window_s:g}",
+        "straggler threshold": f"{cfg.straggler_pct:g} % below the median for {cfg.straggler_hold_s:g} s",
+    }
+    provenance = Provenance(
+        path=str(path),
+        kind="recording",
+        sha256=sha,
+        size_bytes=size,
+        recorded_with=str(reader.header.get("tokenwatch_version", "")),
+        created=str(reader.header.get("created", "")),
+        start_time=iso_utc(run.wall_epoch),
+        hosts=run.nodes,
+        config=config,
+    )
+    return RunData(
+        label=run.name,
+        summary=summary,
+        efficiency=eff,
+        provenance=provenance,
+        snapshot=snapshot,
+        history=history,
+        alert_spans=alert_spans(history.alerts),
+        gpus_per_node=run.gpus_per_node,
+        warnings=tuple(reader.warnings),
+    )
