@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sshd_cluster import LoopbackCluster, missing_binaries
 
-from tokenwatch.cli.watch_cmd import build_collector, core_config
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus, Notice, RunStarted
+from tokenwatch.live.build import build_collector, core_config
 from tokenwatch.live.config import WatchConfig, load_watch_config
 from tokenwatch.live.supervisor import LiveCollector, LiveOptions
 from tokenwatch.session import Session

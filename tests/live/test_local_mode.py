@@ -22,8 +22,8 @@ from live_support import (
 from sshd_cluster import FAKE_NVIDIA_SMI
 
 from tests.conftest import REPO_ROOT, start_tokenwatch
-from tokenwatch.cli.watch_cmd import build_collector
 from tokenwatch.events import LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
+from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
 from tokenwatch.recording import read_events

@@ -15,7 +15,7 @@ import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
 from tests.conftest import free_port
-from tokenwatch.cli.watch_cmd import build_collector
+from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
 

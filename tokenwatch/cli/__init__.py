@@ -15,6 +15,7 @@ from tokenwatch.cli.parser import UsageError, parse, stderr_line
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from tokenwatch.durations import DurationError
+    from tokenwatch.live.build import WatchSetupError
     from tokenwatch.recording import RecordingError, RecordingFormatError
     from tokenwatch.runs.errors import RunLoadError
     from tokenwatch.sim.faults import FaultError
@@ -30,6 +31,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         RecordingFormatError,
         RunLoadError,
         SourceFormatError,
+        WatchSetupError,
     )
 
 

@@ -3,173 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from tokenwatch.cli.options import RunOptions
-from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import run_session
-from tokenwatch.clock import Clock
-from tokenwatch.core import CoreConfig
-from tokenwatch.events import Collector
-from tokenwatch.live.config import WatchConfig, load_watch_config
-from tokenwatch.live.hostlist import HostListError
-from tokenwatch.live.plan import RACK_WIDE_GPU, RACK_WIDE_PROGRESS, local_gpu_problem, node_sources
-from tokenwatch.live.ssh_connect import SshConnector, SshSettings
-from tokenwatch.live.supervisor import LiveCollector, LiveOptions
-from tokenwatch.live.targets import NodeTarget, resolve_targets
-
-
-def core_config(config: WatchConfig) -> CoreConfig:
-    a = config.alerts
-    return CoreConfig(
-        straggler_pct=a.straggler_pct,
-        stale_after_s=a.stale_after_s,
-        ttft_sla_s=a.ttft_sla_s,
-        tpot_sla_s=a.tpot_sla_s,
-    )
-
-
-def _targets(config: WatchConfig, slurm_job: str | None) -> list[NodeTarget]:
-    try:
-        return resolve_targets(config, slurm_job)
-    except HostListError as exc:
-        raise UsageError(f"{config.path}: {exc}") from None
-
-
-def rack_collectors(
-    config: WatchConfig, targets: list[NodeTarget], gpus_per_node: int, now: Callable[[], float]
-) -> list[Collector]:
-    """The rack-wide Prometheus-query collectors (issue 6): one for ``gpu.source: prometheus``, one per
-    ``kind: prometheus-query``. ``now`` gives the live run's time, so their events share its clock."""
-    from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
-
-    nodes = [t.name for t in targets]
-
-    def querying(url: str | None, label: str | None, interval_s: float, **what: Any) -> Collector:
-        return PrometheusQueryCollector(
-            url=url or "",
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            node_label=label or "node",
-            interval_s=interval_s,
-            now=now,
-            **what,
-        )
-
-    g = config.gpu
-    collectors = []
-    if g.source in RACK_WIDE_GPU:
-        collectors.append(querying(g.url, g.node_label, g.interval_s, gpu=True, progress=False))
-    for p in config.progress:
-        if p.kind in RACK_WIDE_PROGRESS:
-            preset = p.preset or "vllm"
-            collectors.append(
-                querying(
-                    p.url, p.node_label, p.interval_s or 5.0, gpu=False, progress=True, progress_preset=preset
-                )
-            )
-    return collectors
-
-
-def _gpu_count_here(config: WatchConfig) -> int | None:
-    if config.gpu.source == "nvml":
-        from tokenwatch.live.nvml_source import count_gpus, load_pynvml
-
-        return count_gpus(load_pynvml())
-    if config.gpu.source == "nvidia-smi" and shutil.which("nvidia-smi"):
-        try:
-            listed = subprocess.run(
-                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        count = sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
-        return count or None
-    return None
-
-
-def _client_keys(config: WatchConfig) -> tuple[Any, ...] | None:
-    """The configured keys, loaded now: a missing or encrypted key is one error before connecting."""
-    if config.ssh.client_keys is None:
-        return None
-    import asyncssh
-
-    keys = []
-    for name in config.ssh.client_keys:
-        path = Path(name).expanduser()
-        try:
-            keys.append(asyncssh.read_private_key(str(path)))
-        except FileNotFoundError:
-            raise UsageError(f"{config.path}: ssh.client_keys: {path}: no such file") from None
-        except asyncssh.KeyEncryptionError:
-            raise UsageError(
-                f"{config.path}: ssh.client_keys: {path} is passphrase-protected: load it into the SSH agent "
-                "(ssh-add) and leave it out of client_keys"
-            ) from None
-        except (OSError, asyncssh.KeyImportError) as exc:
-            raise UsageError(f"{config.path}: ssh.client_keys: {path}: {exc}") from None
-    return tuple(keys)
-
-
-def build_collector(
-    config: WatchConfig,
-    *,
-    slurm_job: str | None = None,
-    accept_new_host_keys: bool = False,
-    options: LiveOptions | None = None,
-    clock: Clock | None = None,
-) -> LiveCollector:
-    """The live collector for ``config``: targets resolved, sources planned, SSH set up."""
-    targets = _targets(config, slurm_job)
-    rack_wide = config.gpu.source in RACK_WIDE_GPU or any(
-        p.kind in RACK_WIDE_PROGRESS for p in config.progress
-    )
-    gpu_here = config.gpu.source not in ("none", *RACK_WIDE_GPU)
-    connector = None
-    if config.local:
-        problem = local_gpu_problem(config) if gpu_here else None
-        if problem is not None:
-            gpu_here = False
-            if not config.progress and not rack_wide:
-                raise UsageError(f"{config.path}: nothing to watch: {problem}, and no progress source")
-            stderr_line(f"tokenwatch: warning: {problem}; watching without GPU telemetry")
-        nodes = config.nodes
-        gpus = (
-            (nodes.gpus_per_node if nodes else None) or (_gpu_count_here(config) if gpu_here else None) or 1
-        )
-    else:
-        connector = SshConnector(
-            SshSettings(
-                known_hosts=config.ssh.known_hosts,
-                client_keys=_client_keys(config),
-                connect_timeout_s=config.ssh.connect_timeout_s,
-                keepalive_s=max(1.0, config.alerts.stale_after_s),
-                max_concurrent=config.ssh.max_concurrent,
-                accept_new_host_keys=accept_new_host_keys,
-            )
-        )
-        gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
-    if not gpu_here and not rack_wide and not config.progress:
-        raise UsageError(
-            f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"
-        )
-    collector = LiveCollector(
-        config,
-        targets,
-        lambda target: node_sources(config, target, gpu=gpu_here),
-        gpus_per_node=gpus,
-        connector=connector,
-        options=options,
-        clock=clock,
-    )
-    if rack_wide:
-        collector.rack_collectors = rack_collectors(config, targets, gpus, collector.now)
-    return collector
+from tokenwatch.live.build import build_collector, core_config, resolved_targets
+from tokenwatch.live.config import load_watch_config
+from tokenwatch.live.supervisor import LiveOptions
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -179,6 +20,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         slurm_job=args.slurm_job,
         accept_new_host_keys=args.accept_new_host_keys,
         options=LiveOptions(stop_after_s=args.stop_after),
+        warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"),
     )
     return run_session(RunOptions.from_args(args, "live"), [collector], core_config=core_config(config))
 
@@ -191,7 +33,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif config.nodes and config.nodes.slurm_job:
         where = f"the nodes of Slurm job {config.nodes.slurm_job} (resolved when watching)"
     else:
-        names = [t.name for t in _targets(config, None)]
+        names = [t.name for t in resolved_targets(config, None)]
         shown = ", ".join(names[:3]) + (f", ... {names[-1]}" if len(names) > 3 else "")
         where = f"{len(names)} node{'s' * (len(names) != 1)} ({shown})"
     gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else None

@@ -1,0 +1,180 @@
+"""Wiring a watch: from a validated config to the live collector (targets, sources, SSH, Prometheus).
+
+The CLI calls :func:`build_collector`; everything it needs to know about the nodes is decided here,
+below the CLI, so tests and other front ends build the same collector.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tokenwatch.clock import Clock
+from tokenwatch.core import CoreConfig
+from tokenwatch.events import Collector
+from tokenwatch.live.config import WatchConfig
+from tokenwatch.live.hostlist import HostListError
+from tokenwatch.live.plan import RACK_WIDE_GPU, RACK_WIDE_PROGRESS, local_gpu_problem, node_sources
+from tokenwatch.live.ssh_connect import SshConnector, SshSettings
+from tokenwatch.live.supervisor import LiveCollector, LiveOptions
+from tokenwatch.live.targets import NodeTarget, resolve_targets
+
+
+class WatchSetupError(ValueError):
+    """A config that cannot be watched as given (one line naming the file and what is wrong)."""
+
+
+def core_config(config: WatchConfig) -> CoreConfig:
+    a = config.alerts
+    return CoreConfig(
+        straggler_pct=a.straggler_pct,
+        stale_after_s=a.stale_after_s,
+        ttft_sla_s=a.ttft_sla_s,
+        tpot_sla_s=a.tpot_sla_s,
+    )
+
+
+def resolved_targets(config: WatchConfig, slurm_job: str | None) -> list[NodeTarget]:
+    try:
+        return resolve_targets(config, slurm_job)
+    except HostListError as exc:
+        raise WatchSetupError(f"{config.path}: {exc}") from None
+
+
+def rack_collectors(
+    config: WatchConfig, targets: list[NodeTarget], gpus_per_node: int, now: Callable[[], float]
+) -> list[Collector]:
+    """The rack-wide Prometheus-query collectors (issue 6): one for ``gpu.source: prometheus``, one per
+    ``kind: prometheus-query``. ``now`` gives the live run's time, so their events share its clock."""
+    from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+
+    nodes = [t.name for t in targets]
+
+    def querying(url: str | None, label: str | None, interval_s: float, **what: Any) -> Collector:
+        return PrometheusQueryCollector(
+            url=url or "",
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            node_label=label or "node",
+            interval_s=interval_s,
+            now=now,
+            **what,
+        )
+
+    g = config.gpu
+    collectors = []
+    if g.source in RACK_WIDE_GPU:
+        collectors.append(querying(g.url, g.node_label, g.interval_s, gpu=True, progress=False))
+    for p in config.progress:
+        if p.kind in RACK_WIDE_PROGRESS:
+            preset = p.preset or "vllm"
+            collectors.append(
+                querying(
+                    p.url, p.node_label, p.interval_s or 5.0, gpu=False, progress=True, progress_preset=preset
+                )
+            )
+    return collectors
+
+
+def _gpu_count_here(config: WatchConfig) -> int | None:
+    if config.gpu.source == "nvml":
+        from tokenwatch.live.nvml_source import count_gpus, load_pynvml
+
+        return count_gpus(load_pynvml())
+    if config.gpu.source == "nvidia-smi" and shutil.which("nvidia-smi"):
+        try:
+            listed = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        count = sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
+        return count or None
+    return None
+
+
+def _client_keys(config: WatchConfig) -> tuple[Any, ...] | None:
+    """The configured keys, loaded now: a missing or encrypted key is one error before connecting."""
+    if config.ssh.client_keys is None:
+        return None
+    import asyncssh
+
+    keys = []
+    for name in config.ssh.client_keys:
+        path = Path(name).expanduser()
+        try:
+            keys.append(asyncssh.read_private_key(str(path)))
+        except FileNotFoundError:
+            raise WatchSetupError(f"{config.path}: ssh.client_keys: {path}: no such file") from None
+        except asyncssh.KeyEncryptionError:
+            raise WatchSetupError(
+                f"{config.path}: ssh.client_keys: {path} is passphrase-protected: load it into the SSH agent "
+                "(ssh-add) and leave it out of client_keys"
+            ) from None
+        except (OSError, asyncssh.KeyImportError) as exc:
+            raise WatchSetupError(f"{config.path}: ssh.client_keys: {path}: {exc}") from None
+    return tuple(keys)
+
+
+def build_collector(
+    config: WatchConfig,
+    *,
+    slurm_job: str | None = None,
+    accept_new_host_keys: bool = False,
+    options: LiveOptions | None = None,
+    clock: Clock | None = None,
+    warn: Callable[[str], None] = lambda message: None,
+) -> LiveCollector:
+    """The live collector for ``config``: targets resolved, sources planned, SSH set up.
+
+    Raises :class:`WatchSetupError` (one line) for a config that cannot be watched; ``warn`` hears
+    what is watched with less than asked (e.g. no GPU telemetry on this machine).
+    """
+    targets = resolved_targets(config, slurm_job)
+    rack_wide = config.gpu.source in RACK_WIDE_GPU or any(
+        p.kind in RACK_WIDE_PROGRESS for p in config.progress
+    )
+    gpu_here = config.gpu.source not in ("none", *RACK_WIDE_GPU)
+    connector = None
+    if config.local:
+        problem = local_gpu_problem(config) if gpu_here else None
+        if problem is not None:
+            gpu_here = False
+            if not config.progress and not rack_wide:
+                raise WatchSetupError(f"{config.path}: nothing to watch: {problem}, and no progress source")
+            warn(f"{problem}; watching without GPU telemetry")
+        nodes = config.nodes
+        gpus = (
+            (nodes.gpus_per_node if nodes else None) or (_gpu_count_here(config) if gpu_here else None) or 1
+        )
+    else:
+        connector = SshConnector(
+            SshSettings(
+                known_hosts=config.ssh.known_hosts,
+                client_keys=_client_keys(config),
+                connect_timeout_s=config.ssh.connect_timeout_s,
+                keepalive_s=max(1.0, config.alerts.stale_after_s),
+                max_concurrent=config.ssh.max_concurrent,
+                accept_new_host_keys=accept_new_host_keys,
+            )
+        )
+        gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
+    if not gpu_here and not rack_wide and not config.progress:
+        raise WatchSetupError(
+            f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"
+        )
+    collector = LiveCollector(
+        config,
+        targets,
+        lambda target: node_sources(config, target, gpu=gpu_here),
+        gpus_per_node=gpus,
+        connector=connector,
+        options=options,
+        clock=clock,
+    )
+    if rack_wide:
+        collector.rack_collectors = rack_collectors(config, targets, gpus, collector.now)
+    return collector
