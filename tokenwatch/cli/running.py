@@ -74,7 +74,7 @@ def run_session(
                 theme=options.theme,
                 speed=options.speed,
                 player=player,
-                exporter=exporter,
+                on_loop=exporter.attach_loop if exporter is not None else None,
             )
         finally:
             if exporter is not None:

@@ -9,8 +9,9 @@ collectors are async, recordings are read in threads.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -28,9 +29,6 @@ from tokenwatch.tui.screens.help_screen import HelpScreen
 from tokenwatch.tui.screens.node_screen import NodeScreen
 from tokenwatch.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
 from tokenwatch.tui.widgets.replay_bar import ReplayState, speed_label
-
-if TYPE_CHECKING:
-    from tokenwatch.exporter.server import MetricsServer
 
 REFRESH_HZ = 4.0
 _QUIT_TIMEOUT_S = 10.0
@@ -57,12 +55,13 @@ class TokenwatchApp(App[None]):
         speed: float | None = None,
         theme_dirs: list[Path] | None = None,
         refresh_hz: float = REFRESH_HZ,
-        exporter: MetricsServer | None = None,
+        on_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None,
     ) -> None:
-        """``exporter``: a /metrics server (``--prometheus-port``) that reads the core on this app's loop."""
+        """``on_loop`` is called with the app's event loop once it runs (a /metrics server
+        (``--prometheus-port``) attaches there, so its scrapes read the core between events)."""
         super().__init__()
         self.session = session
-        self.exporter = exporter
+        self.on_loop = on_loop
         self.mode = mode
         self.player = player
         self.speed = speed
@@ -96,8 +95,8 @@ class TokenwatchApp(App[None]):
         self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=15)
-        if self.exporter is not None:  # scrapes read the core between events, on this loop
-            self.exporter.attach_loop(asyncio.get_running_loop())
+        if self.on_loop is not None:
+            self.on_loop(asyncio.get_running_loop())
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
         self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Callable
 
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.session import Session
-
-if TYPE_CHECKING:
-    from tokenwatch.exporter.server import MetricsServer
 
 
 def run_dashboard(
@@ -18,18 +16,18 @@ def run_dashboard(
     theme: str | None = None,
     speed: float | None = None,
     player: ReplayPlayer | None = None,
-    exporter: MetricsServer | None = None,
+    on_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None,
 ) -> None:
     """Run the dashboard until the engineer quits; the session runs inside it.
 
     ``player``: a replay's player, bound here to the session so the dashboard can pause, change speed
-    and seek. ``exporter``: a /metrics server that reads the core on the app's loop.
+    and seek. ``on_loop``: called with the app's event loop once it runs (the /metrics server attaches).
     """
     from tokenwatch.tui.app import TokenwatchApp
 
     if player is not None:
         player.bind(session)
-    app = TokenwatchApp(session, mode=mode, player=player, theme=theme, speed=speed, exporter=exporter)
+    app = TokenwatchApp(session, mode=mode, player=player, theme=theme, speed=speed, on_loop=on_loop)
     try:
         app.run()
     finally:
