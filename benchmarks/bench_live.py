@@ -42,6 +42,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests" / "live")]
 
 from sshd_cluster import LoopbackCluster  # noqa: E402
 
+from tokenwatch.events import GpuBatch  # noqa: E402
 from tokenwatch.live.ssh_connect import SshConnector, SshSettings  # noqa: E402
 from tokenwatch.live.targets import NodeTarget  # noqa: E402
 from tokenwatch.live.transport import SshTransport  # noqa: E402
@@ -167,10 +168,11 @@ async def tokenwatch_round(transports: list[tuple[str, SshTransport]], query: st
 
     async def one(name: str, transport: SshTransport) -> int:
         status, out = await transport.run(query, timeout_s=60)
-        samples = NvidiaSmiParser(name, DEFAULT_QUERY_FIELDS).feed(out, 0.0)
-        if status != 0 or len(samples) != 4:
-            raise SystemExit(f"{name}: status {status}, {len(samples)} samples")
-        return len(samples)
+        events = NvidiaSmiParser(name, DEFAULT_QUERY_FIELDS).feed(out, 0.0)
+        rows = sum(len(e.gpu) for e in events if isinstance(e, GpuBatch))
+        if status != 0 or rows != 4:
+            raise SystemExit(f"{name}: status {status}, {rows} GPU rows")
+        return rows
 
     began = time.perf_counter()
     await asyncio.gather(*(one(name, t) for name, t in transports))

@@ -111,13 +111,15 @@ def bench_trace(run: str, min_events: int, repeat: int) -> None:
 
 
 def bench_others() -> None:
-    row = b"0, 1398.20, 1400.00, 1965, 3996, 189471, 196608, 87, 100, 61, 0x0000000000000004\n"
-    rows = row * 200_000
-    smi = NvidiaSmiParser("n")
-    start = time.perf_counter()
-    for offset in range(0, len(rows), CHUNK):
-        smi.feed(rows[offset : offset + CHUNK], 0.0)
-    print(f"nvidia-smi: {smi.rows / (time.perf_counter() - start):,.0f} rows/s")
+    row = "{}, 1398.20, 1400.00, 1965, 3996, 189471, 196608, 87, 100, 61, 0x0000000000000004\n"
+    # What -lms prints for an 8-GPU node (a batch per round), and a one-GPU stream (a batch per row).
+    for label, gpus in (("8-GPU rounds", 8), ("one GPU", 1)):
+        rows = "".join(row.format(g) for g in range(gpus)).encode() * (200_000 // gpus)
+        smi = NvidiaSmiParser("n")
+        start = time.perf_counter()
+        for offset in range(0, len(rows), CHUNK):
+            smi.feed(rows[offset : offset + CHUNK], 0.0)
+        print(f"nvidia-smi ({label}): {smi.rows / (time.perf_counter() - start):,.0f} rows/s")
     text = (DATA / "prometheus" / "vllm_metrics.txt").read_text()
     parser = MetricsScrapeParser("vllm", "n")
     _, best, median = best_and_median(lambda: parser.parse(text, 0.0), 20)

@@ -7,7 +7,9 @@ so batches stay plain float64 arrays.
 Batch events (:class:`GpuBatch`, :class:`ProgressBatch`, :class:`LatencyBatch`) carry numpy arrays so
 that a whole rack's tick travels as one record: the simulator and replay use them to keep
 80-minute, 72-GPU runs within a few seconds. Array-bearing events compare by identity
-(``eq=False``): compare them through :mod:`tokenwatch.recording.codec` instead.
+(``eq=False``): compare them through :mod:`tokenwatch.recording.codec` instead. Their arrays are
+made read-only when the event is made: an event may sit in a queue, a recording and the core at
+once, so nobody may write into it afterwards (a producer that tried would now fail loudly).
 
 Node references: single events name their node (``node="node07"``); batch events carry
 ``node_index`` into :attr:`RunStarted.nodes`, because a batch always follows its run's start.
@@ -37,6 +39,15 @@ IntArray: TypeAlias = npt.NDArray[np.int64]
 UIntArray: TypeAlias = npt.NDArray[np.uint64]
 
 NAN = math.nan
+
+
+def _read_only(*arrays: np.ndarray | None) -> None:
+    """Freeze a batch's arrays. Done here, once, rather than at each construction site, so that no
+    producer (simulator, decoder, parsers, tests) can forget it; it costs a flag write per array
+    (``setflags``: half the time of assigning ``flags.writeable``, which builds a flags object)."""
+    for array in arrays:
+        if array is not None:
+            array.setflags(write=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,9 @@ class GpuBatch:
     values: FloatArray
     throttle_reasons: UIntArray
 
+    def __post_init__(self) -> None:
+        _read_only(self.node_index, self.gpu, self.values, self.throttle_reasons)
+
 
 @dataclass(frozen=True, slots=True)
 class Progress:
@@ -133,6 +147,9 @@ class ProgressBatch:
     tokens_done: IntArray
     prompt_tokens_done: IntArray | None = None
 
+    def __post_init__(self) -> None:
+        _read_only(self.node_index, self.samples_done, self.tokens_done, self.prompt_tokens_done)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LatencyBatch:
@@ -148,6 +165,9 @@ class LatencyBatch:
     metric: LatencyMetric
     values_s: FloatArray
     counts: IntArray | None = None
+
+    def __post_init__(self) -> None:
+        _read_only(self.values_s, self.counts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,11 +225,12 @@ def test_throttle_alert_needs_a_limiting_reason_and_a_clock_drop() -> None:
     assert not core.snapshot().active_alerts
     # A real throttle on node02 GPU1: clock down a third with hw_slowdown.
     for t in range(60, 70):
-        batch = gpu_batch(float(t), power, clock=1900.0)
+        plain = gpu_batch(float(t), power, clock=1900.0)  # events are read-only: change copies
+        values, reasons = plain.values.copy(), plain.throttle_reasons.copy()
         row = 1 * GPUS + 1
-        batch.values[row, GPU_METRICS.index("sm_clock_mhz")] = 1250.0
-        batch.throttle_reasons[row] = throttle.HW_SLOWDOWN | throttle.SW_POWER_CAP
-        core.ingest(batch)
+        values[row, GPU_METRICS.index("sm_clock_mhz")] = 1250.0
+        reasons[row] = throttle.HW_SLOWDOWN | throttle.SW_POWER_CAP
+        core.ingest(GpuBatch(plain.t, plain.node_index, plain.gpu, values, reasons))
     snap = core.snapshot()
     assert [a.node for a in snap.active_alerts if a.kind == "throttle"] == ["node02"]
     assert "hw_slowdown" in snap.active_alerts[0].message

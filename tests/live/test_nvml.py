@@ -12,12 +12,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pynvml
 import pytest
 from live_support import DATA, gpu_rows
 
 from tokenwatch.clock import MonotonicClock
-from tokenwatch.events import Event
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.node_sources import NodeContext, SourceEnded
 from tokenwatch.live.nvml_source import NvmlReader, NvmlSource, count_gpus
@@ -110,20 +111,20 @@ def from_q(capture: str) -> dict[str, float]:
 
 @pytest.mark.parametrize("capture", ["h100-load", "h100-idle", "h200-load"])
 def test_reader_converts_recorded_nvml_answers(capture: str) -> None:
-    reader = NvmlReader(RecordedNvml([capture, capture]))
+    reader = NvmlReader(RecordedNvml([capture, capture]), node_index=5)
     assert reader.open() == 2
-    samples = reader.read("box", 12.5)
-    assert [s.gpu for s in samples] == [0, 1]
+    batch = reader.read(12.5)
+    assert batch.gpu.tolist() == [0, 1]
+    assert batch.node_index.tolist() == [5, 5]
+    assert batch.t == 12.5
     expected = from_q(capture)
-    for sample in samples:
-        assert sample.t == 12.5
-        assert sample.node == "box"
+    for row in batch.values:
         for attribute, figure in expected.items():
-            assert getattr(sample, attribute) == pytest.approx(figure), attribute
+            assert row[GPU_METRICS.index(attribute)] == pytest.approx(figure), attribute
     idle = (
         "Idle                                           : Active" in (DATA / f"{capture}.q.txt").read_text()
     )
-    assert samples[0].throttle_reasons == (1 if idle else 0)  # nvmlClocksEventReasonGpuIdle
+    assert batch.throttle_reasons.tolist() == [1 if idle else 0] * 2  # nvmlClocksEventReasonGpuIdle
 
 
 def test_unsupported_metrics_are_nan_not_errors() -> None:
@@ -132,14 +133,14 @@ def test_unsupported_metrics_are_nan_not_errors() -> None:
     )
     reader = NvmlReader(nvml)
     reader.open()
-    (sample,) = reader.read("box", 1.0)
-    assert math.isnan(sample.power_w)
-    assert math.isnan(sample.hbm_used_mib)
-    assert sample.sm_clock_mhz == 1980.0
-    assert sample.power_limit_w == 700.0
+    (row,) = reader.read(1.0).values
+    assert math.isnan(row[GPU_METRICS.index("power_w")])
+    assert math.isnan(row[GPU_METRICS.index("hbm_used_mib")])
+    assert row[GPU_METRICS.index("sm_clock_mhz")] == 1980.0
+    assert row[GPU_METRICS.index("power_limit_w")] == 700.0
 
 
-async def run_source(nvml: Any, seconds: float) -> list[Event]:
+async def run_source(nvml: Any, seconds: float, index: int = 0) -> list[Event]:
     events: list[Event] = []
 
     async def emit(event: Event) -> None:
@@ -148,7 +149,7 @@ async def run_source(nvml: Any, seconds: float) -> list[Event]:
     clock = MonotonicClock()
     t0 = clock.time()
     health = NodeHealth("box", emit, lambda: clock.time() - t0)
-    ctx = NodeContext("box", emit, clock, t0, health)
+    ctx = NodeContext("box", emit, clock, t0, health, index)
     task = asyncio.create_task(NvmlSource(0.05, nvml).run(LocalTransport(), ctx))
     try:
         await asyncio.wait_for(asyncio.shield(task), seconds)
@@ -170,6 +171,28 @@ async def test_source_samples_every_interval_in_a_thread_and_shuts_nvml_down() -
     times = sorted({s.t for s in samples})
     assert all(b > a for a, b in itertools.pairwise(times))
     assert nvml.calls[-1] == "nvmlShutdown"
+
+
+async def test_one_batch_per_poll_with_the_recorded_h100_and_h200_figures() -> None:
+    """A node with two H100s and two H200s: every poll is one GpuBatch of the node's four GPUs, in
+    order, with the figures nvidia-smi -q printed for each GPU."""
+    captures = ["h100-load", "h200-load", "h100-idle", "h200-load"]
+    nvml = RecordedNvml(captures)
+    events = await run_source(nvml, 0.4, index=3)
+    polls = nvml.calls.count("nvmlDeviceGetPowerUsage") // len(captures)
+    assert polls >= 2
+    batches = [e for e in events if isinstance(e, GpuBatch)]
+    assert len(batches) == polls  # one event per poll, never one per GPU
+    assert all(type(e) is GpuBatch for e in events)
+    expected = [[from_q(c)[m] for m in GPU_METRICS] for c in captures]
+    for batch in batches:
+        assert batch.gpu.tolist() == [0, 1, 2, 3]
+        assert batch.node_index.tolist() == [3, 3, 3, 3]
+        assert batch.values == pytest.approx(np.array(expected))
+        assert batch.throttle_reasons.tolist() == [0, 0, 1, 0]  # h100-idle: nvmlClocksEventReasonGpuIdle
+        assert not batch.values.flags.writeable
+    assert batches[1].gpu is batches[0].gpu  # the same index arrays every poll (the core's fast path)
+    assert [b.t for b in batches] == sorted({b.t for b in batches})
 
 
 async def test_no_driver_ends_the_source_with_a_clear_message() -> None:

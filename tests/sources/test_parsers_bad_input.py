@@ -14,7 +14,16 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.events import GpuSample, LatencyBatch, LogLine, NodeStatus, Notice, Progress
+from tokenwatch.events import (
+    GPU_METRICS,
+    GpuBatch,
+    GpuSample,
+    LatencyBatch,
+    LogLine,
+    NodeStatus,
+    Notice,
+    Progress,
+)
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.result_folders import summarize_result_dirs
 from tokenwatch.sources.errors import SourceFormatError
@@ -171,8 +180,9 @@ def test_nvidia_smi_random_bytes(data: bytes, chunks: list[int]) -> None:
     parser = NvidiaSmiParser("n")
     events = [e for piece in chunked(SMI_ROWS + data + SMI_ROWS, chunks) for e in parser.feed(piece, 1.0)]
     events += parser.close(1.0)
-    assert all(isinstance(e, GpuSample | Notice) for e in events)
-    assert sum(isinstance(e, GpuSample) for e in events) >= 7  # the good rows around the junk survive
+    assert all(isinstance(e, GpuBatch | Notice) for e in events)
+    rows = sum(len(e.gpu) for e in events if isinstance(e, GpuBatch))
+    assert rows >= 7  # the good rows around the junk survive
 
 
 @FUZZ
@@ -181,12 +191,13 @@ def test_nvidia_smi_numbers_out_of_range(values: list[str]) -> None:
     parser = NvidiaSmiParser("n")
     row = ", ".join(v.replace(",", "") for v in values).encode() + b"\n"
     (event,) = parser.feed(row, 1.0)
-    if isinstance(event, GpuSample):
+    if isinstance(event, GpuBatch):
+        assert event.values.shape == (1, len(GPU_METRICS))
         for name in ("power_w", "sm_clock_mhz", "hbm_used_mib", "util_pct", "temp_c"):
-            value = getattr(event, name)
+            value = float(event.values[0, GPU_METRICS.index(name)])
             assert math.isnan(value) or math.isfinite(value)
-        assert 0 <= event.throttle_reasons < 1 << 64
-        assert 0 <= event.gpu <= 4095
+        assert 0 <= int(event.throttle_reasons[0]) < 1 << 64
+        assert 0 <= int(event.gpu[0]) <= 4095
     else:
         assert isinstance(event, Notice)
         assert "line 1:" in event.message
@@ -255,7 +266,7 @@ def test_huge_lines_are_cut_reported_and_parsing_goes_on() -> None:
     assert [e.samples_done for e in events if isinstance(e, Progress)][-1] == 80
     assert trace._lines.pending_bytes == 0
     smi = NvidiaSmiParser("n")
-    assert [type(e) for e in smi.feed(huge + b"\n" + SMI_ROWS[:81], 1.0)] == [Notice, GpuSample]
+    assert [type(e) for e in smi.feed(huge + b"\n" + SMI_ROWS[:81], 1.0)] == [Notice, GpuBatch]
     log = LogProgressParser.preset("vllm", "n")
     assert isinstance(log.feed(huge + b"\nok\n", 1.0)[0], Notice)
     scrape = MetricsScrapeParser("vllm", "n")

@@ -7,7 +7,6 @@ on a fresh transport. Parsers come from factories, so this module knows nothing 
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from tokenwatch.live.tail_stream import (
     TailStreamSplitter,
 )
 from tokenwatch.live.transport import Transport
+from tokenwatch.sources.node_gpu_index import NodeGpuIndex
 
 
 class StreamParser(Protocol):
@@ -56,6 +56,10 @@ class NodeContext:
     health: NodeHealth
     index: int = 0  # the node's place in RunStarted.nodes (for batch events)
     last_data: dict[str, float] = field(default_factory=dict)
+    gpu_index: NodeGpuIndex = field(init=False)  # this node's batch index columns, kept across reconnects
+
+    def __post_init__(self) -> None:
+        self.gpu_index = NodeGpuIndex(self.index)
 
     def now(self) -> float:
         """Run time: seconds since the watch started."""
@@ -65,11 +69,12 @@ class NodeContext:
         self.last_data[source] = self.clock.time()
 
     async def emit_all(self, source: str, events: Sequence[Event]) -> None:
-        """Emit a parser's events; the GPU rows of one read travel as one ``GpuBatch`` (a node's GPUs
-        at one instant: one event through the session instead of one per GPU)."""
+        """Emit a parser's events. Parsers of GPU streams emit batches themselves; single GPU rows of
+        one read (a ``/metrics`` scrape) still travel as one ``GpuBatch`` (a node's GPUs at one
+        instant: one event through the session instead of one per GPU)."""
         gpu_rows = [e for e in events if isinstance(e, GpuSample) and e.node == self.node]
         if len(gpu_rows) > 1:
-            await self.emit(gpu_batch(self.index, gpu_rows))
+            await self.emit(gpu_batch(self.gpu_index, gpu_rows))
         for event in events:
             if isinstance(event, GpuSample) and len(gpu_rows) > 1 and event.node == self.node:
                 continue
@@ -81,19 +86,9 @@ class NodeContext:
 _metrics = operator.attrgetter(*GPU_METRICS)
 
 
-@functools.lru_cache(maxsize=4096)
-def _index_arrays(node_index: int, gpus: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """A node's (node_index, gpu) columns: the same every second, so built once and shared read-only
-    (the core also recognises them by identity and takes its one-node fast path)."""
-    nodes = np.full(len(gpus), node_index, dtype=np.int64)
-    gpu = np.array(gpus, dtype=np.int64)
-    nodes.flags.writeable = gpu.flags.writeable = False
-    return nodes, gpu
-
-
-def gpu_batch(node_index: int, samples: Sequence[GpuSample]) -> GpuBatch:
+def gpu_batch(index: NodeGpuIndex, samples: Sequence[GpuSample]) -> GpuBatch:
     """One node's GPU samples as a batch at the latest of their times (rows in GPU_METRICS order)."""
-    nodes, gpu = _index_arrays(node_index, tuple(s.gpu for s in samples))
+    nodes, gpu = index.columns([s.gpu for s in samples])
     return GpuBatch(
         max(s.t for s in samples),
         nodes,
@@ -129,10 +124,13 @@ def describe_exit(program: str, status: int | None, stderr: str) -> str:
 
 
 class CommandSource:
-    """A long-lived command whose stdout a parser reads (``nvidia-smi --query-gpu ... -lms N``)."""
+    """A long-lived command whose stdout a parser reads (``nvidia-smi --query-gpu ... -lms N``).
+
+    ``parser_factory`` gets the node's index in ``RunStarted.nodes``: the parser emits batch events,
+    which name their node by index."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], parser_factory: Callable[[], StreamParser], periodic_s: float
+        self, name: str, argv: Sequence[str], parser_factory: Callable[[int], StreamParser], periodic_s: float
     ) -> None:
         self.name = name
         self.argv = list(argv)
@@ -140,7 +138,7 @@ class CommandSource:
         self.periodic_s: float | None = periodic_s
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
-        parser = self.parser_factory()  # a fresh stream starts with a fresh header
+        parser = self.parser_factory(ctx.index)  # a fresh stream starts with a fresh header
         stream = await transport.start(self.argv)
         try:
             while data := await stream.read():

@@ -14,9 +14,12 @@ import contextlib
 import math
 from typing import Any
 
-from tokenwatch.events import GpuSample
+import numpy as np
+
+from tokenwatch.events import GPU_METRICS, GpuBatch
 from tokenwatch.live.node_sources import NodeContext, SourceEnded
 from tokenwatch.live.transport import Transport
+from tokenwatch.sources.node_gpu_index import NodeGpuIndex
 
 MIB = 1024 * 1024
 
@@ -28,11 +31,14 @@ def load_pynvml() -> Any:
 
 
 class NvmlReader:
-    """Blocking NVML access: :meth:`open` once, then :meth:`read` each round (call both in a thread)."""
+    """Blocking NVML access: :meth:`open` once, then :meth:`read` each round (call both in a thread).
 
-    def __init__(self, nvml: Any) -> None:
+    ``node_index`` is the node's place in ``RunStarted.nodes``, which the batches carry."""
+
+    def __init__(self, nvml: Any, node_index: int = 0) -> None:
         self.nvml = nvml
         self.handles: list[Any] = []
+        self._index = NodeGpuIndex(node_index)
         self._reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
             nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
         )
@@ -55,42 +61,38 @@ class NvmlReader:
         except self.nvml.NVMLError:
             return None
 
-    def read(self, node: str, t: float) -> list[GpuSample]:
+    def read(self, t: float) -> GpuBatch:
+        """One sampling round: every GPU's readings at run time ``t`` as one batch."""
         nvml = self.nvml
-        samples = []
-        for index, handle in enumerate(self.handles):
-            power_mw = self._get("nvmlDeviceGetPowerUsage", handle)
-            limit_mw = self._get("nvmlDeviceGetEnforcedPowerLimit", handle)
+        rows: list[list[float]] = []
+        masks: list[int] = []
+        for handle in self.handles:
             memory = self._get("nvmlDeviceGetMemoryInfo", handle)
             util = self._get("nvmlDeviceGetUtilizationRates", handle)
+            readings = {
+                "power_w": _scaled(self._get("nvmlDeviceGetPowerUsage", handle), 1e-3),
+                "power_limit_w": _scaled(self._get("nvmlDeviceGetEnforcedPowerLimit", handle), 1e-3),
+                "sm_clock_mhz": _scaled(self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM), 1),
+                "mem_clock_mhz": _scaled(self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_MEM), 1),
+                "hbm_used_mib": _scaled(getattr(memory, "used", None), 1 / MIB),
+                "hbm_total_mib": _scaled(getattr(memory, "total", None), 1 / MIB),
+                "hbm_busy_pct": _scaled(getattr(util, "memory", None), 1),
+                "util_pct": _scaled(getattr(util, "gpu", None), 1),
+                "temp_c": _scaled(
+                    self._get("nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU), 1
+                ),
+            }
+            rows.append([readings[m] for m in GPU_METRICS])
             reasons = None
             if self._reasons_fn is not None:
                 try:
                     reasons = self._reasons_fn(handle)
                 except nvml.NVMLError:
                     reasons = None
-            samples.append(
-                GpuSample(
-                    t,
-                    node,
-                    index,
-                    power_w=_scaled(power_mw, 1e-3),
-                    power_limit_w=_scaled(limit_mw, 1e-3),
-                    sm_clock_mhz=_scaled(self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM), 1),
-                    mem_clock_mhz=_scaled(
-                        self._get("nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_MEM), 1
-                    ),
-                    hbm_used_mib=_scaled(getattr(memory, "used", None), 1 / MIB),
-                    hbm_total_mib=_scaled(getattr(memory, "total", None), 1 / MIB),
-                    hbm_busy_pct=_scaled(getattr(util, "memory", None), 1),
-                    util_pct=_scaled(getattr(util, "gpu", None), 1),
-                    temp_c=_scaled(
-                        self._get("nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU), 1
-                    ),
-                    throttle_reasons=int(reasons) if reasons is not None else 0,
-                )
-            )
-        return samples
+            masks.append(int(reasons) if reasons is not None else 0)
+        nodes, gpu = self._index.columns(range(len(self.handles)))
+        values = np.array(rows, dtype=np.float64).reshape(len(rows), len(GPU_METRICS))
+        return GpuBatch(t, nodes, gpu, values, np.array(masks, dtype=np.uint64))
 
 
 def _scaled(value: Any, factor: float) -> float:
@@ -124,7 +126,7 @@ class NvmlSource:
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
         nvml = self.nvml if self.nvml is not None else await asyncio.to_thread(load_pynvml)
-        reader = NvmlReader(nvml)
+        reader = NvmlReader(nvml, ctx.index)
         try:
             await asyncio.to_thread(reader.open)
         except Exception as exc:
@@ -133,9 +135,10 @@ class NvmlSource:
         try:
             while True:
                 began = ctx.clock.time()
-                samples = await asyncio.to_thread(reader.read, ctx.node, ctx.now())
+                batch = await asyncio.to_thread(reader.read, ctx.now())
                 ctx.saw(self.name)
-                await ctx.emit_all(self.name, samples)
+                if len(batch.gpu):  # one event per poll: the node's GPUs at one instant
+                    await ctx.emit(batch)
                 await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
         finally:
             await asyncio.to_thread(reader.close)

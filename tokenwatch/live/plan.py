@@ -32,7 +32,10 @@ def node_sources(
         argv = query_command(DEFAULT_QUERY_FIELDS, interval_ms=max(100, round(g.interval_s * 1000)))
         sources.append(
             CommandSource(
-                "nvidia-smi", argv, lambda: NvidiaSmiParser(target.name, DEFAULT_QUERY_FIELDS), g.interval_s
+                "nvidia-smi",
+                argv,
+                lambda node_index: NvidiaSmiParser(target.name, DEFAULT_QUERY_FIELDS, node_index=node_index),
+                g.interval_s,
             )
         )
     elif gpu and g.source == "nvml":

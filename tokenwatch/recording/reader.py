@@ -15,7 +15,7 @@ import orjson
 import zstandard
 
 from tokenwatch.events import GPU_METRICS, Event
-from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, loads
+from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
 from tokenwatch.recording.writer import HEADER_KEY
 
 _CHUNK = 1 << 20
@@ -29,9 +29,10 @@ class RecordingReader:
     """Iterate over :meth:`events`; ``header`` is read on construction, ``warnings`` fill as you go."""
 
     def __init__(self, path: str | Path, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> None:
-        """``gpu_metrics``: decode only these GPU batch columns (see :func:`codec.decode`)."""
+        """``gpu_metrics``: decode only these GPU batch columns (see :class:`codec.Decoder`)."""
         self.path = Path(path)
         self.gpu_metrics = gpu_metrics
+        self._decoder = Decoder(gpu_metrics)
         self.warnings: list[str] = []
         self.skipped = 0
         try:
@@ -123,7 +124,7 @@ class RecordingReader:
                 if not line.strip():
                     continue
                 try:
-                    yield loads(line, self.gpu_metrics)
+                    yield self._decoder.loads(line)
                 except CodecError as exc:
                     why = "torn last line (the recording was cut off)" if not complete else str(exc)
                     self._warn(number, f"skipped: {why}")

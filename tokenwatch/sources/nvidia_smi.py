@@ -2,9 +2,19 @@
 
 Columns come in the order they were requested, so the parser is built with the same field list as
 the command (:func:`query_command`). ``[N/A]``, ``[Not Supported]``, ``[Unknown Error]`` and every other
-bracketed status become ``math.nan``; the clocks-event (throttle) bitmask becomes
-``GpuSample.throttle_reasons`` (names via :func:`tokenwatch.throttle.reason_names`). Rows captured
-with units (``--format=csv``: ``631.95 W``, ``81559 MiB``) parse too, so saved captures can be replayed.
+bracketed status become ``math.nan``; the clocks-event (throttle) bitmask becomes the batch's
+``throttle_reasons`` (names via :func:`tokenwatch.throttle.reason_names`). Rows captured with units
+(``--format=csv``: ``631.95 W``, ``81559 MiB``) parse too, so saved captures can be replayed.
+
+What one :class:`~tokenwatch.events.GpuBatch` holds (a "read"): ``nvidia-smi -lms`` prints every GPU,
+in index order, once per period, and the rows of one period arrive together, so a read is the run of
+rows of one ``feed`` chunk that belong to one sampling round, stamped with that chunk's ``t``. A round
+ends where a GPU index comes again (the next period has begun) or where the chunk ends: a chunk cut
+mid-round gives two batches (the round's first GPUs now, the rest with the next chunk), and a chunk
+holding two rounds gives two batches at one ``t``. Either way every row is in exactly one batch, no
+batch names a GPU twice (so the core never has to pick between two rows of one GPU), and a row is
+never held back waiting for the rest of its round. A bad line is one ``Notice``, emitted when it is
+met; it does not end the round.
 """
 
 from __future__ import annotations
@@ -12,8 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tokenwatch.events import Event, GpuSample
-from tokenwatch.sources.lines import LineSplitter, NoticeLog, snippet
+import numpy as np
+
+from tokenwatch.events import GPU_METRICS, Event, GpuBatch
+from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
+from tokenwatch.sources.node_gpu_index import NodeGpuIndex
 from tokenwatch.throttle import REASON_NAMES, reason_names
 
 # Names nvidia-smi accepts (see `nvidia-smi --help-query-gpu`; 530+ drivers also take the older
@@ -32,7 +45,7 @@ DEFAULT_QUERY_FIELDS: tuple[str, ...] = (
     "clocks_event_reasons.active",
 )
 
-# query field -> GpuSample attribute. Aliases are the long names nvidia-smi prints in CSV headers.
+# query field -> GPU metric (a name in GPU_METRICS). Aliases are the long names of CSV headers.
 FIELD_ATTRIBUTES: dict[str, str] = {
     "power.draw": "power_w",
     "power.draw.instant": "power_w",
@@ -131,12 +144,17 @@ class _RowError(ValueError):
     pass
 
 
-class NvidiaSmiParser:
-    """Rows of one node's ``nvidia-smi`` stream -> :class:`GpuSample` events (one per GPU row).
+# One row's readings: the used value columns in query order, and the clocks-event mask.
+_Row = tuple[list[float], int]
 
-    ``feed(data, t)`` takes bytes as they arrive: complete lines become samples at run time ``t``,
-    a partial line waits for the next feed, a bad line becomes one ``Notice`` (never an exception).
-    A CSV header row (``--format=csv`` without ``noheader``) is recognised and skipped.
+
+class NvidiaSmiParser(LineParser):
+    """Rows of one node's ``nvidia-smi`` stream -> :class:`GpuBatch` events (one per read, see above).
+
+    ``feed(data, t)`` takes bytes as they arrive: complete lines become rows at run time ``t``, a
+    partial line waits for the next feed, a bad line becomes one ``Notice`` (never an exception). A
+    CSV header row (``--format=csv`` without ``noheader``) is recognised and skipped. ``node_index``
+    is the node's place in ``RunStarted.nodes``, which batch events carry instead of its name.
     """
 
     def __init__(
@@ -145,6 +163,7 @@ class NvidiaSmiParser:
         fields: Sequence[str] = DEFAULT_QUERY_FIELDS,
         source: str = "nvidia-smi",
         gpu_field: str | None = "index",
+        node_index: int = 0,
     ) -> None:
         """``gpu_field=None`` reads a single-GPU capture without an index column (every row is GPU 0)."""
         self.node = node
@@ -164,83 +183,97 @@ class NvidiaSmiParser:
                 seen.add(FIELD_ATTRIBUTES[name])  # first column for an attribute wins (e.g. power.draw)
                 self._columns.append((i, "value", FIELD_ATTRIBUTES[name]))
         # The fast path's view of the same columns: plain numbers, checked against their ranges at once.
-        self._value_columns = [(c, a, *_RANGES[a]) for c, kind, a in self._columns if kind == "value"]
+        self._value_columns = [(c, *_RANGES[a]) for c, kind, a in self._columns if kind == "value"]
         self._mask_columns = [c for c, kind, _ in self._columns if kind == "mask"]
         self._has_reason_columns = any(kind == "reason" for _, kind, _ in self._columns)
+        # Where each used value column lands among GPU_METRICS (the default query is already in order).
+        self._metric_positions = [GPU_METRICS.index(a) for _, kind, a in self._columns if kind == "value"]
+        self._in_metric_order = self._metric_positions == list(range(len(GPU_METRICS)))
         self._lines = LineSplitter(_MAX_LINE_BYTES)
         self.notices = NoticeLog(source, node)
+        self._index = NodeGpuIndex(node_index)
         self.rows = 0
+        # The round being read: rows wait here only until the round or the chunk ends.
+        self._gpus: list[int] = []
+        self._gpu_set: set[int] = set()
+        self._values: list[list[float]] = []
+        self._masks: list[int] = []
 
-    def feed(self, data: bytes, t: float) -> list[Event]:
-        out: list[Event] = []
-        split = self._lines.feed(data)
-        self._parse_lines(split.first_line, split.lines, split.cut, t, out)
-        return out
+    def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
+        text = line.decode("utf-8", "replace").strip()
+        if not text:
+            return
+        cells = text.split(",")  # unstripped: float() and int() skip the spaces themselves
+        if not cells[0][:1].isdigit() and self._is_header(cells):  # a data row starts with a number
+            return
+        try:
+            gpu, (values, mask) = self._row(cells)
+        except (_RowError, ValueError) as exc:
+            self.notices.warn(out, t, f"line {number}: {exc}: {snippet(text)}")
+            return
+        if gpu in self._gpu_set:  # this GPU again: the next sampling round has begun
+            self._end_round(t, out)
+        self._gpu_set.add(gpu)
+        self._gpus.append(gpu)
+        self._values.append(values)
+        self._masks.append(mask)
+        self.rows += 1
 
-    def close(self, t: float) -> list[Event]:
-        """End of the stream: a last line without its newline is parsed too."""
-        out: list[Event] = []
-        split = self._lines.flush()
-        self._parse_lines(split.first_line, split.lines, split.cut, t, out)
-        return out
+    def end_of_chunk(self, t: float, out: list[Event]) -> None:
+        if self._gpus:
+            self._end_round(t, out)
 
-    def _parse_lines(
-        self, first: int, lines: list[bytes], cut: list[int], t: float, out: list[Event]
-    ) -> None:
-        for offset, raw in enumerate(lines):
-            number = first + offset
-            if number in cut:
-                self.notices.warn(out, t, f"line {number}: longer than {_MAX_LINE_BYTES} bytes, skipped")
-                continue
-            text = raw.decode("utf-8", "replace").strip().strip("\r")
-            if not text:
-                continue
-            cells = [cell.strip() for cell in text.split(",")]
-            if not cells[0][:1].isdigit() and self._is_header(cells):  # a data row starts with a number
-                continue
-            try:
-                out.append(self._sample(cells, t))
-            except (_RowError, ValueError) as exc:
-                self.notices.warn(out, t, f"line {number}: {exc}: {snippet(text)}")
+    def _end_round(self, t: float, out: list[Event]) -> None:
+        """The rows read so far as one batch, built column-wise straight from the parsed numbers."""
+        nodes, gpu = self._index.columns(self._gpus)
+        if self._in_metric_order:
+            values = np.array(self._values, dtype=np.float64)
+        else:  # metrics the query does not ask for are missing, not zero
+            values = np.full((len(self._gpus), len(GPU_METRICS)), np.nan)
+            if self._metric_positions:
+                values[:, self._metric_positions] = self._values
+        out.append(GpuBatch(t, nodes, gpu, values, np.array(self._masks, dtype=np.uint64)))
+        self._gpus.clear()
+        self._gpu_set.clear()
+        self._values.clear()
+        self._masks.clear()
 
     def _is_header(self, cells: list[str]) -> bool:
         return len(cells) == len(self.fields) and fields_from_header(cells[0])[0] == self.fields[0]
 
-    def _sample(self, cells: list[str], t: float) -> GpuSample:
+    def _row(self, cells: list[str]) -> tuple[int, _Row]:
         if len(cells) != len(self.fields):
             raise _RowError(f"expected {len(self.fields)} fields, got {len(cells)}")
-        gpu_text = "0" if self._gpu_column is None else cells[self._gpu_column]
+        gpu_text = "0" if self._gpu_column is None else cells[self._gpu_column].strip()
         if not (gpu_text.isascii() and gpu_text.isdigit()) or int(gpu_text) > MAX_GPU_INDEX:
             raise _RowError(f"bad GPU index {gpu_text[:20]!r}")
-        fast = self._plain_sample(cells, int(gpu_text), t)
-        return fast if fast is not None else self._careful_sample(cells, int(gpu_text), t)
+        return int(gpu_text), (self._plain_row(cells) or self._careful_row([cell.strip() for cell in cells]))
 
-    def _plain_sample(self, cells: list[str], gpu: int, t: float) -> GpuSample | None:
+    def _plain_row(self, cells: list[str]) -> _Row | None:
         """The common row (``--format=...,nounits``, every value reported, masks in hex): float() each
         cell at once. Anything else (units, ``[N/A]``, a value out of range) -> None: the careful path
         decides, and reports exactly what is wrong."""
         if self._has_reason_columns:
             return None
-        values: dict[str, float] = {}
+        values: list[float] = []
         try:
-            for column, attribute, low, high in self._value_columns:
+            for column, low, high in self._value_columns:
                 number = float(cells[column])
                 if not low <= number <= high:  # NaN fails too
                     return None
-                values[attribute] = number
+                values.append(number)
             mask = 0
             for column in self._mask_columns:
-                cell = cells[column]
+                cell = cells[column].strip()
                 mask |= int(cell, 16) if cell[:2] in ("0x", "0X") else int(cell)
         except ValueError:
             return None
         if not 0 <= mask < _MASK_LIMIT:
             return None
-        self.rows += 1
-        return GpuSample(t, self.node, gpu, throttle_reasons=mask, **values)
+        return values, mask
 
-    def _careful_sample(self, cells: list[str], gpu: int, t: float) -> GpuSample:
-        values: dict[str, float] = {}
+    def _careful_row(self, cells: list[str]) -> _Row:
+        values: list[float] = []
         mask = 0
         for column, kind, attribute in self._columns:
             cell = cells[column]
@@ -255,6 +288,5 @@ class NvidiaSmiParser:
                 low, high = _RANGES[attribute]
                 if not math.isnan(number) and not low <= number <= high:
                     raise _RowError(f"{self.fields[column]} = {cell[:20]} out of range")
-                values[attribute] = number
-        self.rows += 1
-        return GpuSample(t, self.node, gpu, throttle_reasons=mask, **values)
+                values.append(number)
+        return values, mask
