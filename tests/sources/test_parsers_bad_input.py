@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenwatch.cli.parser import UsageError
-from tokenwatch.events import GpuSample, LatencyBatch, LogLine, NodeStatus, Notice, Progress
+from tokenwatch.events import GpuBatch, GpuSample, LatencyBatch, LogLine, NodeStatus, Notice, Progress
 from tokenwatch.sources.errors import SourceFormatError
 from tokenwatch.sources.harness_log import LogPatternError, LogProgressParser
 from tokenwatch.sources.loadgen_detail import DetailLogParser, parse_detail_bytes
@@ -213,10 +213,12 @@ def test_scrapes_random_and_mutated(data: bytes, position: int, value: str) -> N
 @FUZZ
 @given(data=junk, encoding=st.sampled_from(ENCODINGS))
 def test_dcgm_random_and_reencoded(data: bytes, encoding: str) -> None:
-    parser = MetricsScrapeParser("dcgm", node_label="Hostname", node="fallback")
+    nodes = ("fallback", "424773df46e0", "551bdf382151", "ip-11111")
+    parser = MetricsScrapeParser("dcgm", node_label="Hostname", node="fallback", nodes=nodes)
     for scrape in (data, reencode(DCGM, encoding)):
         events = parser.parse(scrape.decode("utf-8", "replace"), 1.0)
-        assert all(isinstance(e, GpuSample | Notice) for e in events)
+        assert all(isinstance(e, GpuBatch | Notice) for e in events)
+        assert len([e for e in events if isinstance(e, GpuBatch)]) <= 1  # one batch per scrape
 
 
 # ---------------------------------------------------------------- harness logs

@@ -231,16 +231,29 @@ class FileTailSource:
 
 
 class ScrapeSource:
-    """``GET url`` every ``interval_s`` through the transport (an SSH direct-tcpip channel remotely)."""
+    """``GET url`` every ``interval_s`` through the transport (an SSH direct-tcpip channel remotely).
 
-    def __init__(self, name: str, url: str, parser: ScrapeParser, interval_s: float, timeout_s: float = 10.0):
+    ``parser_factory`` gets the node's index in ``RunStarted.nodes`` (GPU batches name nodes by it).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        parser_factory: Callable[[int], ScrapeParser],
+        interval_s: float,
+        timeout_s: float = 10.0,
+    ):
         self.name = name
         self.url = url
-        self.parser = parser  # kept across reconnects: it holds the previous counters
+        self.parser_factory = parser_factory
+        self.parser: ScrapeParser | None = None  # kept across reconnects: it holds the previous counters
         self.periodic_s: float | None = interval_s
         self.timeout_s = timeout_s
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        if self.parser is None:
+            self.parser = self.parser_factory(ctx.index)
         interval = self.periodic_s or 1.0
         while True:
             began = ctx.clock.time()
