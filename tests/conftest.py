@@ -67,3 +67,16 @@ def free_port() -> int:
 def run_cli() -> RunCli:
     """``run_cli("sim", "--headless", ...)`` -> CompletedProcess (text), never raising on exit status."""
     return run_tokenwatch
+
+
+def prometheus_query(url: str, promql: str, timeout_s: float = 5.0) -> list[tuple[dict[str, str], float]]:
+    """One instant query to a Prometheus server from synchronous test code, through tokenwatch's client."""
+    import asyncio
+
+    from tokenwatch.collectors.prometheus_api import PrometheusApi
+
+    async def ask() -> list[tuple[dict[str, str], float]]:
+        async with PrometheusApi(url, timeout_s) as api:
+            return await api.query(promql)
+
+    return asyncio.run(ask())

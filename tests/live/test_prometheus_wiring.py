@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
-from tests.conftest import free_port
+from tests.conftest import free_port, prometheus_query
 from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
@@ -54,13 +54,11 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    from tokenwatch.collectors.prometheus_api import instant_query
-
     try:
         deadline = time.monotonic() + 40
         while True:
             try:
-                if instant_query(url, "DCGM_FI_DEV_POWER_MGMT_LIMIT", 2):
+                if prometheus_query(url, "DCGM_FI_DEV_POWER_MGMT_LIMIT", 2):
                     break
             except Exception:
                 pass

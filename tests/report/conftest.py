@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, SAMPLE_RUNS, cli_env, free_port
+from tests.conftest import REPO_ROOT, SAMPLE_RUNS, cli_env, free_port, prometheus_query
 from tokenwatch.core import RackCore
 from tokenwatch.exporter import MetricsServer
 from tokenwatch.runs.from_core import ingest_recording
@@ -140,9 +140,7 @@ class PromFleet:
         self.exporter = exporter
 
     def query(self, promql: str) -> list[tuple[dict[str, str], float]]:
-        from tokenwatch.collectors.prometheus_api import instant_query
-
-        return instant_query(self.url, promql)
+        return prometheus_query(self.url, promql)
 
 
 def _wait_for_targets(url: str, jobs: set[str], proc: subprocess.Popen[bytes], timeout_s: float = 40) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.server
 import math
+import threading
+import time
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -13,11 +17,12 @@ from hypothesis import strategies as st
 
 from tests.conftest import free_port
 from tokenwatch.clock import ManualClock
-from tokenwatch.collectors.prometheus_api import PromApiError, parse_response
+from tokenwatch.collectors import prometheus_api
+from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, parse_response
 from tokenwatch.collectors.prometheus_presets import PresetError
 from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
 from tokenwatch.core.capacity import WorkloadError, parse_workload
-from tokenwatch.events import Event, Notice
+from tokenwatch.events import Event, Notice, ProgressBatch
 
 
 @given(st.binary(max_size=2000))
@@ -179,3 +184,96 @@ def test_workload_parser_never_crashes(text: str) -> None:
 def test_workload_parser_reads(text: str, name: str, tokens: float) -> None:
     w = parse_workload(text)
     assert (w.name, w.tokens) == (name, tokens)
+
+
+class _FakePrometheus(http.server.BaseHTTPRequestHandler):
+    """A real HTTP/1.1 server on loopback answering every query with one sample (or a slow / huge
+    answer), counting the TCP connections it accepts."""
+
+    protocol_version = "HTTP/1.1"
+    connections = 0
+    delay_s = 0.0
+    body = orjson.dumps(
+        {
+            "status": "success",
+            "data": {"resultType": "vector", "result": [{"metric": {"node": "a"}, "value": [1, "2"]}]},
+        }
+    )
+
+    def setup(self) -> None:
+        type(self).connections += 1
+        super().setup()
+
+    def do_GET(self) -> None:
+        time.sleep(self.delay_s)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_prometheus() -> Iterator[tuple[str, type[_FakePrometheus]]]:
+    handler = type("Handler", (_FakePrometheus,), {"connections": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_one_pooled_client_keeps_its_connections(fake_prometheus: tuple[str, type[_FakePrometheus]]) -> None:
+    url, handler = fake_prometheus
+    collector = PrometheusQueryCollector(
+        url=url,
+        nodes=("a",),
+        gpus_per_node=1,
+        gpu=False,
+        progress=True,
+        now=lambda: 0.0,
+        clock=ManualClock(),
+        polls=5,
+        queries={"ttft": "", "tpot": "", "e2e": ""},  # tokens, samples, prompt_tokens: 3 queries a poll
+    )
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    asyncio.run(collector.run(emit))
+    batches = [e for e in events if isinstance(e, ProgressBatch)]
+    assert [e.tokens_done.tolist() for e in batches] == [[2]] * 5
+    assert not any(e.tokens_done.flags.writeable or e.node_index.flags.writeable for e in batches)
+    # 15 queries over 5 polls; at most one connection per query in flight, kept open between polls.
+    assert 1 <= handler.connections <= 3
+
+
+def test_slow_and_huge_answers_are_one_line_errors(
+    fake_prometheus: tuple[str, type[_FakePrometheus]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, handler = fake_prometheus
+
+    async def ask(timeout_s: float) -> str:
+        async with PrometheusApi(url, timeout_s) as api:
+            try:
+                await api.query("up")
+            except PromApiError as exc:
+                return str(exc)
+        return "answered"
+
+    assert asyncio.run(ask(5.0)) == "answered"
+    monkeypatch.setattr(prometheus_api, "MAX_RESPONSE_BYTES", 64)
+    message = asyncio.run(ask(5.0))
+    assert message.startswith("answer larger than")
+    assert message.endswith("refusing it")
+    monkeypatch.undo()
+    handler.delay_s = 1.0
+    assert asyncio.run(ask(0.2)) == f"no answer from {url} within 0.2 s"

@@ -15,7 +15,16 @@ from tokenwatch.clock import ManualClock
 from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
 from tokenwatch.core import RackCore
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, Notice, ProgressBatch, RunStarted
+from tokenwatch.events import (
+    GPU_METRICS,
+    Event,
+    GpuBatch,
+    LatencyBatch,
+    Notice,
+    Progress,
+    ProgressBatch,
+    RunStarted,
+)
 from tokenwatch.recording import RecordingReader
 
 
@@ -226,3 +235,80 @@ def test_grafana_dashboard_queries_run_on_prometheus(prom_fleet: PromFleet) -> N
         for name in re.findall(r"tokenwatch_\w+", promql):
             family = re.sub(r"_(bucket|count|sum)$", "", name)
             assert family.encode() in served, name
+
+
+def test_every_preset_query_is_valid_promql(prom_fleet: PromFleet) -> None:
+    """The PromQL built from the metric catalogue parses and runs on a real Prometheus, every preset."""
+    from tokenwatch.collectors.prometheus_presets import GPU_PRESETS, PROGRESS_PRESETS
+
+    templates = [
+        q for presets in (GPU_PRESETS, PROGRESS_PRESETS) for p in presets.values() for q in p.values()
+    ]
+    assert len(templates) >= 30
+    for template in templates:
+        prom_fleet.query(template.replace("{node}", "node").replace("{gpu}", "gpu"))  # PromApiError if bad
+
+
+def test_a_second_family_stands_in_per_node(prom_fleet: PromFleet) -> None:
+    """``first_present``: each node reads the first family it has, never a mix of two families' buckets."""
+    from tokenwatch.collectors.prometheus_presets import first_present
+
+    promql = first_present(
+        "sum by ({node}, le)", ["vllm:time_to_first_token_seconds_bucket", "tokenwatch_ttft_seconds_bucket"]
+    ).replace("{node}", "node")
+    got: dict[str, set[float]] = {}
+    for labels, _ in prom_fleet.query(promql):
+        got.setdefault(labels["node"], set()).add(float(labels["le"]))
+    vllm = {float(lab["le"]) for lab, _ in prom_fleet.query("vllm:time_to_first_token_seconds_bucket")}
+    assert got.pop("vllm-node") == vllm  # the vLLM node: its own family only
+    assert len(got) == 18
+    assert all(bounds == {*DEFAULT_BOUNDS_S, math.inf} for bounds in got.values())  # the others: tokenwatch's
+
+
+def test_scrape_and_query_read_tokenwatch_metrics_alike(prom_fleet: PromFleet) -> None:
+    """The same catalogue preset read from the /metrics text and through Prometheus gives the same events."""
+    from tokenwatch.exporter.exposition import render
+    from tokenwatch.exporter.families import take_view
+    from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
+
+    run = prom_fleet.core.run
+    assert run is not None
+    scraped = MetricsScrapeParser("tokenwatch", node_label="node", nodes=run.nodes).parse(
+        render(take_view(prom_fleet.core)).decode(), 1.0
+    )
+    collector = PrometheusQueryCollector(
+        url=prom_fleet.url,
+        nodes=run.nodes,
+        gpus_per_node=4,
+        now=lambda: 1.0,
+        clock=ManualClock(),
+        gpu_preset="tokenwatch",
+        progress_preset="tokenwatch",
+        polls=1,
+    )
+    queried = _collect(collector)
+    (scraped_gpu,) = [e for e in scraped if isinstance(e, GpuBatch)]
+    (queried_gpu,) = [e for e in queried if isinstance(e, GpuBatch)]
+
+    def rows(batch: GpuBatch) -> dict[tuple[int, int], list[float]]:
+        keys = zip(batch.node_index.tolist(), batch.gpu.tolist(), strict=True)
+        return {k: [*batch.values[r].tolist(), int(batch.throttle_reasons[r])] for r, k in enumerate(keys)}
+
+    want, got = rows(queried_gpu), rows(scraped_gpu)
+    assert sorted(got) == sorted(want)
+    for key, row in want.items():
+        np.testing.assert_allclose(got[key], row, rtol=1e-12, equal_nan=True)
+    (progress,) = [e for e in queried if isinstance(e, ProgressBatch)]
+    tokens = {e.node: e.tokens_done for e in scraped if isinstance(e, Progress)}
+    assert tokens == {run.nodes[i]: v for i, v in zip(progress.node_index, progress.tokens_done, strict=True)}
+
+    def latency(events: list[Event]) -> dict[tuple[str, str], list[tuple[float, int]]]:
+        out: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        for e in events:
+            if isinstance(e, LatencyBatch):
+                assert e.counts is not None
+                out[(e.node, e.metric)] = list(zip(e.values_s.tolist(), e.counts.tolist(), strict=True))
+        return out
+
+    assert latency(scraped) == latency(queried)
+    assert len(latency(scraped)) == 18 * 3

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from tokenwatch.events import (
     GPU_METRICS,
     GpuBatch,
-    GpuSample,
     LatencyBatch,
     LogLine,
     NodeStatus,
@@ -224,10 +223,12 @@ def test_scrapes_random_and_mutated(data: bytes, position: int, value: str) -> N
 @FUZZ
 @given(data=junk, encoding=st.sampled_from(ENCODINGS))
 def test_dcgm_random_and_reencoded(data: bytes, encoding: str) -> None:
-    parser = MetricsScrapeParser("dcgm", node_label="Hostname", node="fallback")
+    nodes = ("fallback", "424773df46e0", "551bdf382151", "ip-11111")
+    parser = MetricsScrapeParser("dcgm", node_label="Hostname", node="fallback", nodes=nodes)
     for scrape in (data, reencode(DCGM, encoding)):
         events = parser.parse(scrape.decode("utf-8", "replace"), 1.0)
-        assert all(isinstance(e, GpuSample | Notice) for e in events)
+        assert all(isinstance(e, GpuBatch | Notice) for e in events)
+        assert len([e for e in events if isinstance(e, GpuBatch)]) <= 1  # one batch per scrape
 
 
 # ---------------------------------------------------------------- harness logs

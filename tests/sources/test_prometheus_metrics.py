@@ -7,9 +7,10 @@ import re
 
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tokenwatch.core import RackCore
-from tokenwatch.events import GpuSample, LatencyBatch, Notice, Progress, RunStarted
+from tokenwatch.events import GPU_METRICS, GpuBatch, LatencyBatch, Notice, Progress, RunStarted
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 from .conftest import DATA
@@ -22,6 +23,11 @@ def _buckets(text: str, family: str) -> list[tuple[float, float]]:
     """(le, cumulative count) pairs read with a plain regex, to check the parser against."""
     pattern = re.compile(rf'^{re.escape(family)}_bucket\{{le="([^"]+)"[^}}]*\}} (\S+)$', re.M)
     return [(float(le), float(v)) for le, v in pattern.findall(text)]
+
+
+def _middle(lower: float, upper: float) -> float:
+    """The bucket rule spelled out: geometric middle, half the bound for the first bucket."""
+    return math.sqrt(lower * upper) if lower > 0 else upper / 2
 
 
 @pytest.mark.parametrize("name", ["vllm_metrics.txt", "tinyllama_metrics.txt"])
@@ -42,7 +48,7 @@ def test_real_busy_vllm_excerpt() -> None:
     cumulative = _buckets(BLOOM, "vllm:time_to_first_token_seconds")
     bounds = [0.0] + [le for le, _ in cumulative]
     per_bucket = np.diff([0.0] + [c for _, c in cumulative])
-    expected = [((bounds[i] + bounds[i + 1]) / 2, int(n)) for i, n in enumerate(per_bucket) if n > 0]
+    expected = [(_middle(bounds[i], bounds[i + 1]), int(n)) for i, n in enumerate(per_bucket) if n > 0]
     assert list(zip(ttft.values_s.tolist(), ttft.counts.tolist(), strict=True)) == pytest.approx(expected)
     assert int(ttft.counts.sum()) == 213
 
@@ -64,7 +70,7 @@ def test_deltas_between_scrapes_and_counter_resets() -> None:
     second = _bump(BLOOM, 220000.0, {"0.04": 30, "0.06": 30, "0.08": 30})
     events = parser.parse(second, 2.0)
     (ttft,) = [e for e in events if isinstance(e, LatencyBatch)]
-    assert ttft.values_s.tolist() == pytest.approx([0.03])
+    assert ttft.values_s.tolist() == pytest.approx([math.sqrt(0.02 * 0.04)])
     assert ttft.counts.tolist() == [30]
     assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220000]
     # The server restarts: counters fall to small values; nothing is lost or counted twice.
@@ -88,8 +94,8 @@ def test_histogram_deltas_merge_into_the_core() -> None:
     hist = core.state.rack_latency["ttft"]
     assert hist.total == 218
     p50, p99 = hist.quantiles([0.5, 0.99])
-    assert p50 == pytest.approx(0.015, rel=0.02)  # 112 of 218 sit in (0.01, 0.02]
-    assert p99 == pytest.approx(0.07, rel=0.02)
+    assert p50 == pytest.approx(math.sqrt(0.01 * 0.02), rel=0.02)  # 112 of 218 sit in (0.01, 0.02]
+    assert p99 == pytest.approx(math.sqrt(0.06 * 0.08), rel=0.02)
     assert int(core.state.tokens[0]) == 220000
 
 
@@ -164,38 +170,102 @@ def test_sglang_and_trtllm_presets() -> None:
     events = MetricsScrapeParser("trtllm", "t").parse(trtllm, 1.0)
     assert events[0] == Progress(1.0, "t", 155, None, None)  # no token counter in trtllm-serve's metrics
     assert events[1].metric == "tpot"
-    assert events[1].values_s.tolist() == pytest.approx([0.0175])
+    assert events[1].values_s.tolist() == pytest.approx([math.sqrt(0.01 * 0.025)])
+
+
+# dcgm-exporter field -> (GPU_METRICS column, factor to tokenwatch's unit), written out here apart
+# from the catalogue, first choice first.
+DCGM_MEANING = {
+    "power_w": [("DCGM_FI_DEV_POWER_USAGE", 1.0)],
+    "power_limit_w": [("DCGM_FI_DEV_POWER_MGMT_LIMIT", 1.0), ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 1.0)],
+    "sm_clock_mhz": [("DCGM_FI_DEV_SM_CLOCK", 1.0)],
+    "mem_clock_mhz": [("DCGM_FI_DEV_MEM_CLOCK", 1.0)],
+    "hbm_used_mib": [("DCGM_FI_DEV_FB_USED", 1.0)],
+    "hbm_busy_pct": [("DCGM_FI_PROF_DRAM_ACTIVE", 100.0), ("DCGM_FI_DEV_MEM_COPY_UTIL", 1.0)],
+    "util_pct": [("DCGM_FI_DEV_GPU_UTIL", 1.0)],
+    "temp_c": [("DCGM_FI_DEV_GPU_TEMP", 1.0)],
+}
+
+
+def _dcgm_expected(text: str, hosts: tuple[str, ...]) -> dict[tuple[int, int], dict[str, float]]:
+    """(node index, gpu) -> column -> value, read with prometheus_client's parser and the table above."""
+    read = {name for choices in DCGM_MEANING.values() for name, _ in choices} | {
+        "DCGM_FI_DEV_FB_TOTAL",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    }
+    fields: dict[tuple[int, int], dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            host, gpu = s.labels.get("Hostname"), s.labels.get("gpu", "")
+            if host in hosts and gpu.isdigit() and s.name in read:
+                fields.setdefault((hosts.index(host), int(gpu)), {})[s.name] = s.value
+    out: dict[tuple[int, int], dict[str, float]] = {}
+    for key, got in fields.items():
+        row = {}
+        for column, choices in DCGM_MEANING.items():
+            for name, factor in choices:
+                if name in got:
+                    row[column] = got[name] * factor
+                    break
+        if "DCGM_FI_DEV_FB_TOTAL" in got:
+            row["hbm_total_mib"] = got["DCGM_FI_DEV_FB_TOTAL"]
+        elif "DCGM_FI_DEV_FB_USED" in got and "DCGM_FI_DEV_FB_FREE" in got:
+            row["hbm_total_mib"] = got["DCGM_FI_DEV_FB_USED"] + got["DCGM_FI_DEV_FB_FREE"]
+        reasons = got.get("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", got.get("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"))
+        row["throttle_reasons"] = reasons or 0.0
+        out[key] = row
+    return out
+
+
+def _batch_rows(batch: GpuBatch) -> dict[tuple[int, int], dict[str, float]]:
+    rows = {}
+    for r, key in enumerate(zip(batch.node_index.tolist(), batch.gpu.tolist(), strict=True)):
+        row = {c: float(v) for c, v in zip(GPU_METRICS, batch.values[r], strict=True) if not math.isnan(v)}
+        row["throttle_reasons"] = float(batch.throttle_reasons[r])
+        rows[key] = row
+    return rows
 
 
 def test_real_dcgm_exporter_scrapes() -> None:
-    parser = MetricsScrapeParser("dcgm", node_label="Hostname")
-    events = parser.parse((PROM / "datadog-dcgm-t4-a10g.txt").read_text(), 7.0)
+    text = (PROM / "datadog-dcgm-t4-a10g.txt").read_text()
+    hosts = ("424773df46e0", "551bdf382151", "ip-11111")
+    parser = MetricsScrapeParser("dcgm", node_label="Hostname", nodes=hosts)
+    events = parser.parse(text, 7.0)
     notices = [e for e in events if isinstance(e, Notice)]
-    samples = {e.node: e for e in events if isinstance(e, GpuSample)}
-    assert set(samples) == {"424773df46e0", "551bdf382151", "ip-11111"}
-    t4 = samples["424773df46e0"]
-    assert (t4.gpu, t4.sm_clock_mhz, t4.mem_clock_mhz, t4.temp_c, t4.power_w) == (0, 300, 405, 25, 8.969)
-    assert (t4.hbm_used_mib, t4.hbm_total_mib, t4.util_pct) == (0, 15109, 0)  # total = used + free
-    other = samples["551bdf382151"]
-    assert (other.power_limit_w, other.hbm_total_mib, other.throttle_reasons) == (70.0, 15109.0, 1)
-    assert math.isnan(other.power_w)
-    a10g = samples["ip-11111"]
-    assert a10g.hbm_busy_pct == pytest.approx(0.0003)  # DRAM_ACTIVE 0.000003 of the time, in %
+    (batch,) = [e for e in events if isinstance(e, GpuBatch)]  # one batch per scrape, every node's GPUs
+    assert batch.t == 7.0
+    rows = _batch_rows(batch)
+    assert rows == _dcgm_expected(text, hosts)
+    # The figures the per-GPU samples had before (and a few by hand from the file):
+    t4 = rows[(0, 0)]
+    assert (t4["sm_clock_mhz"], t4["mem_clock_mhz"], t4["temp_c"], t4["power_w"]) == (300, 405, 25, 8.969)
+    assert (t4["hbm_used_mib"], t4["hbm_total_mib"], t4["util_pct"]) == (0, 15109, 0)  # total = used + free
+    other = rows[(1, 0)]
+    assert (other["power_limit_w"], other["hbm_total_mib"], other["throttle_reasons"]) == (70.0, 15109.0, 1)
+    assert "power_w" not in other
+    assert rows[(2, 0)]["hbm_busy_pct"] == pytest.approx(0.0003)  # DRAM_ACTIVE 0.000003 of the time, in %
+    for array in (batch.node_index, batch.gpu, batch.values, batch.throttle_reasons):
+        assert not array.flags.writeable
     # The fixture's label-less dummy values cannot be placed on a node: one notice says so, once.
     assert len(notices) == 1
     assert "series without the 'Hostname' label skipped" in notices[0].message
-    assert not [
-        e for e in parser.parse((PROM / "datadog-dcgm-t4-a10g.txt").read_text(), 8.0) if isinstance(e, Notice)
-    ]
+    assert not [e for e in parser.parse(text, 8.0) if isinstance(e, Notice)]
 
 
 def test_real_dcgm_v100_excerpt() -> None:
     text = (PROM / "NVIDIA-dcgm-exporter_issue-250_V100x4.excerpt.prom").read_text()
-    events = MetricsScrapeParser("dcgm", node="r6i3n0").parse(text, 1.0)
-    by_gpu = {e.gpu: e for e in events if isinstance(e, GpuSample)}
-    assert by_gpu[2].power_limit_w == 300.0
-    assert by_gpu[3].power_limit_w == 300.0
-    assert by_gpu[0].util_pct == 0.0
+    events = MetricsScrapeParser("dcgm", node="r6i3n0", node_index=5).parse(text, 1.0)
+    (batch,) = events
+    assert isinstance(batch, GpuBatch)
+    rows = _batch_rows(batch)
+    expected = _dcgm_expected(text, ("r6i3n0",))
+    assert rows == {(5, gpu): row for (_, gpu), row in expected.items()}  # the node's index as given
+    assert sorted(gpu for _, gpu in rows) == [0, 2, 3]  # GPU 1 has only fields tokenwatch does not read
+    assert rows[(5, 2)]["power_limit_w"] == 300.0
+    assert rows[(5, 3)]["power_limit_w"] == 300.0
+    assert rows[(5, 0)]["util_pct"] == 0.0
 
 
 def test_constructor_errors() -> None:
@@ -203,3 +273,7 @@ def test_constructor_errors() -> None:
         MetricsScrapeParser("x", "n")
     with pytest.raises(ValueError, match="node_label"):
         MetricsScrapeParser("vllm")
+    with pytest.raises(ValueError, match="by index"):
+        MetricsScrapeParser("dcgm", node="n")  # a GPU batch needs the node's index
+    with pytest.raises(ValueError, match="by index"):
+        MetricsScrapeParser("dcgm", node_label="Hostname")

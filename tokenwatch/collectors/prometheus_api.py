@@ -1,20 +1,26 @@
 """The Prometheus HTTP API, instant queries only: ``GET /api/v1/query`` and its JSON answer.
 
-Blocking (urllib); the collector runs it in a thread. Every failure becomes :class:`PromApiError`
+One pooled ``httpx.AsyncClient`` per :class:`PrometheusApi`, kept for the life of a collector's run:
+a poll's queries go out side by side over HTTP/1.1 keep-alive connections that the next poll reuses,
+instead of a new connection (and a thread) per query. Every failure becomes :class:`PromApiError`
 with one line saying what went wrong, never another exception.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
+from types import TracebackType
 from typing import Any
 
+import httpx
 import orjson
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a 64-rack fleet's answer is a few MB; anything this big is wrong
+MAX_ERROR_BYTES = 64 * 1024  # of an HTTP error's body: enough for Prometheus' JSON error
+# Prometheus keeps idle connections for minutes; outlive a few poll intervals so each poll reuses them.
+KEEPALIVE_S = 60.0
+MAX_CONNECTIONS = 16  # one poll asks at most ~16 queries at once
 
 Sample = tuple[dict[str, str], float]
 
@@ -23,33 +29,74 @@ class PromApiError(Exception):
     """A query that failed: unreachable server, HTTP error, a PromQL error or an answer we cannot read."""
 
 
-def query_url(base_url: str, promql: str) -> str:
-    return base_url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def instant_query(base_url: str, promql: str, timeout_s: float = 5.0) -> list[Sample]:
-    """The instant vector (or scalar) ``promql`` evaluates to now, as (labels, value) pairs."""
-    url = query_url(base_url, promql)
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            body = response.read(MAX_RESPONSE_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
+class PrometheusApi:
+    """Instant queries against one Prometheus server; ``async with`` closes the pool.
+
+    ``timeout_s`` bounds each phase (connect, write, each read) and the whole query; an answer over
+    :data:`MAX_RESPONSE_BYTES` (decompressed) is refused.
+    """
+
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s),
+            limits=httpx.Limits(
+                max_connections=MAX_CONNECTIONS,
+                max_keepalive_connections=MAX_CONNECTIONS,
+                keepalive_expiry=KEEPALIVE_S,
+            ),
+        )
+
+    async def __aenter__(self) -> PrometheusApi:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def query(self, promql: str) -> list[Sample]:
+        """The instant vector (or scalar) ``promql`` evaluates to now, as (labels, value) pairs."""
         try:
-            body = exc.read(65536)
-        except OSError:
-            body = b""
-        try:
-            return parse_response(body)
-        except PromApiError as inner:
-            raise PromApiError(f"HTTP {exc.code}: {inner}") from None
-    except urllib.error.URLError as exc:
-        raise PromApiError(f"cannot reach {base_url}: {exc.reason}") from None
-    except (OSError, ValueError) as exc:
-        raise PromApiError(f"cannot reach {base_url}: {exc}") from None
-    if len(body) > MAX_RESPONSE_BYTES:
-        raise PromApiError(f"answer larger than {MAX_RESPONSE_BYTES // 2**20} MiB: refusing it")
-    return parse_response(body)
+            async with asyncio.timeout(self.timeout_s):
+                status, body = await self._get(promql)
+        except (TimeoutError, httpx.TimeoutException):
+            raise PromApiError(f"no answer from {self.base_url} within {self.timeout_s:g} s") from None
+        except httpx.TransportError as exc:
+            raise PromApiError(f"cannot reach {self.base_url}: {_one_line(exc)}") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise PromApiError(f"query to {self.base_url} failed: {_one_line(exc)}") from None
+        if status != 200:
+            # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
+            try:
+                return parse_response(body)
+            except PromApiError as inner:
+                raise PromApiError(f"HTTP {status}: {inner}") from None
+        return parse_response(body)
+
+    async def _get(self, promql: str) -> tuple[int, bytes]:
+        url = self.base_url + "/api/v1/query"
+        async with self._client.stream("GET", url, params={"query": promql}) as response:
+            ok = response.status_code == 200
+            limit = MAX_RESPONSE_BYTES if ok else MAX_ERROR_BYTES
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    if ok:
+                        raise PromApiError(f"answer larger than {limit // 2**20} MiB: refusing it")
+                    break  # the start of an error page says enough
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks)
 
 
 def _value(pair: Any) -> float:

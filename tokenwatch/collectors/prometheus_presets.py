@@ -1,9 +1,12 @@
-"""PromQL for the metrics clusters already collect: dcgm-exporter (GPUs), vLLM (progress, latency), and
-tokenwatch's own /metrics (so one tokenwatch can read another's fleet through Prometheus).
+"""PromQL for the metrics clusters already collect, built from the one catalogue of metric names
+(:mod:`tokenwatch.sources.metric_catalogue`): dcgm-exporter (GPUs), vLLM / SGLang (progress,
+latency), and tokenwatch's own /metrics (so one tokenwatch can read another's fleet).
 
 Each query is a template: ``{node}`` is the label that names the node, ``{gpu}`` the GPU index label.
 GPU queries return one series per (node, gpu) in tokenwatch's units (W, MHz, MiB, %, °C); progress
 queries one series per node (cumulative counters); latency queries cumulative ``le`` buckets per node.
+Where the catalogue lists several families for a role, ``a or b`` takes the first one each node (or
+GPU) has, as a scrape does.
 """
 
 from __future__ import annotations
@@ -11,6 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tokenwatch.events import GPU_METRICS, LatencyMetric
+from tokenwatch.sources.metric_catalogue import (
+    GPU_PRESET_NAMES,
+    PRESETS,
+    QUERY_PROGRESS_PRESET_NAMES,
+    MetricPreset,
+    ServerNames,
+)
 
 PROGRESS_FIELDS = ("tokens", "samples", "prompt_tokens")
 LATENCY_FIELDS: tuple[LatencyMetric, ...] = ("ttft", "tpot", "e2e")
@@ -18,61 +28,47 @@ GPU_FIELDS = (*GPU_METRICS, "throttle_reasons")
 ALL_FIELDS = (*GPU_FIELDS, *PROGRESS_FIELDS, *LATENCY_FIELDS)
 
 
-def _gpu(expr: str) -> str:
-    return f"max by ({{node}}, {{gpu}}) ({expr})"
+def first_present(by: str, exprs: list[str]) -> str:
+    """``by (a)``, or for nodes without ``a`` ``by (b)``, ...: one family per node, as a scrape picks.
+    (A bare ``or`` would match per bucket and could mix two families' buckets on one node.)"""
+    chosen = f"{by} ({exprs[0]})"
+    for expr in exprs[1:]:
+        chosen = f"{chosen} or ({by} ({expr}) unless on ({{node}}) {chosen})"
+    return chosen
 
 
-def _node_sum(expr: str) -> str:
-    return f"sum by ({{node}}) ({expr})"
+def gpu_queries(metrics: MetricPreset) -> dict[str, str]:
+    """Field -> PromQL template. A GPU's series read as their mean (MIG instances, as a scrape reads
+    them); the clock-reasons bitmask as the largest (a mean of bitmasks means nothing)."""
+    queries = {}
+    for column, reads in metrics.gpu.items():
+        alternatives = " or ".join(r.promql() for r in reads)
+        queries[column] = f"avg by ({{node}}, {{gpu}}) ({alternatives})"
+    if metrics.throttle_reasons:
+        queries["throttle_reasons"] = f"max by ({{node}}, {{gpu}}) ({' or '.join(metrics.throttle_reasons)})"
+    return queries
 
 
-def _buckets(expr: str) -> str:
-    return f"sum by ({{node}}, le) ({expr})"
+def progress_queries(names: ServerNames) -> dict[str, str]:
+    """Field -> PromQL template: counters summed per node, ``le`` buckets summed per node and bound."""
+    queries = {}
+    for field, families in (
+        ("tokens", names.tokens),
+        ("samples", names.samples),
+        ("prompt_tokens", names.prompt_tokens),
+    ):
+        if families:
+            queries[field] = first_present("sum by ({node})", list(families))
+    for metric, families in names.latency.items():
+        queries[metric] = first_present("sum by ({node}, le)", [f + "_bucket" for f in families])
+    return queries
 
 
-GPU_PRESETS: Mapping[str, Mapping[str, str]] = {
-    "dcgm": {
-        "power_w": _gpu("DCGM_FI_DEV_POWER_USAGE"),
-        "power_limit_w": _gpu("DCGM_FI_DEV_POWER_MGMT_LIMIT"),
-        "sm_clock_mhz": _gpu("DCGM_FI_DEV_SM_CLOCK"),
-        "mem_clock_mhz": _gpu("DCGM_FI_DEV_MEM_CLOCK"),
-        "hbm_used_mib": _gpu("DCGM_FI_DEV_FB_USED"),
-        "hbm_total_mib": _gpu("DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE"),
-        "hbm_busy_pct": _gpu("DCGM_FI_DEV_MEM_COPY_UTIL"),
-        "util_pct": _gpu("DCGM_FI_DEV_GPU_UTIL"),
-        "temp_c": _gpu("DCGM_FI_DEV_GPU_TEMP"),
-        "throttle_reasons": _gpu("DCGM_FI_DEV_CLOCKS_EVENT_REASONS or DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
-    },
-    "tokenwatch": {
-        "power_w": _gpu("tokenwatch_gpu_power_watts"),
-        "power_limit_w": _gpu("tokenwatch_gpu_power_limit_watts"),
-        "sm_clock_mhz": _gpu("tokenwatch_gpu_sm_clock_hertz / 1e6"),
-        "mem_clock_mhz": _gpu("tokenwatch_gpu_memory_clock_hertz / 1e6"),
-        "hbm_used_mib": _gpu("tokenwatch_gpu_hbm_used_bytes / 1048576"),
-        "hbm_total_mib": _gpu("tokenwatch_gpu_hbm_total_bytes / 1048576"),
-        "hbm_busy_pct": _gpu("tokenwatch_gpu_hbm_busy_ratio * 100"),
-        "util_pct": _gpu("tokenwatch_gpu_utilization_ratio * 100"),
-        "temp_c": _gpu("tokenwatch_gpu_temperature_celsius"),
-        "throttle_reasons": _gpu("tokenwatch_gpu_throttle_reasons"),
-    },
-}
-
+GPU_PRESETS: Mapping[str, Mapping[str, str]] = {n: gpu_queries(PRESETS[n]) for n in GPU_PRESET_NAMES}
 PROGRESS_PRESETS: Mapping[str, Mapping[str, str]] = {
-    "vllm": {
-        "tokens": _node_sum("vllm:generation_tokens_total"),
-        "samples": _node_sum("vllm:request_success_total"),
-        "prompt_tokens": _node_sum("vllm:prompt_tokens_total"),
-        "ttft": _buckets("vllm:time_to_first_token_seconds_bucket"),
-        "tpot": _buckets("vllm:time_per_output_token_seconds_bucket"),
-        "e2e": _buckets("vllm:e2e_request_latency_seconds_bucket"),
-    },
-    "tokenwatch": {
-        "tokens": _node_sum("tokenwatch_node_generated_tokens_total"),
-        "samples": _node_sum("tokenwatch_node_samples_total"),
-        "ttft": _buckets("tokenwatch_ttft_seconds_bucket"),
-        "tpot": _buckets("tokenwatch_tpot_seconds_bucket"),
-        "e2e": _buckets("tokenwatch_e2e_seconds_bucket"),
-    },
+    n: progress_queries(server)
+    for n in QUERY_PROGRESS_PRESET_NAMES
+    if (server := PRESETS[n].server) is not None
 }
 
 

@@ -4,8 +4,9 @@ Clusters of thousands of GPUs already scrape dcgm-exporter and their inference s
 Prometheus; this collector asks Prometheus (``/api/v1/query``) for the latest value of each field,
 maps the node label to the run's nodes, and emits the same events an SSH or NVML source would:
 :class:`GpuBatch`, :class:`ProgressBatch` (cumulative counters) and :class:`LatencyBatch` (deltas of
-the cumulative ``le`` buckets). An unreachable server or a bad query is a :class:`Notice`, once per
-problem, never an exception; nodes with no data simply go stale in the core.
+the cumulative ``le`` buckets, by the same rule as a scrape: :mod:`tokenwatch.sources.le_buckets`).
+An unreachable server or a bad query is a :class:`Notice`, once per problem, never an exception; nodes
+with no data simply go stale in the core. One pooled HTTP client serves the whole run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.prometheus_api import Sample, instant_query
+from tokenwatch.collectors.prometheus_api import PrometheusApi, Sample
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.events import (
     GPU_METRICS,
@@ -29,6 +30,8 @@ from tokenwatch.events import (
     Notice,
     ProgressBatch,
 )
+from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
+from tokenwatch.sources.metric_catalogue import throttle_mask
 
 MAX_NOTICES_PER_KIND = 20
 
@@ -77,29 +80,32 @@ class PrometheusQueryCollector:
         self.node_label, self.gpu_label = node_label, gpu_label
         self._index = {n: i for i, n in enumerate(self.nodes)}
         self._last_counters = np.zeros((3, len(self.nodes)), np.int64)
-        self._last_buckets: dict[tuple[str, int], tuple[tuple[float, ...], np.ndarray]] = {}
+        self._last_buckets: dict[tuple[str, int], BucketRead] = {}
         self._failing: dict[str, str] = {}  # field -> current error (notice on change only)
         self._noticed: dict[str, set[str]] = {"unknown node": set(), "bad gpu": set()}
         self._reported: set[str] = set()
+        self._bucket_problems: dict[str, None] = {}  # le-bucket problems of this poll, in order
+        self._problems_said: set[str] = set()
 
     # ----------------------------------------------------------------- loop
     async def run(self, emit: Emit) -> None:
         start = self.clock.time()
         done = 0
-        while self.polls is None or done < self.polls:
-            for event in await self.poll():
-                await emit(event)
-            done += 1
-            if self.polls is not None and done >= self.polls:
-                break
-            await self.clock.sleep(max(0.0, start + done * self.interval_s - self.clock.time()))
+        async with PrometheusApi(self.url, self.timeout_s) as api:
+            while self.polls is None or done < self.polls:
+                for event in await self.poll(api):
+                    await emit(event)
+                done += 1
+                if self.polls is not None and done >= self.polls:
+                    break
+                await self.clock.sleep(max(0.0, start + done * self.interval_s - self.clock.time()))
 
-    async def poll(self) -> list[Event]:
-        """One round: every query at once (in threads), then the events they make."""
+    async def poll(self, api: PrometheusApi) -> list[Event]:
+        """One round: every query at once (over the pooled client), then the events they make."""
         t = self.now()
         fields = list(self.queries)
         answers = await asyncio.gather(
-            *(asyncio.to_thread(self._query, field) for field in fields), return_exceptions=True
+            *(api.query(self.queries[field]) for field in fields), return_exceptions=True
         )
         results: dict[str, list[Sample]] = {}
         events: list[Event] = []
@@ -118,11 +124,8 @@ class PrometheusQueryCollector:
             results[field] = answer
         events += self._gpu_events(t, results)
         events += self._progress_events(t, results)
-        events += self._latency_events(t, results)
+        events += self.latency_events(t, results)
         return events + self._pending_notices(t)
-
-    def _query(self, field: str) -> list[Sample]:
-        return instant_query(self.url, self.queries[field], self.timeout_s)
 
     # -------------------------------------------------------------- mapping
     def node_of(self, value: str | None) -> int | None:
@@ -162,6 +165,11 @@ class PrometheusQueryCollector:
                     )
                 )
             values.clear()
+        for problem in self._bucket_problems:
+            if problem not in self._problems_said:
+                self._problems_said.add(problem)
+                out.append(Notice(t, "warning", problem, source=self.name))
+        self._bucket_problems.clear()
         return out
 
     # --------------------------------------------------------------- events
@@ -176,7 +184,7 @@ class PrometheusQueryCollector:
                     continue
                 row = rows.setdefault((i, g), len(rows))
                 if field == "throttle_reasons":
-                    throttle[row] = int(value) if math.isfinite(value) and 0 <= value < 2**63 else 0
+                    throttle[row] = throttle_mask(value)
                 else:
                     cells.append((row, GPU_METRICS.index(field), value))
         if not rows:
@@ -186,15 +194,11 @@ class PrometheusQueryCollector:
             values[row, col] = value
         keys = list(rows)
         reasons = np.array([throttle.get(r, 0) for r in range(len(rows))], dtype=np.uint64)
-        return [
-            GpuBatch(
-                t,
-                np.array([k[0] for k in keys], np.int64),
-                np.array([k[1] for k in keys], np.int64),
-                values,
-                reasons,
-            )
-        ]
+        node_index = np.array([k[0] for k in keys], np.int64)
+        gpu = np.array([k[1] for k in keys], np.int64)
+        for array in (node_index, gpu, values, reasons):
+            array.flags.writeable = False
+        return [GpuBatch(t, node_index, gpu, values, reasons)]
 
     def _progress_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
         if "tokens" not in results:
@@ -216,10 +220,15 @@ class PrometheusQueryCollector:
                 if counter is not None:
                     counters[slot, i] = counter  # a node missing samples keeps the last value it had
         index = np.array(nodes, np.int64)
-        prompt = counters[2, index].copy() if "prompt_tokens" in results else None
-        return [ProgressBatch(t, index, counters[1, index].copy(), counters[0, index].copy(), prompt)]
+        arrays = [index, counters[1, index], counters[0, index]]  # (fancy indexing copies)
+        if "prompt_tokens" in results:
+            arrays.append(counters[2, index])
+        for array in arrays:
+            array.flags.writeable = False
+        return [ProgressBatch(t, *arrays)]
 
-    def _latency_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
+    def latency_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
+        """The latency batches of one poll's answers (field -> samples): per node, the new observations."""
         events: list[Event] = []
         metric: LatencyMetric
         for metric in LATENCY_FIELDS:
@@ -230,47 +239,24 @@ class PrometheusQueryCollector:
                     le = float(labels.get("le", "nan"))
                 except ValueError:
                     continue
-                if i is None or math.isnan(le) or not math.isfinite(value):
-                    continue
-                per_node.setdefault(i, []).append((le, value))
+                if i is not None:
+                    per_node.setdefault(i, []).append((le, value))
             for i, pairs in sorted(per_node.items()):
-                batch = self._bucket_delta(t, i, metric, sorted(pairs))
+                batch = self.bucket_batch(t, i, metric, pairs)
                 if batch is not None:
                     events.append(batch)
         return events
 
-    def _bucket_delta(
-        self, t: float, i: int, metric: LatencyMetric, pairs: list[tuple[float, float]]
+    def bucket_batch(
+        self, t: float, i: int, metric: LatencyMetric, pairs: Sequence[tuple[float, float]]
     ) -> LatencyBatch | None:
-        """Cumulative ``le`` counts -> the observations added since the last poll, one value per bucket."""
-        bounds = tuple(le for le, _ in pairs)
-        cumulative = np.maximum.accumulate(np.array([v for _, v in pairs], dtype=np.float64))
-        per_bucket = np.diff(cumulative, prepend=0.0)
+        """Node ``i``'s cumulative ``(le, count)`` pairs -> the observations added since the last poll."""
         key = (metric, i)
-        last = self._last_buckets.get(key)
-        self._last_buckets[key] = (bounds, per_bucket)
-        delta = per_bucket
-        if last is not None and last[0] == bounds and (per_bucket >= last[1]).all():
-            delta = per_bucket - last[1]
-        # (otherwise the source restarted or changed buckets: what it holds now is new)
-        counts = np.rint(delta).astype(np.int64)
-        if not (counts > 0).any():
+        delta = bucket_delta(pairs, self._last_buckets.get(key))
+        if delta.keep is not None:
+            self._last_buckets[key] = delta.keep
+        if delta.problem is not None:
+            self._bucket_problems[f"prometheus {metric} of {self.nodes[i]}: {delta.problem}"] = None
+        if not len(delta.counts):
             return None
-        finite = [b for b in bounds if math.isfinite(b)]
-        reps = []
-        for k, upper in enumerate(bounds):
-            lower = bounds[k - 1] if k else 0.0
-            if not math.isfinite(upper):
-                reps.append(finite[-1] if finite else math.nan)  # +Inf: at least the last bound
-            elif lower > 0:
-                reps.append(math.sqrt(lower * upper))  # geometric middle of a log-spaced bucket
-            else:
-                reps.append(upper / 2)
-        keep = counts > 0
-        return LatencyBatch(
-            t,
-            self.nodes[i],
-            metric,
-            np.array(reps, np.float64)[keep],
-            counts[keep],
-        )
+        return LatencyBatch(t, self.nodes[i], metric, delta.values_s, delta.counts)

@@ -243,9 +243,8 @@ def _check_progress(reader: Reader, source: ProgressSourceConfig, path: KeyPath,
 
 def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: KeyPath) -> None:
     """Presets and patterns are checked by the parsers' own rules, reported at the config line."""
-    from tokenwatch.collectors.prometheus_presets import PROGRESS_PRESETS
     from tokenwatch.sources.harness_log import LogPatternError, compile_rule, preset_names
-    from tokenwatch.sources.prometheus_metrics import PRESETS
+    from tokenwatch.sources.metric_catalogue import QUERY_PROGRESS_PRESET_NAMES, SCRAPE_PROGRESS_PRESET_NAMES
 
     if source.patterns is not None:
         if not source.patterns:
@@ -258,8 +257,8 @@ def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: K
     if source.preset is not None:
         known = {
             "log": preset_names(),
-            "prometheus": sorted(p for p in PRESETS if p != "dcgm"),
-            "prometheus-query": sorted(PROGRESS_PRESETS),
+            "prometheus": sorted(SCRAPE_PROGRESS_PRESET_NAMES),
+            "prometheus-query": sorted(QUERY_PROGRESS_PRESET_NAMES),
         }.get(source.kind, [])
         if source.preset not in known:
             raise reader.error(

@@ -1,19 +1,34 @@
-"""Host lists in ClusterShell/Slurm syntax, and the hosts of a Slurm job.
+"""Host lists in ClusterShell/Slurm syntax, expanded by ClusterShell's ``NodeSet``, and the hosts of
+a Slurm job.
 
-``node[01-18]`` -> node01 ... node18 (the lower bound's width sets the zero padding);
-``node[1-3,7],gpu05`` -> node1 node2 node3 node7 gpu05; ``rack[1-2]-n[1-2]`` -> the cartesian
-product in order; ``node[0-10/5]`` steps by 5. Commas inside brackets do not split hosts.
+``node[01-18]`` -> node01 ... node18 (zero padding kept); ``node[1-3,7],gpu05`` -> node1 node2 node3
+node7 gpu05; ``rack[1-2]-node[01-18]`` -> every rack1 node, then every rack2 node; ``node[0-10/5]``
+steps by 5. Comma-separated items keep the order they are written in (within one item, NodeSet's
+sorted order); a host named twice counts once.
+
+One extension: single-letter ranges, ``gpu-[1-2]-[a-b]`` or ``[a-c,x]`` (one case per range), which
+neither ClusterShell nor Slurm reads. Refused: @groups and the set operators ``! & ^`` (a host list
+here only names hosts), and lists of more than :data:`MAX_HOSTS` hosts, counted from the ranges
+before anything is built, so ``n[1-10000000]`` fails at once instead of making ten million names.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import shutil
 import subprocess
 
-MAX_HOSTS = 100_000
-_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException, NodeSetParseRangeError
+
+MAX_HOSTS = 100_000  # a rack is 18 nodes and a large fleet a few thousand: beyond this it is a typo
+_ITEM_COMMA = re.compile(r",(?![^\[]*\])")  # a comma outside brackets
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_NUMBERS = re.compile(r"^\s*(\d+)(?:-(\d+)(?:/(\d+))?)?\s*$")
+_LETTER_RANGE = re.compile(r"^\s*([a-zA-Z])(?:-([a-zA-Z]))?\s*$")
+# A letter range goes through NodeSet as the letters' code points between two marks (a private-use
+# character, never in a host name), which are turned back into letters afterwards.
+_MARK = "\ue000"
+_MARKED = re.compile(f"{_MARK}(\\d+){_MARK}")
 
 
 class HostListError(ValueError):
@@ -22,80 +37,79 @@ class HostListError(ValueError):
 
 def expand_hostlist(text: str) -> list[str]:
     """Every host named by ``text``, in order, without duplicates."""
-    hosts: list[str] = []
-    seen: set[str] = set()
-    for part in _split_top_level(text.strip()):
-        for host in _expand_one(part):
-            if host not in seen:
-                seen.add(host)
-                hosts.append(host)
-            if len(hosts) > MAX_HOSTS:
-                raise HostListError(f"host list {text!r} names more than {MAX_HOSTS:,} hosts")
-    if not hosts:
-        raise HostListError(f"host list {text!r} names no host")
-    return hosts
+    if _MARK in text:
+        raise HostListError(f"bad host list {text!r}: character U+E000 is not allowed")
+    if any(c in text for c in "@!&^"):
+        raise HostListError(f"bad host list {text!r}: @groups and the operators ! & ^ are not supported")
+    if not text.strip():
+        raise HostListError("bad host list '': empty host list")
+    items = [item.strip() for item in _ITEM_COMMA.split(text.strip())]
+    if not all(items):
+        raise HostListError(f"bad host list {text!r}: empty host between commas")
+    if sum(_count(item) for item in items) > MAX_HOSTS:
+        raise HostListError(f"host list {text!r} names more than {MAX_HOSTS:,} hosts")
+    hosts: dict[str, None] = {}
+    for item in items:
+        for host in _expand(item, text):
+            if any(c.isspace() for c in host):
+                raise HostListError(f"bad host name {host!r} in {text!r}: contains white space")
+            hosts[host] = None
+    return list(hosts)
 
 
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-            if depth > 1:
-                raise HostListError(f"bad host list {text!r}: nested '['")
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise HostListError(f"bad host list {text!r}: ']' without '['")
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise HostListError(f"bad host list {text!r}: '[' without ']'")
-    parts.append(text[start:])
-    for part in parts:
-        if not part.strip():
-            raise HostListError(f"bad host list {text!r}: empty host between commas")
-    return [p.strip() for p in parts]
-
-
-def _expand_one(pattern: str) -> list[str]:
-    pieces = re.split(r"(\[[^\]]*\])", pattern)
-    choices: list[list[str]] = []
-    for piece in pieces:
-        if piece.startswith("["):
-            choices.append(_expand_brackets(piece[1:-1], pattern))
-        elif piece:
-            if any(c.isspace() for c in piece):
-                raise HostListError(f"bad host name {pattern!r}: contains white space")
-            choices.append([piece])
+def _count(item: str) -> int:
+    """How many hosts ``item`` names at most, from its ranges alone (a form NodeSet will refuse
+    counts as one: it fails later with NodeSet's own message)."""
     total = 1
-    for options in choices:
-        total *= len(options)
-        if total > MAX_HOSTS:
-            raise HostListError(f"host list {pattern!r} names more than {MAX_HOSTS:,} hosts")
-    return ["".join(combo) for combo in itertools.product(*choices)]
+    for body in _BRACKET.findall(item):
+        size = 0
+        for part in body.split(","):
+            numbers = _NUMBERS.match(part)
+            letters = _LETTER_RANGE.match(part)
+            if numbers:
+                low, high, step = numbers.groups()
+                stride = max(int(step or 1), 1)
+                size += max((int(high or low) - int(low)) // stride + 1, 1)
+            elif letters:
+                size += max(ord(letters[2] or letters[1]) - ord(letters[1]) + 1, 1)
+            else:
+                size += 1
+        total *= size
+    return total
 
 
-def _expand_brackets(body: str, pattern: str) -> list[str]:
-    values: list[str] = []
-    for item in body.split(","):
-        match = _RANGE.match(item.strip())
-        if not match:
-            raise HostListError(f"bad range {item!r} in {pattern!r}: use e.g. [01-18] or [1-3,7]")
-        low_text, high_text, step_text = match.groups()
-        low = int(low_text)
-        high = int(high_text) if high_text is not None else low
-        step = int(step_text) if step_text else 1
-        if high < low:
-            raise HostListError(f"bad range {item!r} in {pattern!r}: {high} is below {low}")
-        if step < 1:
-            raise HostListError(f"bad range {item!r} in {pattern!r}: step must be at least 1")
-        if (high - low) // step + 1 > MAX_HOSTS:
-            raise HostListError(f"host list {pattern!r} names more than {MAX_HOSTS:,} hosts")
-        width = len(low_text) if low_text.startswith("0") and len(low_text) > 1 else 0
-        values.extend(str(v).zfill(width) for v in range(low, high + 1, step))
-    return values
+def _letters_as_numbers(item: str, text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        parts = [_LETTER_RANGE.match(p) for p in match[1].split(",")]
+        if not all(parts):
+            return match[0]  # a numeric range: NodeSet's
+        codes = []
+        for part in parts:
+            assert part is not None
+            low, high = part[1], part[2] or part[1]
+            if low.islower() != high.islower() or high < low:
+                raise HostListError(f"bad range {part[0].strip()!r} in {text!r}: use e.g. [a-d], one case")
+            codes.append(f"{ord(low)}-{ord(high)}")
+        return f"{_MARK}[{','.join(codes)}]{_MARK}"
+
+    return _BRACKET.sub(replace, item)
+
+
+def _one_line(detail: object) -> str:
+    return " ".join(str(detail).split())  # NodeSet quotes the input, line breaks and all
+
+
+def _expand(item: str, text: str) -> list[str]:
+    marked = _letters_as_numbers(item, text)
+    try:
+        names = list(NodeSet(marked, resolver=RESOLVER_NOGROUP))
+    except NodeSetParseRangeError as exc:
+        raise HostListError(f"bad range in {text!r}: {_one_line(exc.part)}") from None
+    except (NodeSetException, ValueError) as exc:
+        raise HostListError(f"bad host list {text!r}: {_one_line(exc)}") from None
+    if marked == item:
+        return names
+    return [_MARKED.sub(lambda m: chr(int(m[1])), name) for name in names]
 
 
 def slurm_job_hosts(job: str, *, timeout_s: float = 20.0) -> list[str]:

@@ -7,15 +7,12 @@ on a fresh transport. Parsers come from factories, so this module knows nothing 
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from tokenwatch.clock import Clock
-from tokenwatch.events import GPU_METRICS, Emit, Event, GpuBatch, GpuSample, NodeStatus
+from tokenwatch.events import Emit, Event, NodeStatus
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
@@ -69,33 +66,11 @@ class NodeContext:
         self.last_data[source] = self.clock.time()
 
     async def emit_all(self, source: str, events: Sequence[Event]) -> None:
-        """Emit a parser's events. Parsers of GPU streams emit batches themselves; single GPU rows of
-        one read (a ``/metrics`` scrape) still travel as one ``GpuBatch`` (a node's GPUs at one
-        instant: one event through the session instead of one per GPU)."""
-        gpu_rows = [e for e in events if isinstance(e, GpuSample) and e.node == self.node]
-        if len(gpu_rows) > 1:
-            await self.emit(gpu_batch(self.gpu_index, gpu_rows))
+        """Emit a parser's events (GPU parsers emit one batch per read themselves)."""
         for event in events:
-            if isinstance(event, GpuSample) and len(gpu_rows) > 1 and event.node == self.node:
-                continue
             if isinstance(event, NodeStatus) and event.state == "finished" and event.node == self.node:
                 self.health.mark_finished()
             await self.emit(event)
-
-
-_metrics = operator.attrgetter(*GPU_METRICS)
-
-
-def gpu_batch(index: NodeGpuIndex, samples: Sequence[GpuSample]) -> GpuBatch:
-    """One node's GPU samples as a batch at the latest of their times (rows in GPU_METRICS order)."""
-    nodes, gpu = index.columns([s.gpu for s in samples])
-    return GpuBatch(
-        max(s.t for s in samples),
-        nodes,
-        gpu,
-        np.array([_metrics(s) for s in samples], dtype=np.float64),
-        np.fromiter((s.throttle_reasons for s in samples), dtype=np.uint64, count=len(samples)),
-    )
 
 
 class NodeSource(Protocol):
@@ -228,16 +203,29 @@ class FileTailSource:
 
 
 class ScrapeSource:
-    """``GET url`` every ``interval_s`` through the transport (an SSH direct-tcpip channel remotely)."""
+    """``GET url`` every ``interval_s`` through the transport (an SSH direct-tcpip channel remotely).
 
-    def __init__(self, name: str, url: str, parser: ScrapeParser, interval_s: float, timeout_s: float = 10.0):
+    ``parser_factory`` gets the node's index in ``RunStarted.nodes`` (GPU batches name nodes by it).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        parser_factory: Callable[[int], ScrapeParser],
+        interval_s: float,
+        timeout_s: float = 10.0,
+    ):
         self.name = name
         self.url = url
-        self.parser = parser  # kept across reconnects: it holds the previous counters
+        self.parser_factory = parser_factory
+        self.parser: ScrapeParser | None = None  # kept across reconnects: it holds the previous counters
         self.periodic_s: float | None = interval_s
         self.timeout_s = timeout_s
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        if self.parser is None:
+            self.parser = self.parser_factory(ctx.index)
         interval = self.periodic_s or 1.0
         while True:
             began = ctx.clock.time()

@@ -45,7 +45,12 @@ def node_sources(
 
         url = target.expand(g.url or DEFAULT_DCGM_URL)
         sources.append(
-            ScrapeSource("dcgm-exporter", url, MetricsScrapeParser("dcgm", node=target.name), g.interval_s)
+            ScrapeSource(
+                "dcgm-exporter",
+                url,
+                lambda index: MetricsScrapeParser("dcgm", node=target.name, node_index=index),
+                g.interval_s,
+            )
         )
     names: set[str] = {s.name for s in sources}
     for entry in config.progress:
@@ -80,8 +85,13 @@ def _progress_source(
         from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
         url = target.expand(entry.url or "")
-        parser = MetricsScrapeParser(entry.preset or "", node=node)
-        return ScrapeSource(f"metrics {url}", url, parser, entry.interval_s or default_interval_s)
+        preset = entry.preset or ""
+        return ScrapeSource(
+            f"metrics {url}",
+            url,
+            lambda index: MetricsScrapeParser(preset, node=node, node_index=index),
+            entry.interval_s or default_interval_s,
+        )
     return None  # prometheus-query: rack-wide, another collector
 
 

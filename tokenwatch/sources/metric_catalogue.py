@@ -1,0 +1,224 @@
+"""The Prometheus metric names tokenwatch reads: one table per preset, for both ways of reading them.
+
+A scrape of a ``/metrics`` page (:mod:`tokenwatch.sources.prometheus_metrics`) matches these sample
+names; a query of a Prometheus server (:mod:`tokenwatch.collectors.prometheus_presets`) builds its
+PromQL from the same names with :meth:`GpuRead.promql`, so a figure reads the same whichever way it
+arrives.
+
+Presets: the inference servers vLLM, SGLang and TensorRT-LLM (``trtllm-serve``), NVIDIA's
+dcgm-exporter, and tokenwatch's own ``/metrics`` (so one tokenwatch can read another's fleet).
+Where a role lists several families, the first one present is used (per node, or per GPU): servers
+rename metrics between releases, and newer ones export both names for the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tokenwatch.events import LatencyMetric
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRead:
+    """One way to read a :data:`GPU_METRICS` column from one GPU's series.
+
+    The value is the sum of ``families`` (each must be present; most reads have one), plus each of
+    ``optional`` where present, times ``times``, divided by ``per``. Both paths do this arithmetic in
+    the same order, so a scrape and a query give the same float.
+    """
+
+    families: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    times: float = 1.0
+    per: float = 1.0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.families, *self.optional)
+
+    def read(self, fields: Mapping[str, float]) -> float | None:
+        """This read of one GPU's field values (family -> value), or None if a family is missing."""
+        if any(f not in fields for f in self.families):
+            return None
+        total = sum(fields[f] for f in self.families) + sum(fields.get(f, 0.0) for f in self.optional)
+        return total * self.times / self.per
+
+    def promql(self) -> str:
+        """The same read in PromQL (``x or y * 0`` adds an optional family where it exists, else 0)."""
+        terms = [*self.families, *(f"({o} or {self.families[0]} * 0)" for o in self.optional)]
+        expr = " + ".join(terms)
+        if len(terms) > 1:
+            expr = f"({expr})"
+        if self.times != 1:
+            expr += f" * {_number(self.times)}"
+        if self.per != 1:
+            expr += f" / {_number(self.per)}"
+        return expr
+
+
+@dataclass(frozen=True, slots=True)
+class ServerNames:
+    """An inference server's families per role. Counters by sample name (``..._total``), histograms by
+    base name (``_bucket`` is appended), gauges by name."""
+
+    tokens: tuple[str, ...] = ()
+    prompt_tokens: tuple[str, ...] = ()
+    samples: tuple[str, ...] = ()
+    latency: Mapping[LatencyMetric, tuple[str, ...]] = field(default_factory=dict)
+    gauges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPreset:
+    """What one kind of exporter serves: server counters and histograms, GPU columns, or both.
+
+    ``gpu`` maps a :data:`GPU_METRICS` column to its reads, the first that a GPU has wins.
+    ``node_local``: the exposition describes the one node it is served on (scraped there); False for
+    a fleet-wide exposition whose nodes are told apart by a label (read through Prometheus).
+    """
+
+    server: ServerNames | None = None
+    gpu: Mapping[str, tuple[GpuRead, ...]] = field(default_factory=dict)
+    throttle_reasons: tuple[str, ...] = ()
+    node_local: bool = True
+
+    @property
+    def gpu_families(self) -> frozenset[str]:
+        """Every family the GPU part reads (what a scrape keeps of a dcgm-exporter page)."""
+        names = {n for reads in self.gpu.values() for read in reads for n in read.names}
+        return frozenset(names | set(self.throttle_reasons))
+
+
+def _one(name: str, *, times: float = 1.0, per: float = 1.0) -> tuple[GpuRead, ...]:
+    return (GpuRead((name,), times=times, per=per),)
+
+
+PRESETS: Mapping[str, MetricPreset] = {
+    "vllm": MetricPreset(
+        ServerNames(
+            tokens=("vllm:generation_tokens_total",),
+            prompt_tokens=("vllm:prompt_tokens_total",),
+            samples=("vllm:request_success_total",),
+            latency={
+                "ttft": ("vllm:time_to_first_token_seconds",),
+                # vLLM renamed TPOT to inter-token latency; newer servers export both (same data).
+                "tpot": ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"),
+                "e2e": ("vllm:e2e_request_latency_seconds",),
+            },
+            gauges={
+                "running": ("vllm:num_requests_running",),
+                "waiting": ("vllm:num_requests_waiting",),
+                "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+            },
+        )
+    ),
+    "sglang": MetricPreset(
+        ServerNames(
+            tokens=("sglang:generation_tokens_total",),
+            prompt_tokens=("sglang:prompt_tokens_total",),
+            samples=("sglang:num_requests_total",),
+            latency={
+                "ttft": ("sglang:time_to_first_token_seconds",),
+                "tpot": ("sglang:time_per_output_token_seconds", "sglang:inter_token_latency_seconds"),
+                "e2e": ("sglang:e2e_request_latency_seconds",),
+            },
+            gauges={
+                "running": ("sglang:num_running_reqs",),
+                "waiting": ("sglang:num_queue_reqs",),
+                "kv_cache_usage": ("sglang:token_usage",),
+            },
+        )
+    ),
+    # trtllm-serve's /prometheus/metrics has no token counters: finished requests only.
+    "trtllm": MetricPreset(
+        ServerNames(
+            samples=("trtllm_request_success_total", "trtllm_num_requests_completed_total"),
+            latency={
+                "ttft": ("trtllm_time_to_first_token_seconds",),
+                "tpot": ("trtllm_time_per_output_token_seconds",),
+                "e2e": ("trtllm_e2e_request_latency_seconds",),
+            },
+            gauges={
+                "running": ("trtllm_num_requests_running",),
+                "waiting": ("trtllm_num_requests_waiting",),
+                "kv_cache_usage": ("trtllm_kv_cache_utilization",),
+            },
+        )
+    ),
+    # dcgm-exporter, in tokenwatch's units (W, MHz, MiB, %, °C).
+    "dcgm": MetricPreset(
+        gpu={
+            "power_w": _one("DCGM_FI_DEV_POWER_USAGE"),
+            "power_limit_w": (
+                GpuRead(("DCGM_FI_DEV_POWER_MGMT_LIMIT",)),
+                GpuRead(("DCGM_FI_DEV_ENFORCED_POWER_LIMIT",)),
+            ),
+            "sm_clock_mhz": _one("DCGM_FI_DEV_SM_CLOCK"),
+            "mem_clock_mhz": _one("DCGM_FI_DEV_MEM_CLOCK"),
+            "hbm_used_mib": _one("DCGM_FI_DEV_FB_USED"),
+            # FB_TOTAL where exported; else its parts (RESERVED exists since DCGM 3).
+            "hbm_total_mib": (
+                GpuRead(("DCGM_FI_DEV_FB_TOTAL",)),
+                GpuRead(("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"), ("DCGM_FI_DEV_FB_RESERVED",)),
+            ),
+            # DRAM_ACTIVE (a 0..1 ratio, profiling metrics on) is HBM busy time; MEM_COPY_UTIL is
+            # nvidia-smi's utilization.memory, the fallback where profiling is off.
+            "hbm_busy_pct": (
+                GpuRead(("DCGM_FI_PROF_DRAM_ACTIVE",), times=100.0),
+                GpuRead(("DCGM_FI_DEV_MEM_COPY_UTIL",)),
+            ),
+            "util_pct": _one("DCGM_FI_DEV_GPU_UTIL"),
+            "temp_c": _one("DCGM_FI_DEV_GPU_TEMP"),
+        },
+        throttle_reasons=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
+    ),
+    # tokenwatch's own /metrics (tokenwatch/exporter/families.py), in base units (Hz, bytes, ratios).
+    "tokenwatch": MetricPreset(
+        ServerNames(
+            tokens=("tokenwatch_node_generated_tokens_total",),
+            samples=("tokenwatch_node_samples_total",),
+            latency={
+                "ttft": ("tokenwatch_ttft_seconds",),
+                "tpot": ("tokenwatch_tpot_seconds",),
+                "e2e": ("tokenwatch_e2e_seconds",),
+            },
+        ),
+        gpu={
+            "power_w": _one("tokenwatch_gpu_power_watts"),
+            "power_limit_w": _one("tokenwatch_gpu_power_limit_watts"),
+            "sm_clock_mhz": _one("tokenwatch_gpu_sm_clock_hertz", per=1e6),
+            "mem_clock_mhz": _one("tokenwatch_gpu_memory_clock_hertz", per=1e6),
+            "hbm_used_mib": _one("tokenwatch_gpu_hbm_used_bytes", per=1048576.0),
+            "hbm_total_mib": _one("tokenwatch_gpu_hbm_total_bytes", per=1048576.0),
+            "hbm_busy_pct": _one("tokenwatch_gpu_hbm_busy_ratio", times=100.0),
+            "util_pct": _one("tokenwatch_gpu_utilization_ratio", times=100.0),
+            "temp_c": _one("tokenwatch_gpu_temperature_celsius"),
+        },
+        throttle_reasons=("tokenwatch_gpu_throttle_reasons",),
+        node_local=False,
+    ),
+}
+
+# What each way of reading offers (the config checks a preset name against these).
+SCRAPE_PROGRESS_PRESET_NAMES = tuple(n for n, p in PRESETS.items() if p.server is not None and p.node_local)
+GPU_PRESET_NAMES = tuple(n for n, p in PRESETS.items() if p.gpu)
+# A query's ProgressBatch carries token counts for every node: presets without a token counter
+# (trtllm-serve) can only be scraped.
+QUERY_PROGRESS_PRESET_NAMES = tuple(n for n, p in PRESETS.items() if p.server is not None and p.server.tokens)
+
+
+def preset(name: str) -> MetricPreset:
+    """The preset called ``name``; ValueError (listing the known ones) for any other name."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown metrics preset {name!r} (known: {', '.join(sorted(PRESETS))})")
+    return PRESETS[name]
+
+
+def throttle_mask(value: float) -> int:
+    """A clocks-event-reasons bitmask served as a float; anything that is not a 64-bit mask reads 0."""
+    return int(value) if 0 <= value < 2.0**64 else 0
