@@ -67,3 +67,11 @@ def free_port() -> int:
 def run_cli() -> RunCli:
     """``run_cli("sim", "--headless", ...)`` -> CompletedProcess (text), never raising on exit status."""
     return run_tokenwatch
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/golden/expected/ from the current output instead of comparing with it",
+    )
