@@ -80,3 +80,11 @@ def prometheus_query(url: str, promql: str, timeout_s: float = 5.0) -> list[tupl
             return await api.query(promql)
 
     return asyncio.run(ask())
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/golden/expected/ from the current output instead of comparing with it",
+    )

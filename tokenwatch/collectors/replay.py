@@ -197,13 +197,22 @@ class ReplayPlayer:
                 await asyncio.shield(loader)
 
     async def _wait_change(self, timeout: float | None) -> bool:
-        """Sleep until a control is used (True) or ``timeout`` passes (False)."""
+        """Sleep until a control is used (True) or ``timeout`` of the pacer's clock passes (False)."""
+        if timeout is None:
+            await self._changed.wait()
+            self._changed.clear()
+            return True
+        changed = asyncio.ensure_future(self._changed.wait())
+        slept = asyncio.ensure_future(self.pacer.clock.sleep(timeout))  # the injected clock, not the loop's
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except TimeoutError:
-            return False
-        self._changed.clear()
-        return True
+            done, _ = await asyncio.wait({changed, slept}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (changed, slept):
+                task.cancel()
+        if changed in done:
+            self._changed.clear()
+            return True
+        return False
 
     async def _play(self, emit: Emit) -> None:
         while True:

@@ -1,0 +1,135 @@
+"""The headless human output, checked without the golden files: one line per snapshot saying what that
+snapshot says (same run), then a blank line and the summary table saying what ``summarize --json`` of the
+same recording says."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.golden.cases import (
+    HEADLESS,
+    HEADLESS_CASES,
+    RECORDING_SUMMARY_CASES,
+    SNAPSHOTS,
+    SUMMARY_JSON,
+    HeadlessCase,
+)
+from tests.golden.conftest import Produced
+
+LINE = re.compile(
+    r"^(?P<clock>\d{2,}:\d{2})\s+(?P<progress>[\d.]+)%\s+(?P<rate>[\d,]+) tok/s"
+    r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
+    r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
+    r"(?:  alerts: (?P<alerts>.*))?$"
+)
+ROW = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ()/-]*?)\s{2,}(?P<value>[\d,.]+)(?: (?P<unit>%|kW))?$")
+MAX_ALERTS_IN_LINE = 4  # README example line; more become "+N more"
+
+each_case = pytest.mark.parametrize("case", HEADLESS_CASES, ids=[c.name for c in HEADLESS_CASES])
+
+
+def clock(t: float) -> str:
+    whole = int(t)
+    return f"{whole // 60:02d}:{whole % 60:02d}"
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def shown(text: str, value: float | None, scale: float = 1.0) -> bool:
+    """``text`` is ``value`` (times ``scale``) rounded to the digits shown."""
+    assert value is not None
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(number(text) - value * scale) <= 0.5 * 10.0**-decimals + 1e-6
+
+
+def split_output(produced: Produced, case: HeadlessCase) -> tuple[list[str], list[str]]:
+    text = produced(case).artefacts[HEADLESS].decode()
+    lines, blank, table = text.rstrip("\n").partition("\n\n")
+    assert blank, "a blank line separates the interval lines from the summary table"
+    return lines.splitlines(), table.splitlines()
+
+
+def summary_of(produced: Produced, case: HeadlessCase) -> dict[str, Any]:
+    """``summarize --json`` of the recording this case ran or replayed."""
+    if case.recording is None:
+        return orjson.loads(produced(case).artefacts[SUMMARY_JSON])  # type: ignore[no-any-return]
+    (same,) = [c for c in RECORDING_SUMMARY_CASES if c.recording == case.recording]
+    return orjson.loads(produced(same).artefacts[SUMMARY_JSON])  # type: ignore[no-any-return]
+
+
+@each_case
+def test_nothing_on_stderr(produced: Produced, case: HeadlessCase) -> None:
+    assert produced(case).stderr == dict.fromkeys(produced(case).stderr, "")
+
+
+@each_case
+def test_each_line_says_what_its_snapshot_says(produced: Produced, case: HeadlessCase) -> None:
+    lines, _ = split_output(produced, case)
+    snaps = [orjson.loads(raw) for raw in produced(case).artefacts[SNAPSHOTS].splitlines()]
+    assert len(lines) == len(snaps)
+    for line, snap in zip(lines, snaps, strict=True):
+        m = LINE.match(line)
+        assert m, f"not a headless line: {line!r}"
+        agg = snap["aggregate"]
+        assert m["clock"] == clock(snap["t"])
+        assert shown(m["progress"], snap["progress_pct"]), line
+        assert shown(m["rate"], agg["tokens_per_s"]), line
+        assert shown(m["per_gpu"], agg["per_gpu_tokens_per_s"]), line
+        assert (int(m["up"]), int(m["nodes"])) == (agg["nodes_up"], agg["nodes"])
+        assert shown(m["kw"], agg["power_w"], 1e-3), line
+        assert shown(m["spread"], snap["node_spread"]["spread_pct"]), line
+        messages = [a["message"] for a in snap["alerts"]]
+        expected = messages[:MAX_ALERTS_IN_LINE]
+        if len(messages) > MAX_ALERTS_IN_LINE:
+            expected.append(f"+{len(messages) - MAX_ALERTS_IN_LINE} more")
+        assert (m["alerts"] or "") == "; ".join(expected)
+
+
+@each_case
+def test_the_summary_table_says_what_summarize_json_says(produced: Produced, case: HeadlessCase) -> None:
+    _, table = split_output(produced, case)
+    summary = summary_of(produced, case)
+    agg, spread = summary["aggregate"], summary["node_spread"]
+    head = f"{summary['name']} · {summary['scenario']} · {agg['nodes']} nodes, {agg['gpus']} GPUs"
+    assert table[0] == f"{head} · {clock(summary['duration_s'])}"
+    assert table[1].split() == ["tokens/s"]
+    rows: dict[str, str] = {}
+    rest = table[2:]
+    while rest and (m := ROW.match(rest[0])):
+        rows[m["label"]] = m["value"]
+        rest = rest[1:]
+    expected: dict[str, tuple[float | None, float]] = {
+        "Total aggregate": (agg["tokens_per_s"], 1),
+        "Max single-node": (spread["max"], 1),
+        "Min single-node": (spread["min"], 1),
+        "Average single-node": (spread["mean"], 1),
+        "Median single-node": (spread["median"], 1),
+        "Per GPU": (agg["per_gpu_tokens_per_s"], 1),
+        "Node spread (max-min)/min": (spread["spread_pct"], 1),
+    }
+    if "power" in summary:
+        expected["Mean power"] = (summary["power"]["mean_w"], 1e-3)
+        expected["Tokens per joule"] = (summary["power"]["tokens_per_joule"], 1)
+    assert list(rows) == list(expected)
+    for label, (value, scale) in expected.items():
+        assert shown(rows[label], value, scale), (label, rows[label], value)
+    if "latency_ms" in summary:
+        assert rest[0] == ""
+        assert rest[1].split() == ["Latency", "(ms)", "p50", "p90", "p99"]
+        for metric, row in zip(summary["latency_ms"], rest[2:5], strict=True):
+            label, *cells = row.split()
+            assert label == metric.upper()
+            for cell, key in zip(cells, ("p50", "p90", "p99"), strict=True):
+                assert shown(cell, summary["latency_ms"][metric][key]), (metric, key)
+        rest = rest[5:]
+    flagged = [n["name"] for n in summary["nodes"] if n.get("valid") is False]
+    if flagged:
+        assert rest[0] == f"Flagged node results (see the warnings): {', '.join(flagged)}"
+        rest = rest[1:]
+    assert rest == [f"warning: {w}" for w in summary.get("warnings", [])]

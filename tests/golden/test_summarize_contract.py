@@ -1,0 +1,262 @@
+"""The ``summarize --json`` contract, checked without the golden files: for a recording against figures
+computed from its events, for MLPerf result folders against their ``mlperf_log_summary.txt`` files read
+here with a few regular expressions."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.golden.cases import (
+    HEADLESS_CASES,
+    RECORDING_SUMMARY_CASES,
+    RESULT_FOLDER_CASES,
+    SUMMARY_JSON,
+    SUMMARY_TABLE,
+    HeadlessCase,
+    RecordingSummaryCase,
+    ResultFoldersCase,
+)
+from tests.golden.conftest import Produced
+from tests.golden.recording_facts import recording_facts, weighted_quantile
+
+Types = tuple[type, ...]
+NUM: Types = (float, type(None))
+TOP_TYPES: dict[str, Types] = {
+    "name": (str,),
+    "scenario": (str,),
+    "duration_s": NUM,
+    "aggregate": (dict,),
+    "node_spread": (dict,),
+}
+AGGREGATE_TYPES: dict[str, Types] = {
+    "tokens_per_s": NUM,
+    "per_gpu_tokens_per_s": NUM,
+    "nodes": (int,),
+    "gpus": (int,),
+}
+SPREAD_KEYS = ("max", "min", "mean", "median", "spread_pct")
+OPTIONAL_TOP = {"latency_ms", "power", "warnings"}
+PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+HISTOGRAM_ERROR = 0.02  # the core's log buckets hold 1 % relative error; quantile ranks may differ by one
+
+RECORDED = [c for c in HEADLESS_CASES if c.recording is None] + list(RECORDING_SUMMARY_CASES)
+
+
+def summary(produced: Produced, case: HeadlessCase | RecordingSummaryCase | ResultFoldersCase) -> Any:
+    return orjson.loads(produced(case).artefacts[SUMMARY_JSON])
+
+
+def approx(value: float | None) -> Any:
+    """The contract rounds to 6 decimals; None stays None."""
+    return None if value is None or math.isnan(value) else pytest.approx(value, rel=1e-9, abs=1e-6)
+
+
+def check_shape(doc: dict[str, Any]) -> None:
+    assert set(TOP_TYPES) <= set(doc) <= set(TOP_TYPES) | OPTIONAL_TOP | {"nodes"}
+    for key, types in TOP_TYPES.items():
+        assert isinstance(doc[key], types), key
+    assert set(doc["aggregate"]) == set(AGGREGATE_TYPES)
+    for key, types in AGGREGATE_TYPES.items():
+        assert isinstance(doc["aggregate"][key], types), key
+    assert set(doc["node_spread"]) == set(SPREAD_KEYS)
+    assert all(isinstance(doc["node_spread"][k], NUM) for k in SPREAD_KEYS)
+    for node in doc["nodes"]:
+        assert isinstance(node["name"], str)
+        assert isinstance(node["gpus"], int)
+        assert isinstance(node["tokens_per_s"], NUM)
+        assert isinstance(node["samples_per_s"], NUM)
+        assert isinstance(node.get("valid", False), bool)
+    for pcts in doc.get("latency_ms", {}).values():
+        assert set(PERCENTILES) <= set(pcts)
+        assert all(isinstance(v, float) for v in pcts.values())
+    assert all(isinstance(w, str) for w in doc.get("warnings", []))
+
+
+def check_rack_figures(doc: dict[str, Any]) -> None:
+    """Aggregate = sum of the nodes' tokens/s; per GPU = aggregate / GPUs; spread over the nodes."""
+    nodes, agg, spread = doc["nodes"], doc["aggregate"], doc["node_spread"]
+    rates = [n["tokens_per_s"] for n in nodes if n["tokens_per_s"] is not None]
+    assert agg["nodes"] == len(nodes)
+    assert agg["gpus"] == sum(n["gpus"] for n in nodes)
+    assert agg["tokens_per_s"] == pytest.approx(sum(rates), abs=1e-6 * len(nodes))
+    assert agg["per_gpu_tokens_per_s"] == pytest.approx(sum(rates) / agg["gpus"], abs=1e-6)
+    assert spread == {
+        "max": approx(max(rates)),
+        "min": approx(min(rates)),
+        "mean": approx(statistics.fmean(rates)),
+        "median": approx(statistics.median(rates)),
+        "spread_pct": approx((max(rates) - min(rates)) / min(rates) * 100),
+    }
+    flagged = [n["name"] for n in nodes if n.get("valid") is False]
+    for name in flagged:
+        assert any(w.startswith((f"{name}:", f"{name} ")) for w in doc["warnings"]), (
+            f"no warning names {name}"
+        )
+
+
+# ------------------------------------------------------------------------------------------ recordings
+@pytest.mark.parametrize("case", RECORDED, ids=[c.name for c in RECORDED])
+def test_recording_summary_follows_its_events(
+    produced: Produced, case: HeadlessCase | RecordingSummaryCase
+) -> None:
+    doc = summary(produced, case)
+    recording = produced(case).recording
+    assert recording is not None
+    facts = recording_facts(recording)
+    check_shape(doc)
+    check_rack_figures(doc)
+    end = facts.last_t
+    assert (doc["name"], doc["scenario"], doc["duration_s"]) == (facts.run.name, facts.run.scenario, end)
+    tokens, samples = facts.means_at(end), facts.means_at(end, "samples")
+    for i, node in enumerate(doc["nodes"]):
+        name = facts.names[i]
+        assert node["name"] == name
+        assert node["gpus"] == facts.run.gpus_per_node
+        assert node["tokens_per_s"] == approx(tokens[i]), name
+        assert node["samples_per_s"] == approx(samples[i]), name
+        unfinished = facts.nodes[i].state(end) in ("down", "stale")  # the run ended without it
+        assert node.get("valid") is (False if unfinished else None), name
+    # Whole-run power: mean power x duration is the energy the tokens per joule divide by.
+    if "power" in doc:
+        power = doc["power"]
+        assert power["tokens_per_joule"] * power["mean_w"] * end == pytest.approx(
+            facts.total_tokens(), rel=1e-5
+        )
+    assert ("latency_ms" in doc) == bool(facts.latency) == (facts.run.scenario == "Server")
+    for metric, pcts in doc.get("latency_ms", {}).items():
+        values, counts = facts.latency[metric]
+        for key, q in PERCENTILES.items():
+            want = weighted_quantile(values, counts, q) * 1000
+            assert pcts[key] == pytest.approx(want, rel=HISTOGRAM_ERROR), (metric, key)
+
+
+# Runs whose nodes finish (or go stale) before the run ends: the core's energy counts only nodes in state
+# "up", so their idle draw is missing from the summary's mean power and tokens per joule, while the
+# snapshots' rack power counts it (0.4 % low on the 80-minute sample, 1.9 % on the fault run).
+ENERGY_LEAVES_OUT_IDLE_NODES = pytest.mark.xfail(
+    strict=True, reason="summary energy leaves out finished and stale nodes' power (reported, not fixed here)"
+)
+NODES_FINISH_TOGETHER = ("sim-server", "sample-server")  # Server runs: every node ends at the run's end
+POWER_CASES = [
+    pytest.param(c, id=c.name, marks=() if c.name in NODES_FINISH_TOGETHER else ENERGY_LEAVES_OUT_IDLE_NODES)
+    for c in RECORDED
+]
+
+
+@pytest.mark.parametrize("case", POWER_CASES)
+def test_mean_power_is_the_rack_power_over_the_run(
+    produced: Produced, case: HeadlessCase | RecordingSummaryCase
+) -> None:
+    """The rack's power as the snapshots count it (every node not down), averaged over the run."""
+    recording = produced(case).recording
+    assert recording is not None
+    mean_w = summary(produced, case)["power"]["mean_w"]
+    assert mean_w == pytest.approx(recording_facts(recording).mean_rack_power_w(), rel=1e-3)
+
+
+# -------------------------------------------------------------------------------------- result folders
+SUMMARY_FILE = "mlperf_log_summary.txt"
+LATENCY_LINES = {  # LoadGen's summary wording, percentiles in ns
+    "e2e": r"{p} percentile latency \(ns\)",
+    "ttft": r"{p} percentile first token latency \(ns\)",
+    "tpot": r"{p} percentile time to output token \(ns\)",
+}
+
+
+def loadgen_field(text: str, label: str) -> str | None:
+    m = re.search(rf"^\s*{label}\s*:\s*(\S+)\s*$", text, re.MULTILINE)
+    return m[1] if m else None
+
+
+def read_loadgen_summary(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    tokens = loadgen_field(text, "Tokens per second") or loadgen_field(text, "Completed tokens per second")
+    samples = loadgen_field(text, "Samples per second") or loadgen_field(text, "Completed samples per second")
+    latency: dict[str, dict[str, float]] = {}
+    for metric, pattern in LATENCY_LINES.items():
+        pcts = {}
+        for key, p in (("p50", "50.00"), ("p90", "90.00"), ("p99", "99.00")):
+            value = loadgen_field(text, pattern.format(p=re.escape(p)))
+            if value is not None:
+                pcts[key] = int(value) / 1e6
+        if pcts:
+            latency[metric] = pcts
+    return {
+        "scenario": loadgen_field(text, "Scenario"),
+        "result": loadgen_field(text, "Result is"),
+        "tokens_per_s": float(tokens) if tokens else None,
+        "samples_per_s": float(samples) if samples else None,
+        "latency_ms": latency,
+    }
+
+
+def result_nodes(case: ResultFoldersCase) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, path as given, summary) per folder holding a LoadGen summary, in sorted order.
+
+    A node is named by its folder's path below the DIR given, or by DIR's own name when DIR is the folder.
+    """
+    out = []
+    for folder in case.folders:
+        root = REPO_ROOT / folder
+        for found in sorted(Path(d) for d, _, files in os.walk(root) if SUMMARY_FILE in files):
+            below = found.relative_to(root)
+            name = root.name if below == Path() else below.as_posix()
+            path = (Path(folder) / below).as_posix()
+            out.append((name, path, read_loadgen_summary(found / SUMMARY_FILE)))
+    return out
+
+
+@pytest.mark.parametrize("case", RESULT_FOLDER_CASES, ids=[c.name for c in RESULT_FOLDER_CASES])
+def test_result_folder_summary_follows_the_loadgen_files(produced: Produced, case: ResultFoldersCase) -> None:
+    doc = summary(produced, case)
+    check_shape(doc)
+    check_rack_figures(doc)
+    expected = result_nodes(case)
+    gpus = case.gpus_per_node or 1
+    assert doc["name"] == " + ".join(Path(f).name for f in case.folders)
+    assert {doc["scenario"]} == {s["scenario"] for _, _, s in expected}
+    assert [n["name"] for n in doc["nodes"]] == [name for name, _, _ in expected]
+    for node, (name, path, want) in zip(doc["nodes"], expected, strict=True):
+        assert node["gpus"] == gpus
+        assert node["path"] == path
+        assert node["result"] == want["result"]
+        assert node["valid"] is (want["result"] == "VALID"), name
+        assert node["tokens_per_s"] == pytest.approx(want["tokens_per_s"])
+        assert node["samples_per_s"] == pytest.approx(want["samples_per_s"])
+        for metric, pcts in want["latency_ms"].items():
+            for key, value in pcts.items():
+                assert node["latency_ms"][metric][key] == pytest.approx(value, abs=1e-6), (name, metric, key)
+    # Percentiles of different nodes cannot be combined: the rack has them only when it is one node.
+    if len(expected) == 1:
+        assert doc["latency_ms"] == {
+            m: {k: approx(v) for k, v in p.items()} for m, p in expected[0][2]["latency_ms"].items()
+        }
+    else:
+        assert "latency_ms" not in doc
+    assert any(n.get("valid") is False for n in doc["nodes"]) == ("warnings" in doc)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in RESULT_FOLDER_CASES if c.table], ids=[c.name for c in RESULT_FOLDER_CASES if c.table]
+)
+def test_result_folder_table_says_what_the_json_says(produced: Produced, case: ResultFoldersCase) -> None:
+    doc = summary(produced, case)
+    table = produced(case).artefacts[SUMMARY_TABLE].decode().splitlines()
+    agg = doc["aggregate"]
+    head = f"{doc['name']} · {doc['scenario']} · {agg['nodes']} nodes, {agg['gpus']} GPUs"
+    assert table[0].startswith(head)
+    (total,) = [line.split()[-1] for line in table if line.startswith("Total aggregate ")]
+    assert total == f"{agg['tokens_per_s']:,.1f}"
+    flagged = [n["name"] for n in doc["nodes"] if n.get("valid") is False]
+    assert f"Flagged node results (see the warnings): {', '.join(flagged)}" in table
+    warnings = [line.removeprefix("warning: ") for line in table if line.startswith("warning: ")]
+    assert warnings == doc["warnings"]
