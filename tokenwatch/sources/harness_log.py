@@ -81,7 +81,7 @@ class LogProgressParser:
         source: str = "harness-log",
         interval_s: float | None = None,
         timestamp: str | list[str] | None = None,
-        unrecognised: str | None = None,
+        marker: str | None = None,
     ) -> None:
         if not rules:
             raise LogPatternError("no log patterns given")
@@ -89,7 +89,7 @@ class LogProgressParser:
             raise LogPatternError(f"log interval must be a positive duration, not {interval_s}")
         self.rules = [(name, compile_rule(name, pattern)) for name, pattern in rules.items()]
         self.timestamps = compile_timestamps(timestamp)
-        self.unrecognised = compile_rule_free(unrecognised)
+        self.marker = compile_marker(marker)
         self.node = node
         self.source = source
         self.interval_s = interval_s
@@ -107,7 +107,7 @@ class LogProgressParser:
 
     @classmethod
     def from_spec(cls, spec: LogPresetSpec, node: str, source: str) -> LogProgressParser:
-        return cls(spec.patterns, node, source, spec.interval_s, spec.timestamp, spec.unrecognised)
+        return cls(spec.patterns, node, source, spec.interval_s, spec.timestamp, spec.marker)
 
     @classmethod
     def from_yaml(cls, path: Path | str, node: str) -> LogProgressParser:
@@ -154,6 +154,8 @@ class LogProgressParser:
         return out
 
     def _read(self, number: int, text: str, t: float, out: list[Event]) -> None:
+        if self.marker is not None and not self.marker.search(text):
+            return
         read_any = False
         for name, regex in self.rules:
             start = 0
@@ -169,7 +171,7 @@ class LogProgressParser:
                     self._apply(match, record, number, t, out)
                 except ValueError as exc:
                     self.notices.warn(out, t, f"line {number}: rule {name!r}: {exc}: {snippet(text)}")
-        if not read_any and self.unrecognised is not None and self.unrecognised.search(text):
+        if not read_any and self.marker is not None:
             self.notices.warn(
                 out,
                 t,
@@ -235,11 +237,11 @@ class LogProgressParser:
         return None
 
 
-def compile_rule_free(pattern: str | None) -> re.Pattern[str] | None:
-    """A plain regex (no groups needed), e.g. a preset's ``unrecognised`` marker."""
+def compile_marker(pattern: str | None) -> re.Pattern[str] | None:
+    """A preset's ``marker``: a plain regex (no groups needed)."""
     if pattern is None:
         return None
     try:
         return re.compile(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
-        raise LogPatternError(f"unrecognised pattern: bad regular expression: {exc}") from None
+        raise LogPatternError(f"marker pattern: bad regular expression: {exc}") from None

@@ -42,15 +42,16 @@ class LogPresetSpec:
     """A log preset file (YAML): named regex rules and how to read time.
 
     ``timestamp`` is one pattern or a list tried in order (a docker/RFC 3339 prefix before the
-    writer's own); ``unrecognised`` marks lines that should match a pattern: one that matches none
-    (a writer version the preset does not know) is skipped with a warning, never silently.
+    writer's own). ``marker`` (optional) picks the lines the patterns are for: only lines it matches
+    are read (a cheap test before the patterns' own), and a marked line that no pattern reads (a
+    writer version the preset does not know) is skipped with a warning, never silently.
     """
 
     patterns: dict[str, str]
     description: str = ""
     interval_s: float | None = duration_field(None, key="interval")
     timestamp: str | list[str] | None = None
-    unrecognised: str | None = None
+    marker: str | None = None
 
 
 def compile_rule(name: str, pattern: str) -> re.Pattern[str]:

@@ -40,32 +40,37 @@ class TerminalLineSplitter:
 
     def feed(self, data: bytes) -> list[Piece]:
         pieces: list[Piece] = []
+        if self._dropping:  # the rest of an over-long segment, already reported, runs to its end
+            ends = [i for i in (data.find(b"\r"), data.find(b"\n")) if i >= 0]
+            if not ends:
+                return pieces
+            data = data[min(ends) :]
+            self._dropping = False
+            if data[:1] == b"\r" and data[1:2] not in (b"\n", b""):  # it was a rewrite: the line goes on
+                data = data[1:]
         buffer = self._partial + data if self._partial else data
-        start = 0
-        size = len(buffer)
-        while True:
-            cr = buffer.find(b"\r", start)
-            lf = buffer.find(b"\n", start)
-            end = min(i for i in (cr, lf, size) if i >= 0)
-            if end == size:
-                break
-            if buffer[end] == 0x0D and end + 1 == size:  # a lone \r at the end: \r\n or a rewrite?
-                break
-            segment = buffer[start:end]
-            if buffer[end] == 0x0D and buffer[end + 1] != 0x0A:
-                self._end_segment(segment, "rewrite", pieces)
-                start = end + 1
-                continue
-            self._end_segment(segment, "line", pieces)
-            self.line_number += 1
-            start = end + (2 if buffer[end] == 0x0D else 1)
-        rest = buffer[start:]
-        if self._dropping:
-            rest = rest[-1:] if rest.endswith(b"\r") else b""
-        elif len(rest) > self.max_segment_bytes:
+        lines = buffer.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if b"\r" in line:
+                *rewrites, line = line.split(b"\r")
+                for segment in rewrites:
+                    self._end_segment(segment, pieces)
+            self._end_line(line, pieces)
+        if b"\r" in rest[:-1]:  # rewrites of the line still being written are complete already
+            cut_at = rest.rindex(b"\r", 0, len(rest) - 1)
+            for segment in rest[:cut_at].split(b"\r"):
+                self._end_segment(segment, pieces)
+            rest = rest[cut_at + 1 :]
+        pending_cr = rest.endswith(b"\r")  # ends the segment, as a rewrite or a line: the next byte says
+        if len(rest) - pending_cr > self.max_segment_bytes:
             pieces.append(Piece(self.line_number, b"", "cut"))
-            self._dropping = True
-            rest = b""
+            if pending_cr:
+                rest = b"\r"
+            else:
+                self._dropping, rest = True, b""
         self._partial = rest
         return pieces
 
@@ -74,8 +79,7 @@ class TerminalLineSplitter:
         rest, self._partial = self._partial.rstrip(b"\r"), b""
         pieces: list[Piece] = []
         if rest or self._last_rewrite:
-            self._end_segment(rest, "line", pieces)
-            self.line_number += 1
+            self._end_line(rest, pieces)
         self._dropping = False
         return pieces
 
@@ -83,20 +87,22 @@ class TerminalLineSplitter:
     def pending_bytes(self) -> int:
         return len(self._partial)
 
-    def _end_segment(self, segment: bytes, kind: PieceKind, pieces: list[Piece]) -> None:
-        if self._dropping:  # the rest of an over-long segment, already reported
-            self._dropping = False
-            segment = b""
-        elif len(segment) > self.max_segment_bytes:
+    def _end_segment(self, segment: bytes, pieces: list[Piece]) -> None:
+        """A rewrite (a segment ended by a bare ``\\r``)."""
+        if len(segment) > self.max_segment_bytes:
+            pieces.append(Piece(self.line_number, b"", "cut"))
+        elif segment:
+            pieces.append(Piece(self.line_number, segment, "rewrite"))
+            self._last_rewrite = segment
+
+    def _end_line(self, segment: bytes, pieces: list[Piece]) -> None:
+        """The text after the line's last ``\\r``, ended by ``\\n``: what the terminal keeps."""
+        if len(segment) > self.max_segment_bytes:
             pieces.append(Piece(self.line_number, b"", "cut"))
             segment = b""
-        if kind == "rewrite":
-            if segment:
-                pieces.append(Piece(self.line_number, segment, "rewrite"))
-                self._last_rewrite = segment
-            return
         if segment:
             pieces.append(Piece(self.line_number, segment, "line"))
         elif self._last_rewrite:
             pieces.append(Piece(self.line_number, self._last_rewrite, "shown"))
         self._last_rewrite = b""
+        self.line_number += 1
