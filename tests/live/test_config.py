@@ -169,3 +169,25 @@ def test_local_mode_without_nodes(tmp_path: Path) -> None:
 def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match=r"rack.yaml:\d+: invalid YAML"):
         load_watch_config(write(tmp_path, "run:\n  name: [unclosed\n"))
+
+
+def test_endpoints_events_kind_and_its_keys(tmp_path: Path) -> None:
+    base = "run: {name: one-box}\ngpu: {source: none}\nprogress:\n"
+    config = load_watch_config(
+        write(
+            tmp_path,
+            base + "  - {kind: endpoints-events, path: /dev/shm/run/events.jsonl, tokens_per_sample: 300}\n",
+        )
+    )
+    (source,) = config.progress
+    assert (source.kind, source.path, source.tokens_per_sample) == (
+        "endpoints-events",
+        "/dev/shm/run/events.jsonl",
+        300,
+    )
+    with pytest.raises(SchemaError, match=r"rack.yaml:4: progress.0: kind endpoints-events needs 'path'"):
+        load_watch_config(write(tmp_path, base + "  - {kind: endpoints-events}\n"))
+    with pytest.raises(SchemaError, match=r"progress.0.preset: not a key of kind endpoints-events"):
+        load_watch_config(
+            write(tmp_path, base + "  - {kind: endpoints-events, path: /e.jsonl, preset: vllm}\n")
+        )

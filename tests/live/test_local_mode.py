@@ -122,6 +122,43 @@ async def test_local_log_rotation_and_truncation_count_each_line_once(tmp_path: 
     assert tokens() == 200 + 120 + 7
 
 
+async def test_local_endpoints_events_are_tailed_as_the_harness_writes_them(tmp_path: Path) -> None:
+    """kind endpoints-events: the MLCommons endpoints harness's events.jsonl (written here in its format,
+    see tests/sources/test_endpoints_events.py) is tailed like a LoadGen trace, and the node is finished
+    at session.ended."""
+    from tests.sources.test_endpoints_events import make_run
+
+    events_file = tmp_path / "events.jsonl"
+    cfg = tmp_path / "local.yaml"
+    cfg.write_text(
+        "run: {name: one-box}\ngpu: {source: none}\n"
+        f"progress:\n  - {{kind: endpoints-events, path: '{events_file}', tokens_per_sample: 100}}\n"
+    )
+    config = load_watch_config(cfg)
+    run = LiveRun(config, build_collector(config, options=LiveOptions()))
+    lines = make_run(samples=30).lines
+    half = len(lines) // 2
+    first_half = sum('"sample.complete"' in line for line in lines[:half])
+
+    def samples() -> list[int | None]:
+        return [e.samples_done for e in run.events if isinstance(e, Progress)]
+
+    async with run:
+        events_file.write_text("".join(lines[:half]))
+        await run.wait_for("the first half", lambda: bool(samples()) and samples()[-1] == first_half)
+        assert 0 < first_half < 30
+        with open(events_file, "a") as fh:
+            fh.write("".join(lines[half:]))
+        await run.wait_for(
+            "session.ended",
+            lambda: any(isinstance(e, NodeStatus) and e.state == "finished" for e in run.events),
+        )
+    progress = [e for e in run.events if isinstance(e, Progress)]
+    assert progress[-1].samples_done == 30
+    assert progress[-1].tokens_done == 3000
+    assert sum(len(e.values_s) for e in run.events if isinstance(e, LatencyBatch) and e.metric == "e2e") == 30
+
+
 async def test_local_nvidia_smi_runs_as_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -20,7 +20,7 @@ from tokenwatch.live.hostlist import HostListError, expand_hostlist
 from tokenwatch.yaml_schema import KeyPath, Reader, duration_field, load_yaml
 
 GpuSourceKind = Literal["nvidia-smi", "nvml", "dcgm-exporter", "prometheus", "none"]
-ProgressKind = Literal["loadgen-trace", "log", "prometheus", "prometheus-query"]
+ProgressKind = Literal["loadgen-trace", "endpoints-events", "log", "prometheus", "prometheus-query"]
 DEFAULT_DCGM_URL = "http://localhost:9400/metrics"
 _SECRET_KEYS = ("password", "passphrase", "secret", "token")
 
@@ -78,7 +78,7 @@ class ProgressSourceConfig:
     patterns: dict[str, str] | None = None
     node_label: str | None = None
     interval_s: float | None = duration_field(None, key="interval")
-    tokens_per_sample: float | None = None  # loadgen-trace: the trace counts samples, not tokens
+    tokens_per_sample: float | None = None  # loadgen-trace, endpoints-events: they count samples, not tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +108,7 @@ class WatchConfig:
 # Which keys each progress kind needs (all) and accepts (beyond ``kind``).
 _PROGRESS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "loadgen-trace": (("path",), ("path", "tokens_per_sample")),
+    "endpoints-events": (("path",), ("path", "tokens_per_sample")),
     "log": (("path",), ("path", "preset", "patterns")),
     "prometheus": (("url", "preset"), ("url", "preset", "interval")),
     "prometheus-query": (("url",), ("url", "node_label", "interval", "preset")),

@@ -78,6 +78,17 @@ def _progress_source(
         return FileTailSource(
             f"trace {path}", path, lambda: TraceTailParser(node, tokens_per_sample=per_sample), tail_poll_s
         )
+    if entry.kind == "endpoints-events":
+        from tokenwatch.sources.endpoints_events import EndpointsEventsParser
+
+        path = target.expand(entry.path or "")
+        per_sample = entry.tokens_per_sample
+        return FileTailSource(
+            f"events {path}",
+            path,
+            lambda: EndpointsEventsParser(node, tokens_per_sample=per_sample),
+            tail_poll_s,
+        )
     if entry.kind == "log":
         path = target.expand(entry.path or "")
         return FileTailSource(f"log {path}", path, log_parser_factory(entry, node), tail_poll_s)

@@ -1,17 +1,14 @@
-"""Progress out of any harness's log lines: a vLLM preset and regex rules from YAML.
+"""Progress out of any harness's log lines: built-in presets (vLLM, SGLang, NVIDIA's MLPerf harness)
+and regex rules from YAML.
 
-A rule is a regular expression with named groups: ``samples_done`` / ``tokens_done`` /
-``prompt_tokens_done`` (cumulative counts), ``tokens_per_s`` / ``prompt_tokens_per_s`` (rates, integrated
-over time into cumulative counts) and ``total_samples`` (the run's size). Rates are integrated over the
-time between the lines' own timestamps when the preset says how to read them (``timestamp`` regex
-with ``month``, ``day``, ``hour``, ``minute``, ``second`` and optionally ``year`` groups), else over the
-time between feeds; ``interval`` caps the step (a logger that skips idle intervals must not be
-credited for them). Every line also becomes a ``LogLine`` (tqdm's ``\\r`` rewrites and ANSI colours
-removed) for the node screen. A preset file::
+The rules and their groups are described in :mod:`tokenwatch.sources.log_rules`; how a rate line
+becomes tokens (per writer, between the lines' own timestamps) in :mod:`tokenwatch.sources.rate_streams`.
+Every line also becomes a ``LogLine`` for the node screen (ANSI colours removed, tqdm's ``\\r``
+rewrites read as they arrive but shown only as the terminal would keep them). A preset file::
 
     description: my harness
-    interval: 10s                     # optional
-    timestamp: '(?P<hour>\\d\\d):(?P<minute>\\d\\d):(?P<second>\\d\\d)'   # optional
+    interval: 10s                     # optional: the writer's longest logging interval
+    timestamp: '(?P<hour>\\d\\d):(?P<minute>\\d\\d):(?P<second>\\d\\d)'   # optional, or a list
     patterns:
       progress: 'done (?P<samples_done>\\d+)/(?P<total_samples>\\d+), (?P<tokens_per_s>[0-9.]+) tok/s'
 """
@@ -21,110 +18,60 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from importlib import resources
 from pathlib import Path
 
 from tokenwatch.events import Event, LogLine, Progress
-from tokenwatch.sources.errors import SourceFormatError
-from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
-from tokenwatch.yaml_schema import Reader, SchemaError, duration_field, load_yaml, parse_yaml
+from tokenwatch.sources.lines import NoticeLog, snippet
+from tokenwatch.sources.log_rules import (
+    KNOWN_GROUPS,
+    LogPatternError,
+    LogPresetSpec,
+    compile_rule,
+    compile_timestamps,
+    elapsed_seconds,
+    load_preset,
+    preset_names,
+    stamp_seconds,
+)
+from tokenwatch.sources.rate_streams import StreamClock, StreamCounts, totals
+from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
+from tokenwatch.yaml_schema import Reader, load_yaml
 
-COUNT_GROUPS = ("samples_done", "tokens_done", "prompt_tokens_done", "total_samples")
-RATE_GROUPS = ("tokens_per_s", "prompt_tokens_per_s")
-KNOWN_GROUPS = COUNT_GROUPS + RATE_GROUPS
-TIME_GROUPS = ("year", "month", "day", "hour", "minute", "second")
+__all__ = [
+    "KNOWN_GROUPS",
+    "LogPatternError",
+    "LogPresetSpec",
+    "LogProgressParser",
+    "compile_rule",
+    "preset_names",
+]
+
 MAX_VALUE = 1e15
 MAX_LOG_LINE_CHARS = 2000
-_MAX_LINE_BYTES = 64 * 1024
+MAX_STREAMS = 256  # writers per log: far above any real server's engines
+MAX_MATCHES_PER_LINE = 1000
+_MAX_SEGMENT_BYTES = 64 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-class LogPatternError(SourceFormatError):
-    """A rule that cannot work: bad regex, no known group, unknown group name."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogPresetSpec:
-    """A log preset file (YAML): named regex rules and how to read time."""
-
-    patterns: dict[str, str]
-    description: str = ""
-    interval_s: float | None = duration_field(None, key="interval")
-    timestamp: str | None = None
-
-
-def compile_rule(name: str, pattern: str) -> re.Pattern[str]:
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise LogPatternError(f"log pattern {name!r}: bad regular expression: {exc}") from None
-    groups = set(regex.groupindex)
-    unknown = groups - set(KNOWN_GROUPS)
-    if unknown:
-        raise LogPatternError(
-            f"log pattern {name!r}: unknown group(s) {', '.join(sorted(unknown))}"
-            f" (known: {', '.join(KNOWN_GROUPS)})"
-        )
-    if not groups:
-        raise LogPatternError(f"log pattern {name!r}: no named group (use one of {', '.join(KNOWN_GROUPS)})")
-    return regex
-
-
-def compile_timestamp(pattern: str | None) -> re.Pattern[str] | None:
-    if pattern is None:
-        return None
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise LogPatternError(f"timestamp pattern: bad regular expression: {exc}") from None
-    missing = {"hour", "minute", "second"} - set(regex.groupindex)
-    if missing or not set(regex.groupindex) <= set(TIME_GROUPS):
-        raise LogPatternError(
-            f"timestamp pattern: needs groups hour, minute, second (may add {', '.join(TIME_GROUPS[:3])})"
-        )
-    return regex
+_NUMBER_GROUPS = tuple(g for g in KNOWN_GROUPS if g not in ("process", "engine", "elapsed"))
+StreamKey = tuple[str, str]
 
 
 def _clean(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace")
-    if "\r" in text:
-        text = text.rstrip("\r").rsplit("\r", 1)[-1]  # what a terminal shows after tqdm's rewrites
-    text = _ANSI.sub("", text).rstrip()
+    return _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip()
+
+
+def _shown(text: str) -> str:
     return text if len(text) <= MAX_LOG_LINE_CHARS else text[:MAX_LOG_LINE_CHARS] + "…"
 
 
-def _seconds(match: re.Match[str]) -> float | None:
-    """A log timestamp as seconds on one axis (year 2000 when the log gives none), None if impossible."""
-    parts = match.groupdict()
-    try:
-        stamp = datetime(
-            int(parts.get("year") or 2000),
-            int(parts.get("month") or 1),
-            int(parts.get("day") or 1),
-            int(parts["hour"]),
-            int(parts["minute"]),
-            int(float(parts["second"])),
-        )
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return (stamp - datetime(2000, 1, 1)).total_seconds() + float(parts["second"]) % 1
+def _number(group: str, raw: str) -> float:
+    number = float(raw.replace(",", "").replace("_", ""))
+    if not (math.isfinite(number) and 0 <= number <= MAX_VALUE):
+        raise ValueError(f"{group} = {raw[:30]} out of range")
+    return number
 
 
-@dataclass(slots=True)
-class _State:
-    tokens: float | None = None
-    prompt_tokens: float | None = None
-    samples: int | None = None
-    last_stamp: float | None = None  # log time of the last rate line
-    last_t: float | None = None  # run time of the last rate line
-    changed: bool = False
-    matched_lines: int = 0
-    seen: set[str] = field(default_factory=set)
-
-
-class LogProgressParser(LineParser):
+class LogProgressParser:
     """One node's log: ``feed(data, t)`` -> LogLine per line, Progress per feed with new progress."""
 
     def __init__(
@@ -133,20 +80,25 @@ class LogProgressParser(LineParser):
         node: str,
         source: str = "harness-log",
         interval_s: float | None = None,
-        timestamp: str | None = None,
+        timestamp: str | list[str] | None = None,
+        marker: str | None = None,
     ) -> None:
         if not rules:
             raise LogPatternError("no log patterns given")
         if interval_s is not None and not (math.isfinite(interval_s) and interval_s > 0):
             raise LogPatternError(f"log interval must be a positive duration, not {interval_s}")
         self.rules = [(name, compile_rule(name, pattern)) for name, pattern in rules.items()]
-        self.timestamp = compile_timestamp(timestamp)
+        self.timestamps = compile_timestamps(timestamp)
+        self.marker = compile_marker(marker)
         self.node = node
         self.source = source
         self.interval_s = interval_s
         self.total_samples: int | None = None
-        self.state = _State()
-        self._lines = LineSplitter(_MAX_LINE_BYTES)
+        self.matched_lines = 0
+        self.streams: dict[StreamKey, StreamCounts] = {}
+        self._credited = False  # some stream has credited time: a writer that appears now is new
+        self._changed = False
+        self._pieces = TerminalLineSplitter(_MAX_SEGMENT_BYTES)
         self.notices = NoticeLog(source, node)
 
     @classmethod
@@ -155,7 +107,7 @@ class LogProgressParser(LineParser):
 
     @classmethod
     def from_spec(cls, spec: LogPresetSpec, node: str, source: str) -> LogProgressParser:
-        return cls(spec.patterns, node, source, spec.interval_s, spec.timestamp)
+        return cls(spec.patterns, node, source, spec.interval_s, spec.timestamp, spec.marker)
 
     @classmethod
     def from_yaml(cls, path: Path | str, node: str) -> LogProgressParser:
@@ -169,91 +121,127 @@ class LogProgressParser(LineParser):
 
     @classmethod
     def preset(cls, name: str, node: str) -> LogProgressParser:
-        """A built-in preset (``vllm``); see :func:`preset_names`."""
-        if name not in preset_names():
-            raise LogPatternError(f"unknown log preset {name!r} (known: {', '.join(preset_names())})")
-        text = (resources.files("tokenwatch.sources") / "presets" / f"{name}.yaml").read_text("utf-8")
-        try:
-            data, lines = parse_yaml(text, f"preset {name}")
-            spec = Reader(f"preset {name}", lines).build(LogPresetSpec, data)
-        except SchemaError as exc:
-            raise LogPatternError(str(exc)) from None
-        return cls.from_spec(spec, node, f"log:{name}")
+        """A built-in preset (``vllm``, ``sglang``, ``nvidia-mlperf``); see :func:`preset_names`."""
+        return cls.from_spec(load_preset(name), node, f"log:{name}")
 
     # ------------------------------------------------------------------ feed
-    def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
-        text = _clean(line)
-        if not text:
+    def feed(self, data: bytes, t: float) -> list[Event]:
+        return self._parse(self._pieces.feed(data), t)
+
+    def close(self, t: float) -> list[Event]:
+        """End of input: a last line without a newline still counts."""
+        return self._parse(self._pieces.flush(), t)
+
+    def _parse(self, pieces: list[Piece], t: float) -> list[Event]:
+        out: list[Event] = []
+        for piece in pieces:
+            if piece.kind == "cut":
+                self.notices.warn(
+                    out, t, f"line {piece.number}: longer than {_MAX_SEGMENT_BYTES} bytes, skipped"
+                )
+                continue
+            text = _clean(piece.data)
+            if not text:
+                continue
+            if piece.kind in ("line", "shown"):
+                out.append(LogLine(t, self.node, _shown(text)))
+            if piece.kind != "shown":  # a shown line was read when it was written as a rewrite
+                self._read(piece.number, text, t, out)
+        if self._changed:  # one Progress per chunk that moved a counter, however many lines did
+            self._changed = False
+            samples, tokens, prompt = totals(list(self.streams.values()))
+            out.append(Progress(t, self.node, samples, tokens, prompt))
+        return out
+
+    def _read(self, number: int, text: str, t: float, out: list[Event]) -> None:
+        if self.marker is not None and not self.marker.search(text):
             return
-        out.append(LogLine(t, self.node, text))
+        read_any = False
         for name, regex in self.rules:
-            match = regex.search(text)
-            if match:
+            start = 0
+            for count, match in enumerate(regex.finditer(text)):
+                if count >= MAX_MATCHES_PER_LINE:
+                    break
+                # Interleaved writers may put several records on one line: each match is read with
+                # the timestamp written just before it.
+                record = text[start : match.end()]
+                start = match.end()
+                read_any = True
                 try:
-                    self._apply(match, text, t)
+                    self._apply(match, record, number, t, out)
                 except ValueError as exc:
                     self.notices.warn(out, t, f"line {number}: rule {name!r}: {exc}: {snippet(text)}")
-
-    def end_of_chunk(self, t: float, out: list[Event]) -> None:
-        """One Progress per chunk that moved a counter, however many lines did."""
-        state = self.state
-        if state.changed:
-            state.changed = False
-            out.append(
-                Progress(
-                    t,
-                    self.node,
-                    state.samples,
-                    None if state.tokens is None else round(state.tokens),
-                    None if state.prompt_tokens is None else round(state.prompt_tokens),
-                )
+        if not read_any and self.marker is not None:
+            self.notices.warn(
+                out,
+                t,
+                f"line {number}: a form no pattern of this preset reads (another version?): {snippet(text)}",
             )
 
-    def _apply(self, match: re.Match[str], text: str, t: float) -> None:
-        values: dict[str, float] = {}
-        for group, raw in match.groupdict().items():
-            if raw is None:
-                continue
-            number = float(raw.replace(",", "").replace("_", ""))
-            if not (math.isfinite(number) and 0 <= number <= MAX_VALUE):
-                raise ValueError(f"{group} = {raw[:30]} out of range")
-            values[group] = number
-        state = self.state
-        state.matched_lines += 1
-        if "total_samples" in values:
+    def _apply(self, match: re.Match[str], record: str, number: int, t: float, out: list[Event]) -> None:
+        groups = match.groupdict()
+        values = {g: _number(g, raw) for g, raw in groups.items() if raw is not None and g in _NUMBER_GROUPS}
+        elapsed = elapsed_seconds(groups["elapsed"]) if groups.get("elapsed") else None
+        stream = self._stream(
+            ((groups.get("process") or "").strip(), (groups.get("engine") or "").strip()), number, t, out
+        )
+        if stream is None:
+            return
+        self.matched_lines += 1
+        self._changed = True
+        if values.get("total_samples"):  # a bar's total of 0 means "not known yet"
             self.total_samples = int(values["total_samples"])
         if "samples_done" in values:
-            state.samples, state.changed = int(values["samples_done"]), True
+            stream.samples = int(values["samples_done"])
         if "tokens_done" in values:
-            state.tokens, state.changed = values["tokens_done"], True
+            stream.tokens = values["tokens_done"]
         if "prompt_tokens_done" in values:
-            state.prompt_tokens, state.changed = values["prompt_tokens_done"], True
-        if any(g in values for g in RATE_GROUPS):
-            step = self._rate_step(text, t)
-            if "tokens_per_s" in values:
-                state.tokens = (state.tokens or 0.0) + values["tokens_per_s"] * step
-            if "prompt_tokens_per_s" in values:
-                state.prompt_tokens = (state.prompt_tokens or 0.0) + values["prompt_tokens_per_s"] * step
-            state.changed = True
+            stream.prompt_tokens = values["prompt_tokens_done"]
+        if "mean_tokens_per_s" in values:
+            samples, per_s = values.get("samples_done"), values.get("mean_samples_per_s")
+            duration = samples / per_s if samples is not None and per_s else elapsed
+            if duration is not None:
+                stream.set_from_mean(values["mean_tokens_per_s"] * duration, samples, elapsed)
+        tokens_per_s, prompt_per_s = values.get("tokens_per_s"), values.get("prompt_tokens_per_s")
+        if tokens_per_s is None and prompt_per_s is None:
+            return
+        seconds, problem = stream.clock.covered(self._stamp(record), t)
+        if problem:
+            self.notices.warn(out, t, f"line {number}: {problem}: {snippet(record)}")
+        if seconds > 0:
+            self._credited = True
+        stream.add_rates(tokens_per_s, prompt_per_s, seconds)
 
-    def _rate_step(self, text: str, t: float) -> float:
-        """Seconds the rate on this line covers: since the previous rate line, capped by ``interval``."""
-        state = self.state
-        stamp_match = self.timestamp.search(text) if self.timestamp else None
-        stamp = _seconds(stamp_match) if stamp_match else None
-        step: float | None = None
-        if stamp is not None and state.last_stamp is not None and stamp >= state.last_stamp:
-            step = stamp - state.last_stamp
-        elif stamp is None and state.last_t is not None:
-            step = t - state.last_t
-        if stamp is not None:
-            state.last_stamp = stamp
-        state.last_t = t
-        if step is None or step < 0:  # the first line (or a clock that went back): one interval
-            step = self.interval_s or 0.0
-        return min(step, self.interval_s) if self.interval_s else step
+    def _stream(self, key: StreamKey, number: int, t: float, out: list[Event]) -> StreamCounts | None:
+        stream = self.streams.get(key)
+        if stream is not None:
+            return stream
+        who = " ".join(part for part in key if part) or "the log"
+        if len(self.streams) >= MAX_STREAMS:
+            self.notices.warn(out, t, f"line {number}: more than {MAX_STREAMS} writers; {who!r} skipped")
+            return None
+        if self._credited:
+            self.notices.warn(
+                out, t, f"line {number}: new writer {who!r}: its rates count from its next line"
+            )
+        stream = self.streams[key] = StreamCounts(StreamClock(self.interval_s))
+        return stream
+
+    def _stamp(self, record: str) -> float | None:
+        for regex in self.timestamps:
+            match = regex.search(record)
+            if match:
+                stamp = stamp_seconds(match)
+                if stamp is not None:
+                    return stamp
+        return None
 
 
-def preset_names() -> list[str]:
-    folder = resources.files("tokenwatch.sources") / "presets"
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+def compile_marker(pattern: str | None) -> re.Pattern[str] | None:
+    """A preset's ``marker``: a plain regex (no groups needed)."""
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise LogPatternError(f"marker pattern: bad regular expression: {exc}") from None
