@@ -112,31 +112,41 @@ class RecordingFacts:
         return self.run.nodes
 
     def gpu_tables_at(self, times: Sequence[float]) -> list[np.ndarray]:
-        """The latest telemetry per (node, GPU, metric) at each of ``times`` (ascending); NaN = never."""
+        """The fresh telemetry per (node, GPU, metric) at each of ``times`` (ascending): a GPU's latest
+        reading if it is at most STALE_AFTER_S old, else NaN (README: a value older than the staleness
+        limit is shown as missing)."""
         shape = (len(self.names), self.run.gpus_per_node, len(GPU_METRICS))
         table = np.full(shape, np.nan)
+        seen = np.full(shape[:2], -np.inf)
         out: list[np.ndarray] = []
         k = 0
         for t in times:
             while k < len(self.gpu_events) and self.gpu_events[k][0] <= t:
-                _, ni, gi, values = self.gpu_events[k]
+                at, ni, gi, values = self.gpu_events[k]
                 table[ni, gi] = values
+                seen[ni, gi] = at
                 k += 1
-            out.append(table.copy())
+            out.append(np.where((t - seen <= STALE_AFTER_S)[:, :, None], table, np.nan))
         return out
 
     def mean_rack_power_w(self) -> float:
-        """Run-time average of the rack's power on 1-s ticks: every node not down, its GPUs' latest power."""
-        power = np.full((len(self.names), self.run.gpus_per_node), np.nan)
-        energy_j = 0.0
+        """Run-time average of the rack's power on 1-s ticks: every GPU with a reading at most STALE_AFTER_S
+        old, on a node that is neither down nor reported stale (a finished node idling still draws)."""
+        shape = (len(self.names), self.run.gpus_per_node)
+        power, seen = np.full(shape, np.nan), np.full(shape, -np.inf)
+        energy_j = previous = 0.0
         k = 0
-        for t in np.arange(TICK_S, self.last_t, TICK_S).tolist():
+        ticks = [*np.arange(TICK_S, self.last_t, TICK_S).tolist(), self.last_t]  # the end is a last tick
+        for t in ticks:
             while k < len(self.gpu_events) and self.gpu_events[k][0] <= t:
-                _, ni, gi, values = self.gpu_events[k]
+                at, ni, gi, values = self.gpu_events[k]
                 power[ni, gi] = values[:, _POWER]
+                seen[ni, gi] = at
                 k += 1
-            live = [node.reported_state(t)[0] != "down" for node in self.nodes]
-            energy_j += float(np.nansum(power[live])) * TICK_S
+            live = np.array([node.reported_state(t)[0] not in ("down", "stale") for node in self.nodes])
+            fresh = live[:, None] & (t - seen <= STALE_AFTER_S)
+            energy_j += float(np.nansum(np.where(fresh, power, np.nan))) * (t - previous)
+            previous = t
         return energy_j / self.last_t
 
     def means_at(self, t: float, which: str = "tokens") -> np.ndarray:

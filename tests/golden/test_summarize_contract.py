@@ -139,24 +139,14 @@ def test_recording_summary_follows_its_events(
             assert pcts[key] == pytest.approx(want, rel=HISTOGRAM_ERROR), (metric, key)
 
 
-# Runs whose nodes finish (or go stale) before the run ends: the core's energy counts only nodes in state
-# "up", so their idle draw is missing from the summary's mean power and tokens per joule, while the
-# snapshots' rack power counts it (0.4 % low on the 80-minute sample, 1.9 % on the fault run).
-ENERGY_LEAVES_OUT_IDLE_NODES = pytest.mark.xfail(
-    strict=True, reason="summary energy leaves out finished and stale nodes' power (reported, not fixed here)"
-)
-NODES_FINISH_TOGETHER = ("sim-server", "sample-server")  # Server runs: every node ends at the run's end
-POWER_CASES = [
-    pytest.param(c, id=c.name, marks=() if c.name in NODES_FINISH_TOGETHER else ENERGY_LEAVES_OUT_IDLE_NODES)
-    for c in RECORDED
-]
+POWER_CASES = [pytest.param(c, id=c.name) for c in RECORDED]
 
 
 @pytest.mark.parametrize("case", POWER_CASES)
 def test_mean_power_is_the_rack_power_over_the_run(
     produced: Produced, case: HeadlessCase | RecordingSummaryCase
 ) -> None:
-    """The rack's power as the snapshots count it (every node not down), averaged over the run."""
+    """The rack's power as the snapshots count it (every GPU with a fresh reading), averaged over the run."""
     recording = produced(case).recording
     assert recording is not None
     mean_w = summary(produced, case)["power"]["mean_w"]

@@ -42,9 +42,12 @@ def test_heat_grid_is_nodes_by_gpus(failure_core: RackCore, metric: str) -> None
     assert grid.row_labels == snap.nodes.names
     assert not grid.rows_are_racks
     assert grid.col_labels == ("GPU0", "GPU1", "GPU2", "GPU3")
+    state = failure_core.state
     for n in range(18):
         for g in range(4):
-            expected = failure_core.state.gpu_values[n, g, column]
+            # Only fresh readings are drawn: the node neither down nor stale, the sample within 5 s.
+            fresh = snap.nodes.state[n] not in ("down", "stale") and snap.t - state.gpu_last_seen[n, g] <= 5.0
+            expected = state.gpu_values[n, g, column] if fresh else math.nan
             assert grid.values[n, g] == expected or (math.isnan(expected) and math.isnan(grid.values[n, g]))
     finite = [v for v in grid.values.ravel() if math.isfinite(v)]
     assert grid.low == min(finite)
@@ -60,7 +63,7 @@ def test_heat_grid_aggregates_per_rack_beyond_72_nodes(failure_core: RackCore, m
     big = dataclasses.replace(
         snap,
         run=dataclasses.replace(snap.run, nodes=names),
-        gpus=GpuTable(values, np.zeros(values.shape[:2], np.uint64)),
+        gpus=GpuTable(values, np.zeros(values.shape[:2], np.uint64), np.zeros(values.shape[:2], np.int8)),
     )
     grid = heat_grid(big, metric)
     assert grid.rows_are_racks

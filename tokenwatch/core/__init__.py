@@ -6,6 +6,7 @@ Front ends use :class:`RackCore` (the facade) and the immutable things it answer
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.rack import RackCore
+from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import (
     Aggregate,
     Alert,
@@ -13,7 +14,6 @@ from tokenwatch.core.snapshot import (
     LatencyStats,
     NodeTable,
     RackSnapshot,
-    RunInfo,
 )
 from tokenwatch.core.summary import NodeResult, RunSummary, summarize_nodes
 

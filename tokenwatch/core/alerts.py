@@ -6,7 +6,17 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from tokenwatch.core.snapshot import Alert
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """Something the engineer should see, stamped with run time ``t`` (s)."""
+
+    t: float
+    node: str | None
+    kind: str  # down, stale, up, finished, throttle, straggler, sla_ttft, sla_tpot, warning, error
+    message: str
+    severity: str = "warning"  # info | warning | critical
+    active: bool = True
 
 
 class AlertLog:

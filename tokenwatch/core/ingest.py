@@ -73,6 +73,7 @@ def _gpu_sample(state: RackState, ev: GpuSample) -> None:
     state.gpu_values[i, ev.gpu] = [getattr(ev, m) for m in GPU_METRICS]
     state.gpu_throttle[i, ev.gpu] = ev.throttle_reasons
     state.sm_clock_max[i, ev.gpu] = np.fmax(state.sm_clock_max[i, ev.gpu], ev.sm_clock_mhz)
+    state.gpu_last_seen[i, ev.gpu] = ev.t
     _seen(state, i, ev.t)
 
 
@@ -84,6 +85,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
         state.gpu_values[node, :k] = ev.values
         state.gpu_throttle[node, :k] = ev.throttle_reasons
         np.fmax(state.sm_clock_max[node, :k], ev.values[:, _SM_CLOCK], out=state.sm_clock_max[node, :k])
+        state.gpu_last_seen[node, :k] = ev.t
         if not state.last_seen[node] >= ev.t:  # NaN (never seen) included
             state.last_seen[node] = ev.t
         return
@@ -92,6 +94,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
         state.gpu_values[:] = ev.values.reshape(shape)
         state.gpu_throttle[:] = ev.throttle_reasons.reshape(shape[:2])
         np.fmax(state.sm_clock_max, state.gpu_values[:, :, _SM_CLOCK], out=state.sm_clock_max)
+        state.gpu_last_seen[:] = ev.t
         np.fmax(state.last_seen, ev.t, out=state.last_seen)
         return
     ok = (ni >= 0) & (ni < len(state.index)) & (gi >= 0) & (gi < state.gpu_values.shape[1])
@@ -103,6 +106,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
     state.gpu_values[ni, gi] = values
     state.gpu_throttle[ni, gi] = reasons
     state.sm_clock_max[ni, gi] = np.fmax(state.sm_clock_max[ni, gi], values[:, _SM_CLOCK])
+    state.gpu_last_seen[ni, gi] = ev.t
     _seen(state, ni, ev.t)
 
 
@@ -188,6 +192,8 @@ def _status(state: RackState, ev: NodeStatus) -> None:
     if i is None or ev.state not in STATE_CODE:
         return
     before = NODE_STATES[state.explicit_state[i]]
+    if ev.state != before:
+        state.state_since[i] = ev.t
     state.explicit_state[i] = STATE_CODE[ev.state]
     state.state_reason[i] = ev.reason
     name = ev.node

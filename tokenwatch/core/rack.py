@@ -27,7 +27,8 @@ from tokenwatch.core.ticks import sample, sample_ticks_before
 from tokenwatch.events import Event, Heartbeat, LatencyMetric, RunEnded, RunStarted
 
 if TYPE_CHECKING:
-    from tokenwatch.core.snapshot import RackSnapshot, RunInfo
+    from tokenwatch.core.run_info import RunInfo
+    from tokenwatch.core.snapshot import RackSnapshot
 
 
 @dataclass(slots=True)

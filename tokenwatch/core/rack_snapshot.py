@@ -9,6 +9,7 @@ import numpy as np
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
 from tokenwatch.core.snapshot import (
+    FRESH,
     Aggregate,
     GpuTable,
     LatencyStats,
@@ -18,6 +19,8 @@ from tokenwatch.core.snapshot import (
     Timeline,
 )
 from tokenwatch.core.state import RackState
+from tokenwatch.core.summary import summarize_state
+from tokenwatch.durations import format_clock
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 
 _POWER = GPU_METRICS.index("power_w")
@@ -57,7 +60,9 @@ def empty_snapshot(now: float = 0.0) -> RackSnapshot:
         nodes=NodeTable(
             (), (), (), z, z, z, z, z, zi, zi, z, z, z, z, z.astype(bool), z.astype(bool), np.zeros((0, 0))
         ),
-        gpus=GpuTable(np.zeros((0, 0, len(GPU_METRICS))), np.zeros((0, 0), np.uint64)),
+        gpus=GpuTable(
+            np.zeros((0, 0, len(GPU_METRICS))), np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.int8)
+        ),
         latency={},
         timeline=Timeline(z, z, z, nan),
         alerts=(),
@@ -77,12 +82,14 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     rates = np.where(state_codes == 2, 0.0, rates)  # a down node contributes nothing now
     means, sample_means = state.measured_means()
 
-    gpu = state.gpu_values.copy()
-    live = state_codes != 2
-    node_power = np.where(live, _nan_reduce(np.nansum, gpu[:, :, _POWER]), np.nan)
+    # Only fresh readings are figures: a silent GPU's last values are not shown as if they were live.
+    freshness = state.gpu_freshness(now, state_codes)
+    gpu = np.where((freshness == FRESH)[:, :, None], state.gpu_values, np.nan)
+    fresh_power = np.isfinite(gpu[:, :, _POWER])
+    node_power = np.where(fresh_power.any(axis=1), _nan_reduce(np.nansum, gpu[:, :, _POWER]), np.nan)
     node_limit = _nan_reduce(np.nansum, gpu[:, :, _LIMIT])
-    gpus_reporting = int((np.isfinite(gpu[:, :, _POWER]) & live[:, None]).sum())
-    power_w = float(np.nansum(node_power)) if gpus_reporting else math.nan
+    gpus_reporting = int((freshness == FRESH).sum())
+    power_w = float(np.nansum(node_power)) if fresh_power.any() else math.nan
     power_limit_w = float(np.nansum(node_limit)) if np.isfinite(node_limit).any() else math.nan
 
     agg_rate = float(np.nansum(rates)) if np.isfinite(rates).any() else math.nan
@@ -150,13 +157,35 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         node_spread=NodeSpread.of(means),
         stragglers=tuple(run.nodes[i] for i in np.flatnonzero(state.rules.straggling)),
         nodes=nodes,
-        gpus=GpuTable(gpu, state.gpu_throttle.copy()),
+        gpus=GpuTable(gpu, state.gpu_throttle.copy(), freshness),
         latency=latency_stats(state),
         timeline=timeline(state),
         alerts=state.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
         active_alerts=state.alerts.active_newest_first(),
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
+        summary=summarize_state(state) if state.ended else None,
+        banner=end_banner(state, state_codes) if state.ended else "",
     )
+
+
+def end_banner(state: RackState, codes: np.ndarray) -> str:
+    """What happened, in one line, once the run has ended: how many nodes finished and why the others did
+    not (``ended: 17 of 18 nodes finished, node07 down since 02:00``), or where an interrupt cut it."""
+    run = state.run
+    if state.end_reason == "interrupted":
+        done = state.samples.sum()
+        share = f" ({done / run.total_samples * 100:.1f} % of samples)" if run.total_samples else ""
+        return f"INTERRUPTED at {format_clock(state.now)}{share}"
+    finished = int((codes == 3).sum())
+    others = []
+    for i in np.flatnonzero(codes != 3).tolist():
+        how = NODE_STATES[codes[i]]
+        since = state.state_since[i] if how == "down" else state.last_seen[i]
+        when = f" since {format_clock(float(since))}" if how != "up" and np.isfinite(since) else ""
+        others.append(f"{run.nodes[i]} {'still running' if how == 'up' else how}{when}")
+    shown = others[:3] + ([f"+{len(others) - 3} more"] if len(others) > 3 else [])
+    detail = (", " + ", ".join(shown)) if shown else ""
+    return f"ended: {finished} of {len(run.nodes)} nodes finished{detail}"
 
 
 def _progress(

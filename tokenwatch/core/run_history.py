@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.core.alerts import Alert
 from tokenwatch.core.config import GPU_SERIES_METRICS
-from tokenwatch.core.snapshot import Alert
 from tokenwatch.core.state import RackState
 from tokenwatch.events import FloatArray
 

@@ -7,30 +7,19 @@ afterwards), so a snapshot stays valid while the core keeps ingesting.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.core.alerts import Alert
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.events import FloatArray, IntArray, LatencyMetric, NodeState, Scenario, SourceKind
+from tokenwatch.core.run_info import RunInfo
+from tokenwatch.core.summary import RunSummary
+from tokenwatch.events import FloatArray, IntArray, LatencyMetric, NodeState
 
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    name: str
-    scenario: Scenario
-    source: SourceKind
-    nodes: tuple[str, ...]
-    gpus_per_node: int
-    nominal_duration_s: float | None
-    total_samples: int | None
-    wall_epoch: float
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def gpus(self) -> int:
-        return len(self.nodes) * self.gpus_per_node
+# Why a GPU's telemetry is (not) shown, per GPU: the codes of GpuTable.freshness.
+GPU_FRESHNESS: tuple[str, ...] = ("fresh", "stale", "down", "never")
+FRESH, STALE_GPU, DOWN_GPU, NEVER_REPORTED = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +75,16 @@ class NodeTable:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class GpuTable:
-    """Latest telemetry as (nodes, gpus_per_node, len(GPU_METRICS)); NaN = never reported."""
+    """Latest telemetry as (nodes, gpus_per_node, len(GPU_METRICS)).
+
+    Only fresh readings are values: a GPU whose latest sample is older than the staleness limit, or
+    whose node is down, or that never reported, is NaN here, and ``freshness`` (codes into
+    :data:`GPU_FRESHNESS`) says which of those it is.
+    """
 
     values: FloatArray
     throttle_reasons: np.ndarray  # (nodes, gpus) uint64
+    freshness: np.ndarray  # (nodes, gpus) int8 codes: 0 fresh, 1 stale, 2 down, 3 never reported
 
     def metric(self, name: str) -> FloatArray:
         from tokenwatch.events import GPU_METRICS
@@ -110,18 +105,6 @@ class LatencyStats:
     max: float
     bucket_values_s: FloatArray  # non-empty log buckets' representative values
     bucket_counts: IntArray
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """Something the engineer should see, stamped with run time ``t`` (s)."""
-
-    t: float
-    node: str | None
-    kind: str  # down, stale, up, finished, throttle, straggler, sla_ttft, sla_tpot, warning, error
-    message: str
-    severity: str = "warning"  # info | warning | critical
-    active: bool = True
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -152,3 +135,5 @@ class RackSnapshot:
     alerts: tuple[Alert, ...]  # newest first, bounded
     active_alerts: tuple[Alert, ...]
     sla_s: Mapping[LatencyMetric, float]
+    summary: RunSummary | None = None  # the run's result in the published-table form, once it has ended
+    banner: str = ""  # what happened, once it has ended ("ended: 17 of 18 nodes finished, ...")

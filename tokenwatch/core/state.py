@@ -19,10 +19,11 @@ from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
-from tokenwatch.core.snapshot import RunInfo
+from tokenwatch.core.run_info import RunInfo
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, FloatArray, IntArray, LatencyMetric, RunStarted
 
 _STALE = STATE_CODE["stale"]
+_DOWN = STATE_CODE["down"]
 
 
 @dataclass(slots=True, eq=False)
@@ -104,6 +105,8 @@ class RackState:
     gpu_values: FloatArray  # (nodes, gpus, len(GPU_METRICS)) latest readings
     gpu_throttle: np.ndarray  # (nodes, gpus) uint64 clocks-event reasons
     sm_clock_max: FloatArray  # (nodes, gpus) highest SM clock each GPU has shown
+    gpu_last_seen: FloatArray  # (nodes, gpus) run time of each GPU's latest sample (NaN = never)
+    state_since: FloatArray  # run time of each node's latest explicit state change (NaN = none yet)
     latency: dict[LatencyMetric, list[LogHistogram]]
     rack_latency: dict[LatencyMetric, LogHistogram]
     latency_max: dict[LatencyMetric, float]
@@ -135,6 +138,17 @@ class RackState:
         silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > limit))
         state[(state == 0) & silent] = _STALE
         return state
+
+    def gpu_freshness(self, t: float, codes: np.ndarray) -> np.ndarray:
+        """Per-GPU codes at ``t`` (see ``core.snapshot.GPU_FRESHNESS``): 0 a sample within the staleness
+        limit, 1 older (or its node stale), 2 its node down, 3 never reported."""
+        limit = self.config.stale_after_s
+        out = np.zeros(self.gpu_last_seen.shape, np.int8)
+        with np.errstate(invalid="ignore"):
+            out[(t - self.gpu_last_seen > limit) | (codes[:, None] == _STALE)] = 1
+        out[np.isnan(self.gpu_last_seen)] = 3
+        out[codes == _DOWN] = 2
+        return out
 
     def window_rates(self, t: float, window_s: float | None = None) -> tuple[FloatArray, FloatArray]:
         """Per-node (tokens/s, samples/s) over the last ``window_s`` (default: the config's) before ``t``."""
@@ -205,6 +219,8 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         gpu_values=np.full((n, g, len(GPU_METRICS)), np.nan),
         gpu_throttle=np.zeros((n, g), np.uint64),
         sm_clock_max=np.full((n, g), np.nan),
+        gpu_last_seen=np.full((n, g), np.nan),
+        state_since=np.full(n, np.nan),
         latency={m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS},
         rack_latency={m: LogHistogram() for m in LATENCY_METRICS},
         latency_max=dict.fromkeys(LATENCY_METRICS, math.nan),

@@ -31,9 +31,11 @@ def sample_ticks_before(state: RackState, t: float) -> None:
 def sample(state: RackState, t: float) -> None:
     """One tick at ``t``: energy, the series (when the live view is on) and the alert rules."""
     codes = state.effective_state(t)
-    up = codes == 0
+    # Energy and power count every GPU with a fresh reading: a finished node idling still draws power;
+    # a silent or down one's last reading is not a measurement of now.
+    fresh = state.gpu_freshness(t, codes) == 0
     power = state.gpu_values[:, :, _POWER]
-    node_power = np.where(up, np.where(np.isnan(power), 0.0, power).sum(axis=1), 0.0)
+    node_power = np.where(fresh & ~np.isnan(power), power, 0.0).sum(axis=1)
     if t > state.last_sample_t:
         state.energy_j += float(node_power.sum()) * (t - state.last_sample_t)
     state.last_sample_t = t

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.core.snapshot import LatencyStats, RackSnapshot, RunInfo
+from tokenwatch.core.run_info import RunInfo
+from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.events import FloatArray, IntArray
 
 # The GPU metrics a heatmap can show, in the order `m` cycles through them.

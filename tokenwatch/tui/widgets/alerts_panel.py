@@ -8,7 +8,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tokenwatch.core.snapshot import Alert, RackSnapshot
+from tokenwatch.core.alerts import Alert
+from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.formatting import format_clock
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
