@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.mlperf.figures import tpot_per_sample
+from tokenwatch.mlperf.forecast import NodeProgress, OverLimit
+
 _TOKENS_RANGE = (8, 16)  # fake_sut.py defaults (--tokens-min / --tokens-max)
 
 
@@ -65,6 +68,62 @@ class LoadGenRun:
                 break
             out.append(line)
         return "\n".join(out)
+
+
+def progress_at(run: LoadGenRun, now_s: float, tick_s: float = 0.05) -> tuple[NodeProgress, list[OverLimit]]:
+    """What a core fed by this run would hold at ``now_s`` (one node): tokens sampled every ``tick_s``, the
+    counts LoadGen's detail log gives at its start, and per-sample TTFT/TPOT counts over the limits."""
+    detail = run.detail()
+    order = np.argsort(run.completed_at_ns)
+    done_s = run.completed_at_ns[order] / 1e9
+    cumulative = np.cumsum(run.tokens[order]).astype(np.float64)
+    times = np.append(np.arange(0.0, now_s, tick_s), now_s)
+    seen = np.searchsorted(done_s, times, side="right")
+    tokens = np.where(seen > 0, cumulative[np.maximum(seen - 1, 0)], 0.0)[:, None]
+    count = int(seen[-1])
+    last = float(done_s[count - 1]) if count else 0.0
+    offline = detail["effective_scenario"] == "Offline"
+    total = float(detail["generated_samples_per_query"] if offline else detail["generated_query_count"])
+    schedule = None if offline else np.array([detail["generated_query_duration"] / 1e9])
+    done = order[:count]
+    latency = None if offline else np.array([float(np.median(run.latency_ns[done])) / 1e9 if count else 0.0])
+    progress = NodeProgress(
+        "Offline" if offline else "Server",
+        now_s,
+        times,
+        tokens,
+        tokens[-1],
+        np.array([float(count)]),
+        np.zeros(1),
+        np.array([last]),
+        np.array([count == len(order)]),
+        np.array([total]),
+        schedule,
+        None,
+        latency,
+    )
+    over: list[OverLimit] = []
+    if not offline and run.first_token_ns is not None and count:
+        first = run.first_token_ns[done]
+        tpot = tpot_per_sample(run.latency_ns[done], first, run.tokens[done])
+        for metric, values, key in (
+            ("ttft", first, "requested_server_ttft_latency"),
+            ("tpot", tpot, "requested_server_tpot_latency"),
+        ):
+            limit = detail[key]
+            n_over = float(np.count_nonzero(values > limit))
+            p99 = float(np.sort(values)[int(count * 0.99)]) / 1e9
+            over.append(
+                OverLimit(
+                    metric,
+                    limit / 1e9,
+                    np.array([float(count)]),
+                    np.array([n_over]),
+                    np.array([n_over]),
+                    np.array([p99]),
+                )
+            )
+    return progress, over
 
 
 def read_run(folder: Path, tokens_range: tuple[int, int] = _TOKENS_RANGE) -> LoadGenRun:
