@@ -154,3 +154,49 @@ def test_server_query_count_of_a_real_run() -> None:
         v["effective_performance_sample_count"],
     )
     assert expected == v["generated_query_count"] == 884_736
+
+
+def _settings(folder: str) -> dict:
+    return read_detail(LOADGEN / folder / "mlperf_log_detail.txt").values
+
+
+def test_start_of_run_check_passes_real_submitted_runs() -> None:
+    from tokenwatch.mlperf.settings_check import check_settings
+
+    ref = normalize_benchmark("llama2-70b-99.9")
+    assert ref is not None
+    checks = {
+        c.name: c for c in check_settings(ref, "Server", _settings("lenovo-8xb200-llama2-999-server-ranging"))
+    }
+    assert all(c.ok for c in checks.values()), checks
+    assert checks["seeds"].value == "v5.1"
+    assert checks["ttft_limit"].value == 2_000_000_000
+    cisco = normalize_benchmark("llama3_1-405b")
+    assert cisco is not None
+    offline = check_settings(cisco, "Offline", _settings("cisco-16xh200-llama31-405b-offline"))
+    assert [c.ok for c in offline] == [True, True, True, True]
+
+
+def test_start_of_run_check_flags_what_the_checker_would_refuse() -> None:
+    from tokenwatch.mlperf.settings_check import check_settings
+
+    # Krai's TEST06 run: min_duration 0 ms (a compliance run, not a performance submission)
+    ref = normalize_benchmark("llama3.1-8b")
+    assert ref is not None
+    checks = {
+        c.name: c for c in check_settings(ref, "Server", _settings("krai-8xh200-llama31-70b-server-test06"))
+    }
+    assert checks["min_duration"].ok is False
+    assert "600000 ms" in checks["min_duration"].fix
+    # llama3.1-8b's Server TPOT limit is 100 ms; that run used 200 ms (a llama3.1-70b setting)
+    assert checks["tpot_limit"].ok is False
+    assert checks["ttft_limit"].ok is True
+    interactive = {
+        c.name: c for c in check_settings(ref, "Interactive", {"requested_server_ttft_latency": 500_000_000})
+    }
+    assert interactive["ttft_limit"].ok is True
+    assert interactive["tpot_limit"].ok is None  # not stated: not judged
+    assert interactive["seeds"].ok is None
+    mixtral = normalize_benchmark("mixtral-8x7b")
+    assert mixtral is not None
+    assert check_settings(mixtral, "Interactive", {})[2].fix == "mixtral-8x7b has no Interactive scenario"
