@@ -161,6 +161,8 @@ def test_nothing_to_project_before_every_node_has_progress() -> None:
         np.array([1_000.0, 1_000.0]),
     )
     assert forecast(silent).tokens_per_s is None
+    waiting = forecast(silent, RunSettings("Offline", 600.0, 1, 1_000)).rule("min_duration")
+    assert (waiting.ok, waiting.missing) == (None, "progress on every node")
 
 
 def test_count_projection_holds_on_simulated_binomial_runs() -> None:

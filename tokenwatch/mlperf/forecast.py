@@ -98,7 +98,9 @@ def forecast(
             float((nodes.end_s - nodes.end_early_s).max()),
             float((nodes.end_s + nodes.end_late_s).max()),
         )
-    rules = _duration_and_count_rules(progress, settings, nodes.end_s, nodes.end_early_s, nodes.end_late_s)
+    rules = _duration_and_count_rules(
+        progress, settings, nodes.end_s, nodes.end_early_s, nodes.end_late_s, nodes.projectable
+    )
     if progress.scenario != "Offline":
         rules += _latency_rules(progress, latency)
     flags = [r.ok for r in rules]
@@ -112,6 +114,7 @@ def _duration_and_count_rules(
     end: np.ndarray,
     early: np.ndarray,
     late: np.ndarray,
+    projectable: bool,
 ) -> list[RuleForecast]:
     if settings is None:
         return [
@@ -121,6 +124,8 @@ def _duration_and_count_rules(
             missing_rule("min_queries", "queries", "LoadGen settings (effective_min_query_count)"),
         ]
     limit = settings.min_duration_s
+    if p.scenario == "Offline" and not projectable:
+        return [missing_rule("min_duration", "s", "progress on every node", limit), *_count_rule(p, settings)]
     if p.scenario == "Offline":
         basis, low, high = end - p.start_s, end - early - p.start_s, end + late - p.start_s
         now = p.now_s - float(np.min(p.start_s))
