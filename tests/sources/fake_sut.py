@@ -5,9 +5,12 @@ a trace while LoadGen writes it)::
 
     python tests/sources/fake_sut.py --scenario Offline --outdir OUT --tokens-per-s 3000
 
-One worker serves samples one after another: sample ``i`` has ``n_i`` output tokens (between
-``--tokens-min`` and ``--tokens-max``, a fixed function of the sample index) and takes ``n_i`` token
-times of ``1/tokens-per-s`` seconds. The first token is reported with ``FirstTokenComplete`` and the
+One worker (or ``--workers`` side by side) serves samples one after another: sample ``i`` has ``n_i``
+output tokens (between ``--tokens-min`` and ``--tokens-max``, a fixed function of the sample index) and
+takes ``n_i`` token times of ``1/tokens-per-s`` seconds. ``--slow-first-token-every K`` delays the first
+token of every K-th sample issued by ``--slow-first-token-ms`` (``--slow-tokens-every`` / ``-ms`` add to
+each later token), so a test can put a known share of samples over LoadGen's TTFT or TPOT limit
+(``--ttft-limit-ms`` / ``--tpot-limit-ms``). The first token is reported with ``FirstTokenComplete`` and the
 whole response with ``QuerySamplesComplete`` carrying ``n_tokens``, as the Llama-2 harnesses do, so
 LoadGen's summary reports tokens per second (and TTFT/TPOT in Server). At the end the SUT prints
 what it served, as JSON, for the tests to check LoadGen against.
@@ -36,21 +39,34 @@ def tokens_for(index: int, low: int, high: int) -> int:
 
 
 class TokenSut:
-    def __init__(self, tokens_per_s: float, low: int, high: int) -> None:
+    def __init__(
+        self,
+        tokens_per_s: float,
+        low: int,
+        high: int,
+        workers: int = 1,
+        slow_first: tuple[int, float] = (0, 0.0),
+        slow_tokens: tuple[int, float] = (0, 0.0),
+    ) -> None:
         self.token_time = 1.0 / tokens_per_s
         self.low, self.high = low, high
+        self.slow_first, self.slow_tokens = slow_first, slow_tokens
         self.queue: deque = deque()
         self.cv = threading.Condition()
         self.stopping = False
+        self.issued = 0
         self.samples = 0
         self.tokens = 0
-        self.worker = threading.Thread(target=self._serve, daemon=True)
-        self.worker.start()
+        self.workers = [threading.Thread(target=self._serve, daemon=True) for _ in range(workers)]
+        for worker in self.workers:
+            worker.start()
 
     def issue(self, samples: list) -> None:
         with self.cv:
-            self.queue.extend(samples)
-            self.cv.notify()
+            for sample in samples:
+                self.issued += 1
+                self.queue.append((sample, self.issued))
+            self.cv.notify_all()
 
     def flush(self) -> None:
         pass
@@ -58,8 +74,13 @@ class TokenSut:
     def stop(self) -> None:
         with self.cv:
             self.stopping = True
-            self.cv.notify()
-        self.worker.join()
+            self.cv.notify_all()
+        for worker in self.workers:
+            worker.join()
+
+    def _extra(self, rule: tuple[int, float], ordinal: int) -> float:
+        every, seconds = rule
+        return seconds if every and ordinal % every == 0 else 0.0
 
     def _serve(self) -> None:
         free_at = time.perf_counter()
@@ -69,21 +90,24 @@ class TokenSut:
                     self.cv.wait()
                 if not self.queue:
                     return
-                sample = self.queue.popleft()
+                sample, ordinal = self.queue.popleft()
             n_tokens = tokens_for(sample.index, self.low, self.high)
             start = max(time.perf_counter(), free_at)
+            first_delay = self.token_time + self._extra(self.slow_first, ordinal)
+            token_time = self.token_time + self._extra(self.slow_tokens, ordinal)
             tokens = np.arange(n_tokens, dtype=np.int32) + 1
             first = array.array("B", tokens[:1].tobytes())
-            _sleep_until(start + self.token_time)
+            _sleep_until(start + first_delay)
             address, length = first.buffer_info()
             lg.FirstTokenComplete([lg.QuerySampleResponse(sample.id, address, length, 1)])
-            free_at = start + n_tokens * self.token_time
+            free_at = start + first_delay + (n_tokens - 1) * token_time
             _sleep_until(free_at)
             data = array.array("B", tokens.tobytes())
             address, length = data.buffer_info()
             lg.QuerySamplesComplete([lg.QuerySampleResponse(sample.id, address, length * 1, n_tokens)])
-            self.samples += 1
-            self.tokens += n_tokens
+            with self.cv:
+                self.samples += 1
+                self.tokens += n_tokens
 
 
 def _sleep_until(deadline: float) -> None:
@@ -105,8 +129,8 @@ def settings(args: argparse.Namespace) -> lg.TestSettings:
     else:
         ts.scenario = lg.TestScenario.Server
         ts.server_target_qps = args.target_qps
-        ts.ttft_latency = 2_000_000_000
-        ts.tpot_latency = 200_000_000
+        ts.ttft_latency = int(args.ttft_limit_ms * 1e6)
+        ts.tpot_latency = int(args.tpot_limit_ms * 1e6)
     return ts
 
 
@@ -121,10 +145,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-queries", type=int, default=1)
     p.add_argument("--expected-qps", type=float, default=None, help="Offline (default: what the SUT can do)")
     p.add_argument("--target-qps", type=float, default=300.0, help="Server")
+    p.add_argument("--ttft-limit-ms", type=float, default=2000.0, help="Server: LoadGen's TTFT limit")
+    p.add_argument("--tpot-limit-ms", type=float, default=200.0, help="Server: LoadGen's TPOT limit")
+    p.add_argument("--workers", type=int, default=1, help="samples served side by side")
+    p.add_argument("--slow-first-token-every", type=int, default=0, metavar="K")
+    p.add_argument("--slow-first-token-ms", type=float, default=0.0)
+    p.add_argument("--slow-tokens-every", type=int, default=0, metavar="K")
+    p.add_argument("--slow-tokens-ms", type=float, default=0.0, help="added to each token after the first")
     p.add_argument("--no-trace", action="store_true")
     args = p.parse_args(argv)
     os.makedirs(args.outdir, exist_ok=True)  # LoadGen does not create it
-    sut = TokenSut(args.tokens_per_s, args.tokens_min, args.tokens_max)
+    sut = TokenSut(
+        args.tokens_per_s,
+        args.tokens_min,
+        args.tokens_max,
+        args.workers,
+        (args.slow_first_token_every, args.slow_first_token_ms / 1000.0),
+        (args.slow_tokens_every, args.slow_tokens_ms / 1000.0),
+    )
     sut_handle = lg.ConstructSUT(sut.issue, sut.flush)
     qsl_handle = lg.ConstructQSL(QSL_SIZE, PERFORMANCE_SAMPLES, lambda _: None, lambda _: None)
     log = lg.LogSettings()

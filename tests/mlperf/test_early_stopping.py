@@ -1,0 +1,149 @@
+"""LoadGen's early stopping, checked against an independent binomial computation and real LoadGen lines."""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from tokenwatch.mlperf.early_stopping import (
+    early_stopping_result,
+    min_passing_queries,
+    odds,
+    overlatency_budget,
+    passes,
+    queries_needed,
+)
+
+LOADGEN = Path(__file__).resolve().parent.parent / "data" / "sources" / "loadgen"
+# The double LoadGen compares against: ``1 - c`` with c = 0.99 (early_stopping.cc, results.cc line 157).
+THRESHOLD = 1 - 0.99
+
+
+def binomial_cdf_log_space(n: int, t: int, over_rate: float = 0.01) -> float:
+    """P(X <= t), X ~ Binomial(n, over_rate): pmf terms from lgamma, summed in log space."""
+    logs = [
+        math.lgamma(n + 1)
+        - math.lgamma(k + 1)
+        - math.lgamma(n - k + 1)
+        + k * math.log(over_rate)
+        + (n - k) * math.log1p(-over_rate)
+        for k in range(t + 1)
+    ]
+    top = max(logs)
+    return math.exp(top) * math.fsum(math.exp(x - top) for x in logs)
+
+
+def binomial_cdf_exact(n: int, t: int) -> Fraction:
+    """P(X <= t), X ~ Binomial(n, 1/100), as an exact fraction."""
+    return Fraction(sum(math.comb(n, k) * 99 ** (n - k) for k in range(t + 1)), 100**n)
+
+
+def independent_budget(n: int, cdf) -> int:
+    """The largest t whose CDF stays under the threshold; -1 if none (the CDF grows with t)."""
+    t = -1
+    while t + 1 <= n and cdf(n, t + 1) < THRESHOLD:
+        t += 1
+    return t
+
+
+@pytest.mark.parametrize("n", [458, 459, 600, 1_000, 1_800, 2_400, 3_000])
+def test_budget_equals_exact_rational_binomial(n: int) -> None:
+    assert overlatency_budget(n) == independent_budget(n, binomial_cdf_exact)
+
+
+@pytest.mark.parametrize("n", [5_000, 10_000, 47_123, 100_000, 210_624, 884_736])
+def test_budget_equals_log_space_binomial(n: int) -> None:
+    budget = overlatency_budget(n)
+    # Start the independent scan near the answer: the CDF is monotone in t, so two evaluations settle it.
+    assert binomial_cdf_log_space(n, budget) < THRESHOLD <= binomial_cdf_log_space(n, budget + 1)
+
+
+def test_the_issue_figures() -> None:
+    # "at 10,000 queries at most 77 may exceed it, at 210,624 at most 2,000"
+    assert overlatency_budget(10_000) == 77
+    assert overlatency_budget(210_624) == 2_000
+
+
+def test_h0_and_too_few_queries() -> None:
+    # ceil(log(0.01) / log(0.99)) = 459: below that no run passes, whatever its latencies.
+    assert min_passing_queries(0) == math.ceil(math.log(THRESHOLD) / math.log(0.99)) == 459
+    assert overlatency_budget(458) == -1
+    assert overlatency_budget(459) == 0
+    assert not passes(458, 0)
+    assert passes(459, 0)
+
+
+@pytest.mark.parametrize("t", [0, 1, 2, 7, 50, 333, 2_000, 12_094])
+def test_min_passing_is_the_true_minimum(t: int) -> None:
+    """LoadGen's bounded search lands on the true minimum h (its bounds never cut it off)."""
+    h = min_passing_queries(t)
+    assert odds(h, t) < THRESHOLD <= odds(h - 1, t)
+    # and the binomial reading of those odds: P(X <= t) over h + t queries
+    assert binomial_cdf_log_space(h + t, t) == pytest.approx(odds(h, t), rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [459, 1_000, 10_000, 210_624])
+def test_passes_agrees_with_queries_needed(n: int) -> None:
+    budget = overlatency_budget(n)
+    for t in {0, max(budget - 1, 0), budget, budget + 1, budget + 10}:
+        assert passes(n, t) == (n >= queries_needed(t)) == (t <= budget)
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError, match="t must be"):
+        min_passing_queries(-1)
+    with pytest.raises(ValueError, match="n and t"):
+        passes(-1, 0)
+    with pytest.raises(ValueError, match="odds needs"):
+        odds(0, 3)
+
+
+def _block(summary: str, title: str) -> str:
+    lines = summary.splitlines()
+    out = []
+    for line in lines[lines.index(title) + 1 :]:
+        if not line.startswith(" ") or not line.strip():
+            break
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_real_server_run_lenovo_ttft_early_stopping() -> None:
+    """LoadGen 5.1 on 8xB200: 884,736 queries, TTFT p99 3.85 s > 2 s, "350367 more queries"."""
+    summary = (LOADGEN / "lenovo-8xb200-llama2-999-server-ranging" / "mlperf_log_summary.txt").read_text()
+    block = _block(summary, "TTFT Early Stopping Result:")
+    n, more = map(int, re.search(r"Processed (\d+) queries.*at least (\d+) more", block, re.S).groups())
+    assert n == 884_736
+    # LoadGen said n + more = h(t) + t for its count t of samples over 2 s. Exactly one t must give that sum,
+    # and it must be at least the n - int(0.99 n) samples above the 99th percentile (3.85 s > 2 s).
+    matches = [t for t in range(8_000, 14_000) if queries_needed(t) == n + more]
+    assert len(matches) == 1
+    t = matches[0]
+    assert t >= n - int(n * 0.99)
+    assert not passes(n, t)
+    assert early_stopping_result(n, t) == block
+    assert _block(summary, "TPOT Early Stopping Result:") == early_stopping_result(n, 0)
+
+
+def test_real_server_run_krai_too_few_queries() -> None:
+    """100 queries: LoadGen's TPOT test (run first) fails with "359 more", and the TTFT line stays empty."""
+    summary = (LOADGEN / "krai-8xh200-llama31-70b-server-test06" / "mlperf_log_summary.txt").read_text()
+    block = _block(summary, "TPOT Early Stopping Result:")
+    assert early_stopping_result(100, 0) == block
+    assert queries_needed(0) - 100 == 359
+    assert "TTFT Early Stopping Result:\n\nTPOT" in summary
+
+
+def test_real_singlestream_run_intel_percentile_estimate() -> None:
+    """SingleStream uses the same test at the 90th percentile: "at least 64 queries (5000)", "discard 449"."""
+    summary = (LOADGEN / "intel-b60-llama31-8b-edge-singlestream" / "mlperf_log_summary.txt").read_text()
+    block = _block(summary, "TTFT Early Stopping Result:")
+    least, n, discard = map(
+        int, re.search(r"at least (\d+) queries \((\d+)\).*discard (\d+) highest", block, re.S).groups()
+    )
+    assert least == min_passing_queries(1, 0.9) + 1  # results.cc: h_min = find_min_passing(1, p); "h_min + 1"
+    assert discard == overlatency_budget(n, 0.9) - 1  # the loop leaves t = budget; it discards t - 1

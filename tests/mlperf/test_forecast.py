@@ -1,0 +1,266 @@
+"""The forecast: exact on runs whose future is known, bands that narrow and hold, rules that decide only
+when they can, and real LoadGen runs projected at half-way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenwatch.mlperf.early_stopping import overlatency_budget
+from tokenwatch.mlperf.figures import RunSettings
+from tokenwatch.mlperf.forecast import Assumptions, NodeProgress, OverLimit, forecast
+from tokenwatch.mlperf.rules_forecast import project_counts
+
+from .conftest import LOADGEN_RUNS
+from .loadgen_run import LoadGenRun, progress_at
+
+QUIET = Assumptions(outage_s=0.0)
+
+
+def offline_progress(
+    rates: np.ndarray,
+    now: float,
+    total_samples: float,
+    tokens_per_sample: float | None,
+    noise: np.ndarray | None = None,
+) -> NodeProgress:
+    """Nodes making tokens at steady ``rates`` (optional noise each second) from t = 0, sampled at 1 s."""
+    times = np.arange(0.0, now + 0.5, 1.0)
+    per_second = np.tile(rates, (len(times), 1))
+    if noise is not None:
+        per_second = per_second * (1 + noise[: len(times)])
+    tokens = np.vstack((np.zeros(len(rates)), np.cumsum(per_second[1:], axis=0)))
+    per_sample = tokens_per_sample or 300.0
+    n = len(rates)
+    return NodeProgress(
+        "Offline",
+        float(times[-1]),
+        times,
+        tokens,
+        tokens[-1],
+        np.floor(tokens[-1] / per_sample),
+        np.zeros(n),
+        np.full(n, times[-1]),
+        np.zeros(n, bool),
+        np.full(n, total_samples),
+        None,
+        tokens_per_sample,
+    )
+
+
+def test_steady_offline_node_is_projected_exactly() -> None:
+    rate, samples, per_sample, drain = 10_000.0, 24_000, 250.0, 10.0  # 8,000 samples done at 200 s
+    fc = forecast(offline_progress(np.array([rate]), 200.0, samples, per_sample), assumptions=QUIET)
+    work = samples * per_sample / rate  # 600 s of work at a constant rate, then half the drain tail
+    band = fc.tokens_per_s
+    assert band is not None
+    assert band.value == pytest.approx(samples * per_sample / (work + drain / 2))
+    # No noise, known tokens: the band is the drain tail alone (0 to 10 s)
+    assert band.low == pytest.approx(samples * per_sample / (work + drain))
+    assert band.high == pytest.approx(samples * per_sample / work)
+    assert fc.end_s is not None
+    assert fc.end_s.value == pytest.approx(work + drain / 2)
+
+
+def test_the_outage_allowance_lowers_only_the_low_side() -> None:
+    rate, samples, per_sample = 10_000.0, 24_000, 250.0
+    progress = offline_progress(np.array([rate]), 200.0, samples, per_sample)
+    quiet, allowing = forecast(progress, assumptions=QUIET), forecast(progress, assumptions=Assumptions())
+    assert quiet.tokens_per_s is not None
+    assert allowing.tokens_per_s is not None
+    assert allowing.tokens_per_s.high == quiet.tokens_per_s.high
+    tokens = samples * per_sample
+    figure = tokens / (tokens / rate + 5.0)
+    # The loss is that of one node ending 120 s later, taken off the low end of the drain's range.
+    loss = figure - tokens / (tokens / rate + 5.0 + 120.0)
+    assert allowing.tokens_per_s.low == pytest.approx(quiet.tokens_per_s.low - loss)
+
+
+def test_band_narrows_as_the_run_goes() -> None:
+    rng = np.random.default_rng(7)
+    rates = rng.uniform(55_000, 62_000, 18)
+    noise = rng.normal(0, 0.01, (2_000, 18))
+    total = 1_300 * rates.mean() * 18 / 300.0 / 18
+    widths = []
+    for now in (300.0, 600.0, 900.0):
+        fc = forecast(offline_progress(rates, now, total, None, noise))
+        assert fc.tokens_per_s is not None
+        widths.append(fc.tokens_per_s.width_pct)
+    assert widths[0] > widths[1] > widths[2]
+    assert widths[1] < 2.0  # a steady 18-node rack at half-way
+
+
+def test_finished_nodes_count_exactly() -> None:
+    progress = offline_progress(np.array([1_000.0, 2_000.0]), 100.0, 1_000, 300.0)
+    finished = NodeProgress(
+        "Offline",
+        100.0,
+        progress.times_s,
+        progress.tokens,
+        np.array([50_000.0, 80_000.0]),
+        np.array([1_000.0, 1_000.0]),
+        np.zeros(2),
+        np.array([40.0, 50.0]),
+        np.array([True, True]),
+        np.array([1_000.0, 1_000.0]),
+    )
+    fc = forecast(finished)
+    assert fc.tokens_per_s is not None
+    assert fc.tokens_per_s.value == pytest.approx(50_000 / 40 + 80_000 / 50)
+    assert fc.tokens_per_s.low == fc.tokens_per_s.high == fc.tokens_per_s.value
+    assert fc.end_s is not None
+    assert fc.end_s.value == 50.0
+
+
+def test_a_stalled_node_is_bracketed_between_resuming_and_having_worked_unheard() -> None:
+    rates = np.full(6, 10_000.0)
+    progress = offline_progress(rates, 300.0, 20_000, 300.0)
+    tokens = progress.tokens.copy()
+    tokens[-31:, 0] = tokens[-31, 0]  # node 0 silent for the last 30 s
+    stalled = NodeProgress(
+        "Offline",
+        progress.now_s,
+        progress.times_s,
+        tokens,
+        tokens[-1],
+        np.floor(tokens[-1] / 300.0),
+        progress.start_s,
+        np.where(np.arange(6) == 0, progress.now_s - 30.0, progress.now_s),
+        progress.finished,
+        progress.total_samples,
+        None,
+        300.0,
+    )
+    fc = forecast(stalled, assumptions=Assumptions(outage_s=120.0))
+    tokens = 20_000 * 300.0
+    work = tokens / 10_000.0
+    healthy = tokens / (work + 5.0)
+    assert fc.tokens_per_s is not None
+    # Resuming now at its pace, node 0 ends 30 s late (the point); having worked unheard, on time (the high
+    # end); the low end: node 0 down 120 s more and a full drain, every other node a full drain, and one of
+    # them losing 120 s to a fault still to come.
+    assert fc.tokens_per_s.value == pytest.approx(5 * healthy + tokens / (work + 5.0 + 30.0))
+    assert fc.tokens_per_s.high == pytest.approx(5 * tokens / work + tokens / work)
+    future = healthy - tokens / (work + 5.0 + 120.0)
+    low = 5 * tokens / (work + 10.0) + tokens / (work + 10.0 + 30.0 + 120.0) - future
+    assert fc.tokens_per_s.low == pytest.approx(low)
+
+
+def test_nothing_to_project_before_every_node_has_progress() -> None:
+    progress = offline_progress(np.array([1_000.0, 1_000.0]), 20.0, 1_000, 300.0)
+    silent = NodeProgress(
+        "Offline",
+        20.0,
+        progress.times_s,
+        progress.tokens * np.array([1.0, 0.0]),
+        np.array([progress.tokens_done[0], 0.0]),
+        np.array([1.0, 0.0]),
+        np.zeros(2),
+        np.array([20.0, 0.0]),
+        np.zeros(2, bool),
+        np.array([1_000.0, 1_000.0]),
+    )
+    assert forecast(silent).tokens_per_s is None
+    waiting = forecast(silent, RunSettings("Offline", 600.0, 1, 1_000)).rule("min_duration")
+    assert (waiting.ok, waiting.missing) == (None, "progress on every node")
+
+
+def test_count_projection_holds_on_simulated_binomial_runs() -> None:
+    """Independent check: binomial processes with a known over-limit share, judged at half-way."""
+    rng = np.random.default_rng(12)
+    total, half, share, trials = 20_000, 10_000, 0.008, 400
+    now = rng.binomial(half, share, trials).astype(np.float64)
+    final = now + rng.binomial(total - half, share, trials)
+    _, low, high = project_counts(
+        OverLimit("ttft", 2.0, np.full(trials, float(half)), now, now), np.full(trials, float(total))
+    )
+    inside = np.mean((low <= final) & (final <= high))
+    assert inside >= 0.95
+
+
+def _server(n: int, over: float, total: float, limit: float = 2.0) -> tuple[NodeProgress, list[OverLimit]]:
+    times = np.arange(0.0, 301.0)
+    tokens = (times * 1_000.0)[:, None]
+    progress = NodeProgress(
+        "Server",
+        300.0,
+        times,
+        tokens,
+        tokens[-1],
+        np.array([float(n)]),
+        np.zeros(1),
+        np.array([300.0]),
+        np.zeros(1, bool),
+        np.array([total]),
+        np.array([700.0]),
+        None,
+        np.array([1.0]),
+    )
+    counts = [
+        OverLimit(m, limit, np.array([float(n)]), np.array([over]), np.array([over]), np.array([0.5]))
+        for m in ("ttft", "tpot")
+    ]
+    return progress, counts
+
+
+SERVER_SETTINGS = RunSettings("Server", 600.0, 100, 100, 0.99, 2_000_000_000, 200_000_000)
+
+
+def test_server_rules_decide_only_when_the_range_is_on_one_side() -> None:
+    total = 200_000.0
+    budget = overlatency_budget(int(total))
+    progress, counts = _server(100_000, 0.0, total)  # half-way, nothing over the limits yet
+    clean = forecast(progress, SERVER_SETTINGS, counts)
+    assert clean.valid is True
+    assert clean.rule("early_stopping_ttft").limit == budget
+    assert clean.rule("min_duration").ok is True  # the schedule ends at 700 s >= 600 s
+    progress, counts = _server(100_000, 2_000.0, total)  # 2 % over: the p99 rule fails
+    bad = forecast(progress, SERVER_SETTINGS, counts)
+    assert bad.valid is False
+    assert bad.rule("ttft_p99").ok is False
+    progress, counts = _server(100_000, budget / 2, total)  # right on the budget's line at the end
+    assert forecast(progress, SERVER_SETTINGS, counts).rule("early_stopping_ttft").ok is None
+
+
+def test_missing_sources_are_named() -> None:
+    progress, _ = _server(1_000, 0.0, 20_000.0)
+    fc = forecast(progress)
+    assert fc.valid is None
+    assert "effective_min_duration_ms" in fc.rule("min_duration").missing
+    assert "TTFT" in fc.rule("ttft_p99").missing
+    assert "TPOT" in fc.rule("early_stopping_tpot").missing
+
+
+def test_offline_ending_before_its_minimum_is_projected_invalid() -> None:
+    settings = RunSettings("Offline", 600.0, 1, 24_576)
+    progress = offline_progress(np.array([10_000.0]), 100.0, 24_576, 100.0)  # 246 s of work
+    fc = forecast(progress, settings)
+    assert fc.rule("min_duration").ok is False
+    assert fc.valid is False
+    assert fc.rule("min_duration").projected == pytest.approx(24_576 * 100 / 10_000 + 5.0)
+
+
+@pytest.mark.parametrize("name", list(LOADGEN_RUNS))
+def test_real_loadgen_runs_at_half_way(loadgen_runs: dict[str, LoadGenRun], name: str) -> None:
+    """At 50 % of each real run the projected verdict is LoadGen's final one wherever it is decided, and the
+    band holds LoadGen's figure. Only the early-stopping-only run may stay undecided: 1,800 queries leave a
+    projected final over-limit count whose range straddles its budget of 8."""
+    run = loadgen_runs[name]
+    detail = run.detail()
+    settings = RunSettings.from_detail(detail)
+    end = run.completed_at_ns.max() / 1e9
+    progress, counts = progress_at(run, 0.5 * end)
+    short = Assumptions(
+        window_s=1.0, block_s=0.25, history_s=10.0, drain_s=0.05, outage_s=0.2, stall_after_s=0.25
+    )
+    fc = forecast(progress, settings, counts, short)
+    final = detail["result_validity"] == "VALID"
+    if name == "server-early-stopping":
+        assert fc.valid in (None, False)
+    else:
+        assert fc.valid is final
+    key = (
+        "result_tokens_per_second" if settings.scenario == "Offline" else "result_completed_tokens_per_second"
+    )
+    assert fc.tokens_per_s is not None
+    assert fc.tokens_per_s.contains(detail[key])

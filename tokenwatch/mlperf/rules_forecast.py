@@ -1,0 +1,121 @@
+"""Projection of each LoadGen rule to the end of the run, node by node (each node is its own LoadGen run).
+
+Latency rules are counting rules: a Server run's TTFT p99 stays within the limit while at most
+``N - int(0.99 N) - 1`` of its ``N`` samples exceed it, and early stopping allows at most
+``overlatency_budget(N)``. So both project from the count of samples over the limit so far: the share
+over the limit is estimated with a Wilson interval, and the samples still to come are binomial draws
+at that share. A rule is decided (``ok`` True or False) only when the whole projected range is on one
+side of its limit; counts only grow, so a count already past its limit is a failure for certain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenwatch.events import FloatArray
+from tokenwatch.mlperf.early_stopping import overlatency_budget
+
+_Z_ONE_SIDED_99 = 2.3263478740408408
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OverLimit:
+    """One latency metric's samples so far against its limit, per node.
+
+    ``low``/``high``: how many completed samples exceeded the limit (equal when counted exactly; a
+    log-bucketed histogram gives bounds). ``p99_s``: the metric's 99th percentile so far, for display.
+    """
+
+    metric: str  # "ttft" or "tpot"
+    limit_s: float
+    completed: FloatArray
+    low: FloatArray
+    high: FloatArray
+    p99_s: FloatArray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleForecast:
+    """One rule now and at the end. ``ok``: projected to pass (True), to fail (False), or undecided (None).
+
+    ``margin``: the share of the limit to spare at the projection (negative: by how much it is projected
+    to fail). ``missing`` names the source a rule that cannot be judged lacks (``ok`` is then None).
+    """
+
+    name: str
+    now: float | None
+    projected: float | None
+    limit: float | None
+    margin: float | None
+    ok: bool | None
+    unit: str = ""
+    missing: str = ""
+
+
+def combine(flags: np.ndarray) -> bool | None:
+    """Every node must pass: False if any fails, None if any is undecided, else True. ``flags``: -1/0/1."""
+    if np.any(flags < 0):
+        return False
+    return None if np.any(flags == 0) else True
+
+
+def _wilson(count: FloatArray, n: FloatArray, z: float, upper: bool) -> FloatArray:
+    n = np.maximum(n, 1.0)
+    p = count / n
+    centre = p + z * z / (2 * n)
+    spread = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    bound = (centre + spread if upper else centre - spread) / (1 + z * z / n)
+    return np.clip(bound, 0.0, 1.0)
+
+
+def project_counts(over: OverLimit, total: FloatArray, z: float = _Z_ONE_SIDED_99) -> tuple[FloatArray, ...]:
+    """Per node: (point, low, high) of the final over-limit count among ``total`` samples."""
+    n = np.maximum(over.completed, 0.0)
+    left = np.maximum(total - n, 0.0)
+    share = np.where(n > 0, (over.low + over.high) / 2 / np.maximum(n, 1.0), 0.0)
+    q_low = _wilson(over.low, n, z, upper=False)
+    q_high = _wilson(over.high, n, z, upper=True)
+    rest_low = np.maximum(left * q_low - z * np.sqrt(left * q_low * (1 - q_low)), 0.0)
+    rest_high = left * q_high + z * np.sqrt(left * q_high * (1 - q_high))
+    point = (over.low + over.high) / 2 + left * share
+    return point, over.low + rest_low, over.high + rest_high
+
+
+def _decide(low: FloatArray, high: FloatArray, limit: FloatArray) -> np.ndarray:
+    return np.where(high <= limit, 1, np.where(low > limit, -1, 0))
+
+
+def latency_rules(over: OverLimit, total: FloatArray) -> tuple[RuleForecast, RuleForecast]:
+    """The p99 rule and the early-stopping rule of one metric, for the rack's worst node."""
+    point, low, high = project_counts(over, total)
+    n_final = np.floor(total).astype(np.int64)
+    allowed = n_final - np.floor(n_final * 0.99).astype(np.int64) - 1
+    budget = np.array([overlatency_budget(int(n)) for n in n_final], np.float64)
+    p99_flags = _decide(low, high, allowed.astype(np.float64))
+    es_flags = _decide(low, high, budget)
+    worst_es = int(np.argmin((budget - point) / np.maximum(budget, 1.0)))
+    es = RuleForecast(
+        f"early_stopping_{over.metric}",
+        float((over.low[worst_es] + over.high[worst_es]) / 2),
+        float(point[worst_es]),
+        float(budget[worst_es]),
+        float((budget[worst_es] - point[worst_es]) / max(budget[worst_es], 1.0)),
+        combine(es_flags),
+        "samples",
+    )
+    if over.p99_s is not None and np.isfinite(over.p99_s).any():
+        worst = int(np.nanargmax(over.p99_s))
+        p99 = float(over.p99_s[worst])
+        margin: float | None = (over.limit_s - p99) / over.limit_s
+    else:
+        p99, margin = math.nan, None
+    shown = p99 if math.isfinite(p99) else None
+    rule = RuleForecast(f"{over.metric}_p99", shown, shown, over.limit_s, margin, combine(p99_flags), "s")
+    return rule, es
+
+
+def missing_rule(name: str, unit: str, source: str, limit: float | None = None) -> RuleForecast:
+    return RuleForecast(name, None, None, limit, None, None, unit, source)

@@ -1,0 +1,234 @@
+"""Projection of each node's final LoadGen tokens/s, with a band, from its progress so far.
+
+Each node is its own LoadGen run, and the rack figure is the sum of the nodes' figures (the published rack
+method). The method in words is in :mod:`tokenwatch.mlperf.forecast`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenwatch.events import FloatArray
+from tokenwatch.mlperf.pace import Assumptions, Pace, measure_pace, with_peers
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeProgress:
+    """Per node (arrays aligned on the run's node order), what the core holds at ``now_s``.
+
+    ``times_s`` / ``tokens``: each node's cumulative output tokens sampled at run times (ascending, the last
+    at ``now_s``; the core's whole-run series joined to its 1-s recent ring). ``start_s``: each node's
+    LoadGen start; ``last_change_s``: the last time its tokens grew (its end once ``finished``).
+    ``total_samples``: samples each node's LoadGen issues (Offline ``generated_samples_per_query``, Server
+    ``generated_query_count``), None if unknown. ``schedule_end_s``: Server, the end of each node's query
+    schedule (start + ``generated_query_duration``), or a time-bounded run's nominal end.
+    ``final_latency_s``: Server, a typical end-to-end latency per node (the core's e2e p50), 0 if unknown.
+    """
+
+    scenario: str
+    now_s: float
+    times_s: FloatArray
+    tokens: FloatArray
+    tokens_done: FloatArray
+    samples_done: FloatArray
+    start_s: FloatArray
+    last_change_s: FloatArray
+    finished: np.ndarray
+    total_samples: FloatArray | None = None
+    schedule_end_s: FloatArray | None = None
+    tokens_per_sample: float | None = None
+    final_latency_s: FloatArray | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeProjection:
+    """Per node: the projected figure and end, and how far each may move. Random deviations combine in
+    quadrature across nodes, systematic ones add up; ``future_loss`` applies to one node at most."""
+
+    tokens_per_s: FloatArray
+    end_s: FloatArray
+    down_random: FloatArray
+    up_random: FloatArray
+    down_systematic: FloatArray
+    up_systematic: FloatArray
+    end_late_s: FloatArray
+    end_early_s: FloatArray
+    future_loss: FloatArray
+    projectable: bool  # False until every running node has made progress
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Parts:
+    figure: FloatArray
+    end: FloatArray
+    down_random: FloatArray
+    up_random: FloatArray
+    down_systematic: FloatArray
+    up_systematic: FloatArray
+    late: FloatArray
+    early: FloatArray
+
+
+def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
+    """Each node's projected final tokens/s (LoadGen's figure for that node) and its deviations."""
+    pace = measure_pace(p.times_s, p.tokens, p.tokens_done, p.now_s, float(np.min(p.start_s)), a)
+    running = ~p.finished
+    stalled = running & (p.now_s - p.last_change_s > a.stall_after_s)
+    overall = p.tokens_done / np.maximum(p.now_s - p.start_s, 1e-9)
+    # A stalled (or just resumed) node is assumed to go on at its usual pace from now; the band's outage
+    # allowance covers it staying down.
+    rate = np.where(stalled | ~(pace.now > 0), np.where(pace.usual > 0, pace.usual, overall), pace.now)
+    rate = np.where(rate > 0, rate, 1.0)
+    pace = with_peers(pace, rate, running & ~stalled)
+    # A change of pace beyond the noise may end now: the band then reaches to the usual pace as well.
+    changed = np.abs(pace.usual - rate) > a.z * pace.spread(np.zeros(len(rate))) * rate
+    usual = np.where(stalled | (pace.usual <= 0) | ~changed, rate, pace.usual)
+    if p.total_samples is None and p.schedule_end_s is not None:
+        parts = _time_bounded(p, a, pace, rate, usual, stalled)
+    else:
+        parts = _work_bounded(p, a, pace, rate, usual, stalled)
+    duration = np.maximum(parts.end - p.start_s, 1e-9)
+    loss = np.minimum(a.outage_s, np.maximum(parts.end - p.now_s, 0.0))
+    future = np.where(stalled, 0.0, parts.figure * loss / (duration + loss))
+    done = p.finished
+    exact = p.tokens_done / np.maximum(p.last_change_s - p.start_s, 1e-9)
+
+    def running_only(x: FloatArray) -> FloatArray:
+        return np.where(done, 0.0, x)
+
+    return NodeProjection(
+        np.where(done, exact, parts.figure),
+        np.where(done, p.last_change_s, parts.end),
+        running_only(parts.down_random),
+        running_only(parts.up_random),
+        running_only(parts.down_systematic),
+        running_only(parts.up_systematic),
+        running_only(parts.late),
+        running_only(parts.early),
+        running_only(future),
+        bool(np.all(done | ((p.samples_done > 0) & (p.tokens_done > 0)))),
+    )
+
+
+def _time_bounded(
+    p: NodeProgress, a: Assumptions, pace: Pace, rate: FloatArray, usual: FloatArray, stalled: np.ndarray
+) -> _Parts:
+    """A run that ends at a fixed time (the simulator's Server): the end is known, the tokens are not."""
+    assert p.schedule_end_s is not None
+    end = np.maximum(p.schedule_end_s, p.now_s)
+    left = end - p.now_s
+    duration = np.maximum(end - p.start_s, 1e-9)
+    figure = (p.tokens_done + rate * left) / duration
+    random = a.z * pace.spread(left) * rate * left / duration
+    regime = (usual - rate) * left / duration
+    outage = np.where(stalled, np.minimum(a.outage_s, left) * rate / duration, 0.0)
+    unheard = np.where(stalled, (p.now_s - p.last_change_s) * rate / duration, 0.0)  # see _work_bounded
+    zero = np.zeros(len(rate))
+    return _Parts(
+        figure,
+        end,
+        random,
+        random,
+        np.maximum(-regime, 0.0) + outage,
+        np.maximum(regime, 0.0) + unheard,
+        zero,
+        zero,
+    )
+
+
+def _work_bounded(
+    p: NodeProgress, a: Assumptions, pace: Pace, rate: FloatArray, usual: FloatArray, stalled: np.ndarray
+) -> _Parts:
+    """A run that ends when its samples are done (Offline; Server with a known query count)."""
+    total, total_sd = _total_tokens(p, a)
+    remaining = np.maximum(total - p.tokens_done, 0.0)
+    left = remaining / rate  # seconds of work at the current pace
+    end, late_rand, early_rand, late_sys, early_sys, paced = _end_of_work(
+        p, a, left, a.z * pace.spread(left), remaining / usual
+    )
+    # A stalled node may stay down a while longer (outage_s), or may have been working all along unheard
+    # (a silent source whose next report makes up the gap): its end then comes that much sooner.
+    late_sys = late_sys + np.where(stalled, a.outage_s, 0.0)
+    early_sys = early_sys + np.where(stalled, p.now_s - p.last_change_s, 0.0)
+    duration = np.maximum(end - p.start_s, 1e-9)
+    figure = total / duration
+    # More tokens than expected move the end too where the pace decides it (not where a schedule does).
+    token_dev = _token_deviation(total, a.z * total_sd, duration, np.where(paced, rate, np.inf))
+    return _Parts(
+        figure,
+        end,
+        np.hypot(figure - total / (duration + late_rand), token_dev),
+        np.hypot(total / np.maximum(duration - early_rand, 1e-9) - figure, token_dev),
+        figure - total / (duration + late_sys),
+        total / np.maximum(duration - early_sys, 1e-9) - figure,
+        late_rand + late_sys,
+        early_rand + early_sys,
+    )
+
+
+def _total_tokens(p: NodeProgress, a: Assumptions) -> tuple[FloatArray, FloatArray]:
+    """Tokens each node will have generated at its end, and the SD of that figure."""
+    if p.total_samples is None:
+        return p.tokens_done, np.zeros(len(p.tokens_done))  # unknown: judged on what is done
+    left = np.maximum(p.total_samples - p.samples_done, 0.0)
+    if p.tokens_per_sample is not None:
+        return p.tokens_done + left * p.tokens_per_sample, np.zeros(len(left))
+    done = np.maximum(p.samples_done, 1.0)
+    mean = p.tokens_done / done
+    return p.tokens_done + left * mean, left * mean * a.output_cv / np.sqrt(done)
+
+
+def _end_of_work(
+    p: NodeProgress, a: Assumptions, left: FloatArray, spread: FloatArray, left_usual: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, np.ndarray]:
+    """Each node's end; how much later / earlier it may come from the pace's noise (``spread``, relative),
+    then from the drain, the final query's latency or a change of pace (``left_usual``: the work left at
+    the usual pace); and whether the pace (not a schedule) decides the end."""
+    noise = left * spread
+    if p.scenario == "Offline":
+        penalty = np.minimum(a.drain_s / 2.0, left)  # the drain tail: the batch empties over ~drain_s
+        end = p.now_s + left + penalty
+        other = p.now_s + left_usual + penalty
+        late_sys = a.drain_s - penalty + np.maximum(other - end, 0.0)
+        early_sys = penalty + np.maximum(end - other, 0.0)
+        return end, noise, noise, late_sys, early_sys, np.ones(len(left), bool)
+    # Server with a known query count: the query schedule's end plus the final query's latency, unless the
+    # node has fallen behind the schedule (more queries waiting than the schedule's noise explains); then
+    # its pace decides.
+    latency = p.final_latency_s if p.final_latency_s is not None else np.zeros(len(left))
+    schedule = p.schedule_end_s if p.schedule_end_s is not None else np.full(len(left), p.now_s)
+    total = p.total_samples if p.total_samples is not None else p.samples_done
+    keep_up = schedule + latency
+    expected = total / np.maximum(schedule - p.start_s, 1e-9) * np.maximum(p.now_s - p.start_s - latency, 0.0)
+    behind = expected - p.samples_done > a.z * np.sqrt(expected) + 1.0
+    end = np.where(behind, np.maximum(keep_up, p.now_s + left), keep_up)
+    other = np.where(behind, np.maximum(keep_up, p.now_s + left_usual), keep_up)
+    return (
+        end,
+        np.where(behind, noise, latency),  # the final query may take twice the typical latency
+        np.where(behind, np.minimum(noise, end - keep_up), latency),
+        np.maximum(other - end, 0.0),
+        np.maximum(end - other, 0.0),
+        end > keep_up,
+    )
+
+
+def _token_deviation(
+    total: FloatArray, delta: FloatArray, duration: FloatArray, rate: FloatArray
+) -> FloatArray:
+    """How much the figure moves when the final token count moves by ``delta`` (and the end by delta/rate)."""
+    shifted = (total + delta) / np.maximum(duration + delta / rate, 1e-9)
+    return np.abs(shifted - total / duration)
+
+
+def rack_band(nodes: NodeProjection) -> tuple[float, float, float]:
+    """(point, low, high) of the rack figure: the sum of the nodes', random parts in quadrature, and on the
+    low side one node's unforeseen loss of ``outage_s``."""
+    point = float(nodes.tokens_per_s.sum())
+    low = point - math.sqrt(float(np.sum(nodes.down_random**2))) - float(nodes.down_systematic.sum())
+    low -= float(nodes.future_loss.max(initial=0.0))
+    high = point + math.sqrt(float(np.sum(nodes.up_random**2))) + float(nodes.up_systematic.sum())
+    return point, low, high
