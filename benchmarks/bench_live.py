@@ -92,7 +92,7 @@ progress:
     )
 
 
-def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, float]:
+def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, float | str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenwatch", "watch", str(config), "--headless", "--interval", "10s"],
@@ -120,7 +120,7 @@ def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, floa
         "cpu_pct": 100 * used / (wall1 - wall0),
         "rss_peak_mb": max(rss),
         "rss_mean_mb": statistics.fmean(rss),
-        "last_line": lines[-1],  # type: ignore[dict-item]
+        "last_line": lines[-1],
     }
 
 

@@ -200,4 +200,6 @@ class MetricsServer:
 
 def expected_vllm_tokens() -> int:
     text = VLLM.read_text()
-    return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]
+    total = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M)
+    assert total is not None
+    return round(float(total.group(1)))

@@ -10,6 +10,7 @@ import pytest
 from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
+from tests.conftest import progress_counts
 from tokenwatch.events import Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
@@ -35,16 +36,16 @@ def write_logs(root: Path, cluster: LoopbackCluster, upto: int) -> None:
                 fh.write(log_line(s * node.index))
 
 
-def rows_of(run, node: str) -> int:  # type: ignore[no-untyped-def]
+def rows_of(run, node: str) -> int:
     return sum(1 for r in gpu_rows(run.events) if r.node == node)
 
 
-def node_power(run, node: str) -> float:  # type: ignore[no-untyped-def]
+def node_power(run, node: str) -> float:
     snap = run.snapshot()
     return float(snap.nodes.power_w[snap.nodes.index(node)])
 
 
-def last_tokens(run, node: str) -> int | None:  # type: ignore[no-untyped-def]
+def last_tokens(run, node: str) -> int | None:
     progress = [e for e in run.events if isinstance(e, Progress) and e.node == node]
     return progress[-1].tokens_done if progress else None
 
@@ -123,7 +124,9 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
     assert changes == ["down", "up"]  # down may be re-published with a new reason (lost, refused)
     tokens = snap.nodes.tokens_done[snap.nodes.index("node03")]
     # written: 300, 600 (cumulative counters), then 7700 after the restart: counted once, no replay
-    progress = [e.tokens_done for e in run.events if isinstance(e, Progress) and e.node == "node03"]
+    progress = progress_counts(
+        (e for e in run.events if isinstance(e, Progress) and e.node == "node03"), tokens=True
+    )
     assert progress == sorted(progress)
     assert progress[-1] == 7700
     assert progress.count(600) == 1

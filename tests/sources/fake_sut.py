@@ -39,7 +39,7 @@ class TokenSut:
     def __init__(self, tokens_per_s: float, low: int, high: int) -> None:
         self.token_time = 1.0 / tokens_per_s
         self.low, self.high = low, high
-        self.queue: deque = deque()
+        self.queue: deque[lg.QuerySample] = deque()
         self.cv = threading.Condition()
         self.stopping = False
         self.samples = 0
@@ -47,7 +47,7 @@ class TokenSut:
         self.worker = threading.Thread(target=self._serve, daemon=True)
         self.worker.start()
 
-    def issue(self, samples: list) -> None:
+    def issue(self, samples: list[lg.QuerySample]) -> None:
         with self.cv:
             self.queue.extend(samples)
             self.cv.notify()

@@ -35,7 +35,7 @@ def _nan_reduce(fn: object, values: np.ndarray) -> np.ndarray:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            return fn(values, axis=1)  # type: ignore[operator]
+            return np.asarray(fn(values, axis=1))  # type: ignore[operator]
 
 
 def empty_snapshot(now: float = 0.0) -> RackSnapshot:

@@ -78,7 +78,7 @@ def _quiet(fn: object, *args: object, **kwargs: object) -> FloatArray:
     """numpy's nan-reductions without the all-NaN RuntimeWarning (an all-NaN slice is simply NaN)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return fn(*args, **kwargs)  # type: ignore[operator]
+        return np.asarray(fn(*args, **kwargs))  # type: ignore[operator]
 
 
 def run_history(state: RackState) -> RunHistory:

@@ -215,7 +215,7 @@ class _OfflineWork:
         return np.round(self.tokens).astype(np.int64)
 
     def finished(self, t: float) -> np.ndarray:
-        return ~np.isnan(self.done_at)
+        return np.asarray(~np.isnan(self.done_at))
 
     def latency_deltas(
         self, t: float, report: np.ndarray
