@@ -257,7 +257,7 @@ def test_sla_breach_on_server_p99() -> None:
     assert core.snapshot().latency["ttft"].p99 == pytest.approx(exact, rel=0.01)
 
 
-def test_latency_percentiles_merge_nodes(irregular_run) -> None:
+def test_latency_percentiles_merge_nodes() -> None:
     core = RackCore()
     core.ingest(start(scenario="Server", total=None))
     rng = np.random.default_rng(5)

@@ -78,7 +78,7 @@ class RecordedNvml:
         gpu = self._answer("nvmlDeviceGetUtilizationRates", h)
         return SimpleNamespace(gpu=gpu["util_gpu"], memory=gpu["util_memory"])
 
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
+    def nvmlDeviceGetTemperature(self, h: int, _sensor: int) -> int:
         return int(self._answer("nvmlDeviceGetTemperature", h)["temperature_gpu"])
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:

@@ -97,7 +97,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
 
         before_kill = len(run.statuses("node03"))
         victim.kill()
-        await run.wait_for("node03 down", lambda: run.state("node03") == "down", timeout=10)
+        await run.wait_for("node03 down", lambda: run.state("node03") == "down", within_s=10)
         down = [s for s in run.statuses("node03") if s.state == "down"][-1]
         assert down.reason  # the engineer is told why
         others_before = {n: rows_of(run, n) for n in names if n != "node03"}
@@ -115,7 +115,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
         with open(logs / "node03" / "harness.log", "a") as fh:  # the node's harness went on meanwhile
             fh.write(log_line(77))
         victim.start()
-        await run.wait_for("node03 back up", lambda: run.state("node03") == "up", timeout=10)
+        await run.wait_for("node03 back up", lambda: run.state("node03") == "up", within_s=10)
         await run.wait_for("node03's new line", lambda: last_tokens(run, "node03") == 7700)
         await run.wait_for("node03 streaming", lambda: rows_of(run, "node03") >= victim_rows + 8)
         snap = run.snapshot()
@@ -170,7 +170,7 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         await run.wait_for(
             "node06 reported stale",
             lambda: any(s.state == "stale" for s in run.statuses("node06")),
-            timeout=10,
+            within_s=10,
         )
         assert run.state("node06") == "stale"
         stale = [s for s in run.statuses("node06") if s.state == "stale"][-1]
@@ -178,7 +178,7 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         snap = run.snapshot()
         assert all(snap.nodes.state[i] == "up" for i, n in enumerate(snap.nodes.names) if n != "node06")
         (node.control / "stall").unlink()
-        await run.wait_for("node06 up again", lambda: run.state("node06") == "up", timeout=15)
+        await run.wait_for("node06 up again", lambda: run.state("node06") == "up", within_s=15)
     assert [s.state for s in run.statuses("node06")][-1] == "up"
 
 
@@ -191,19 +191,19 @@ async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster,
         await run.wait_for(
             "the failure reported",
             lambda: any("status 3" in n.message for n in run.notices("node07")),
-            timeout=10,
+            within_s=10,
         )
         message = next(n.message for n in run.notices("node07") if "status 3" in n.message)
         assert "GPU is lost" in message  # the command's own stderr, for the engineer
         await run.wait_for(
             "node07 reported stale",
             lambda: any(s.state == "stale" for s in run.statuses("node07")),
-            timeout=10,
+            within_s=10,
         )
         (node.control / "fail").unlink()
         rows = rows_of(run, "node07")
-        await run.wait_for("retried", lambda: rows_of(run, "node07") > rows, timeout=15)
-        await run.wait_for("node07 up", lambda: run.state("node07") == "up", timeout=10)
+        await run.wait_for("retried", lambda: rows_of(run, "node07") > rows, within_s=15)
+        await run.wait_for("node07 up", lambda: run.state("node07") == "up", within_s=10)
 
 
 async def test_unknown_and_changed_host_keys_fail_only_their_node(

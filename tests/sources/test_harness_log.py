@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -49,7 +49,11 @@ def _integrate(
 
 def _vllm_points(text: str) -> list[tuple[datetime, float, float]]:
     return [
-        (datetime.strptime("2000-" + stamp, "%Y-%m-%d %H:%M:%S"), float(gen), float(prompt))
+        (
+            datetime.strptime("2000-" + stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
+            float(gen),
+            float(prompt),
+        )
         for stamp, prompt, gen in VLLM_STATS.findall(text)
     ]
 
@@ -92,7 +96,7 @@ def test_sglang_preset_on_a_real_server_log() -> None:
     parser = LogProgressParser.preset("sglang", "spark")
     events = feed_in_chunks(lambda chunk: parser.feed(chunk, 3.0), raw, 1000) + parser.close(4.0)
     points = [
-        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S"), float(rate), 0.0)
+        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC), float(rate), 0.0)
         for stamp, rate in SGLANG_DECODE.findall(raw.decode("utf-8"))
     ]
     lines, generated, _ = _integrate(points, cap_after_s=None)

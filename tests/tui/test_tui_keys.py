@@ -30,7 +30,7 @@ def table_order(table: NodeTable) -> list[str]:
     return [snap.nodes.names[i] for i in table._order]
 
 
-async def test_s_cycles_the_sort_column_and_S_reverses() -> None:
+async def test_s_cycles_the_sort_column_and_shift_s_reverses() -> None:
     app = replay_app(NODE_FAILURE, 1850)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)

@@ -67,7 +67,7 @@ class GpuTimelines(Widget):
         gpus = next(iter(self.history.gpu_series.values())).shape[0] if self.history.gpu_series else 0
         return 3 + len(SERIES) * (gpus + 2)
 
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+    def get_content_height(self, _container: Size, _viewport: Size, _width: int) -> int:
         return self._line_count()
 
     def render(self) -> RenderResult:
