@@ -10,9 +10,10 @@ from textual.app import RenderResult
 from textual.geometry import Size
 from textual.widget import Widget
 
+from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.formatting import DASH, format_clock
-from tokenwatch.tui.charts import finite_range, sparkline
+from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.palette import Palette, palette
 
 # metric -> (title, unit, divisor, decimals)
