@@ -139,10 +139,6 @@ class ReplayPlayer:
         return self._end_handled and self._next >= self._tape.end and not self.seeking
 
     @property
-    def can_seek_back(self) -> bool:
-        return self._host is not None and self._host.recorder is None
-
-    @property
     def keyframe_count(self) -> int:
         return len(self._keyframes)
 
