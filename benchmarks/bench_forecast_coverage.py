@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tokenwatch.core import RackCore  # noqa: E402
+from tokenwatch.events import Scenario  # noqa: E402
 from tokenwatch.mlperf.forecast import Assumptions, Band, NodeProgress, forecast  # noqa: E402
 from tokenwatch.sim.faults import Fault  # noqa: E402
 from tokenwatch.sim.profile import load_profile  # noqa: E402
@@ -119,12 +121,12 @@ def progress_at(series: Series, k: int, scenario: str, core: RackCore) -> NodePr
     )
 
 
-def sim_sweep(runs: int, seed: int) -> dict[str, list]:
+def sim_sweep(runs: int, seed: int) -> dict[str, list[Any]]:
     profile = load_profile("gb300-nvl72")
     rng = np.random.default_rng(seed)
-    out: dict[str, list] = {"rows": []}
+    out: dict[str, list[Any]] = {"rows": []}
     for i in range(runs):
-        scenario = "Offline" if i % 3 else "Server"
+        scenario: Scenario = "Offline" if i % 3 else "Server"
         duration = float(rng.choice([1200.0, 1800.0, 2400.0]))
         faults = draw_faults(rng, profile.node_names(), duration)
         settings = SimSettings(
@@ -275,7 +277,7 @@ def time_forecast(repeat: int = 300) -> tuple[float, float]:
     return statistics.median(costs) * 1e3, float(np.percentile(costs, 99)) * 1e3
 
 
-def report(rows: list, label: str) -> None:
+def report(rows: list[Any], label: str) -> None:
     for point in POINTS:
         at = [r for r in rows if r[2] == point]
         inside = [r[3] is not None and r[3].contains(r[4]) for r in at]
@@ -287,7 +289,7 @@ def report(rows: list, label: str) -> None:
         )
 
 
-def sim_report(rows: list) -> None:
+def sim_report(rows: list[Any]) -> None:
     report(rows, "all runs  ")
     report([r for r in rows if r[0] == "Offline"], "Offline   ")
     report([r for r in rows if r[0] == "Server"], "Server    ")
@@ -309,7 +311,7 @@ def sim_report(rows: list) -> None:
         )
 
 
-def loadgen_report(rows: list) -> None:
+def loadgen_report(rows: list[Any]) -> None:
     for point in POINTS:
         at = [r for r in rows if r[1] == point]
         inside = [r[2] is not None and r[2].contains(r[3]) for r in at]

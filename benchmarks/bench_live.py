@@ -70,7 +70,7 @@ class LogWriters:
 
     def _run(self) -> None:
         while not self.stop.wait(1.0):
-            stamp = dt.datetime.now().strftime("%m-%d %H:%M:%S")
+            stamp = dt.datetime.now().astimezone().strftime("%m-%d %H:%M:%S")  # vLLM logs local time
             for i, path in enumerate(self.paths):
                 with open(path, "a") as fh:
                     fh.write(VLLM_LINE.format(stamp=stamp, rate=15000.0 + i))
@@ -92,7 +92,7 @@ progress:
     )
 
 
-def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, float]:
+def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, float | str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenwatch", "watch", str(config), "--headless", "--interval", "10s"],
@@ -120,7 +120,7 @@ def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, floa
         "cpu_pct": 100 * used / (wall1 - wall0),
         "rss_peak_mb": max(rss),
         "rss_mean_mb": statistics.fmean(rss),
-        "last_line": lines[-1],  # type: ignore[dict-item]
+        "last_line": lines[-1],
     }
 
 
@@ -197,7 +197,8 @@ async def streaming_rounds(transports: list[tuple[str, SshTransport]], seconds: 
                 for line in lines:
                     cells = line.decode().split(", ")
                     if cells[1] == "0":  # one delay per block (GPU 0's row opens it)
-                        stamp = dt.datetime.strptime(cells[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                        local = dt.datetime.strptime(cells[0], "%Y/%m/%d %H:%M:%S.%f").astimezone()
+                        stamp = local.timestamp()  # nvidia-smi prints local time
                         delays.append(now - stamp)
         finally:
             await stream.aclose()

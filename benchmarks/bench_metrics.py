@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tokenwatch.core import RackCore
-from tokenwatch.events import Event
+from tokenwatch.events import Event, Scenario
 from tokenwatch.exporter import MetricsServer
 from tokenwatch.exporter.exposition import render
 from tokenwatch.exporter.families import take_view
@@ -29,7 +29,7 @@ from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
 RACKS = 64
 
 
-def fleet(scenario: str) -> tuple[RackCore, Iterator[Event]]:
+def fleet(scenario: Scenario) -> tuple[RackCore, Iterator[Event]]:
     """A core fed by ``sim --racks 64`` (1,152 nodes, 4,608 GPUs), and the rest of its event stream."""
     profile = load_profile("gb300-nvl72")
     profile = dataclasses.replace(
@@ -47,7 +47,7 @@ def feed_until(core: RackCore, events: Iterator[Event], t: float) -> None:
             return
 
 
-def measure(label: str, scenario: str, start_s: float) -> None:
+def measure(label: str, scenario: Scenario, start_s: float) -> None:
     """The first (cold) scrape, then one scrape after each further second of the run (as Prometheus
     scraping every second sees it), then HTTP scrapes of the running server."""
     core, events = fleet(scenario)

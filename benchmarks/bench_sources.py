@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import statistics
 import sys
@@ -71,7 +72,7 @@ def bench_summarize(repeat: int) -> None:
             root = Path(folder)
             build_result_set(root, 18, qsl)
             size = sum(f.stat().st_size for f in root.rglob("*.txt"))
-            first, best, median = best_and_median(lambda r=root: summarize_result_dirs([r], 4), repeat)
+            first, best, median = best_and_median(functools.partial(summarize_result_dirs, [root], 4), repeat)
             summary, _ = summarize_result_dirs([root], 4)
             print(
                 f"summarize 18 nodes, {label}: {size / 1e6:.2f} MB; first {first * 1e3:.1f} ms, "

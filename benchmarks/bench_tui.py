@@ -41,6 +41,7 @@ from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
 from tokenwatch.tui.screens.dashboard import DashboardScreen  # noqa: E402
 from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
+from tokenwatch.tui.widgets.node_table import NodeTable  # noqa: E402
 
 SAMPLE = ROOT / "sample_runs" / "gb300-nvl72-offline.jsonl.zst"
 
@@ -112,7 +113,7 @@ async def measure_refresh(app: TokenwatchApp, size: tuple[int, int], iterations:
         for label, action in (
             ("key s (sort)", screen.action_sort_next),
             ("key m (metric)", screen.action_heat_metric),
-            ("key down", lambda: screen.query_one("#nodes").action_cursor(1)),  # type: ignore[attr-defined]
+            ("key down", lambda: screen.query_one("#nodes", NodeTable).action_cursor(1)),
         ):
             times = []
             for _ in range(min(iterations, 20)):

@@ -7,16 +7,29 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
+
+from tokenwatch.events import Event, Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE_RUNS = REPO_ROOT / "sample_runs"
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
+    """``samples_done`` (``tokens_done`` with ``tokens``) of every Progress event, each known."""
+    counts = []
+    for e in events:
+        if isinstance(e, Progress):
+            count = e.tokens_done if tokens else e.samples_done
+            assert count is not None, f"{e} leaves the count unknown"
+            counts.append(count)
+    return counts
 
 
 def cli_env(**extra: str) -> dict[str, str]:

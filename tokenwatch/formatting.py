@@ -6,9 +6,10 @@ import math
 
 from tokenwatch.durations import format_clock
 
-__all__ = ["format_clock", "group", "kilowatts", "pct", "rate", "seconds_ms"]
+__all__ = ["format_clock", "group", "kilowatts", "pct", "rate", "seconds_label", "seconds_ms", "si"]
 
 DASH = "—"
+_SI_PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
 def _ok(value: float | None) -> bool:
@@ -40,3 +41,22 @@ def seconds_ms(seconds: float | None) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.2f} ms"
     return f"{seconds:.2f} s"
+
+
+def si(value: float, digits: int = 3, *, fixed: bool = False) -> str:
+    """Axis labels with a k/M/G prefix: ``digits`` significant digits (1,100,000 -> 1.1M, 62,000 -> 62k,
+    0.055 -> 0.055); with ``fixed``, ``digits`` decimals and none below 1,000 (61,759 -> 61.8k)."""
+    if not math.isfinite(value):
+        return DASH
+    style = "f" if fixed else "g"
+    for scale, prefix in _SI_PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}{style}}{prefix}"
+    return f"{value:.0f}" if fixed else f"{value:.{digits}g}"
+
+
+def seconds_label(seconds: float, space: str = " ") -> str:
+    """Latency axis labels: 0.005 -> ``5 ms``, 2 -> ``2 s`` (``space=""``: ``5ms``, for narrow axes)."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}{space}ms"
+    return f"{seconds:g}{space}s"

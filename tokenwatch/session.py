@@ -14,10 +14,22 @@ from collections.abc import Callable, Sequence
 
 from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.core import RackCore
-from tokenwatch.events import Collector, Event, Notice, RunEnded  # Emit: re-exported for now
+from tokenwatch.events import Collector, Emit, Event, Notice, RunEnded
 from tokenwatch.recording import RecordingWriter
 
 _DONE = object()
+
+
+async def run_collector(collector: Collector, emit: Emit, now: Callable[[], float]) -> None:
+    """Run ``collector`` to its end. Its failure becomes an error ``Notice`` ("NAME stopped: why", at
+    run time ``now()``) in the stream, never an exception that cancels its siblings."""
+    try:
+        await collector.run(emit)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a failing source is news for the engineer, not a crash
+        name = getattr(collector, "name", type(collector).__name__)
+        await emit(Notice(now(), "error", f"{name} stopped: {exc}", source=name))
 
 
 class Session:
@@ -68,17 +80,10 @@ class Session:
     async def emit(self, event: Event) -> None:
         await self.queue.put(event)
 
-    async def _run_collector(self, collector: Collector) -> None:
-        try:
-            await collector.run(self.emit)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a failing source is news for the engineer, not a crash
-            name = getattr(collector, "name", type(collector).__name__)
-            await self.emit(Notice(self.core.now, "error", f"{name} stopped: {exc}", source=name))
-
     async def _produce(self) -> None:
-        self._tasks = [asyncio.create_task(self._run_collector(c)) for c in self.collectors]
+        self._tasks = [
+            asyncio.create_task(run_collector(c, self.emit, lambda: self.core.now)) for c in self.collectors
+        ]
         try:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:

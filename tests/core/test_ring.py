@@ -16,9 +16,12 @@ def test_recent_ring_keeps_the_newest_points_in_order() -> None:
     assert times.tolist() == [7, 8, 9, 10, 11]
     assert values[:, 1].tolist() == [-7, -8, -9, -10, -11]
     assert ring.view(2)[0].tolist() == [10, 11]
-    assert ring.oldest() is not None
-    assert ring.oldest()[0] == 7
-    assert ring.value_at_or_before(9.5)[0] == 9  # type: ignore[index]
+    oldest = ring.oldest()
+    assert oldest is not None
+    assert oldest[0] == 7
+    before = ring.value_at_or_before(9.5)
+    assert before is not None
+    assert before[0] == 9
     assert ring.value_at_or_before(6.9) is None
 
 

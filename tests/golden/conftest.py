@@ -37,9 +37,10 @@ class Produced:
 def produced(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Produced:
     produced = Produced(tmp_path_factory.mktemp("golden"))
     selected = {
-        id(item.callspec.params["case"])  # type: ignore[attr-defined]
+        id(item.callspec.params["case"])
         for item in request.session.items
-        if "case" in getattr(getattr(item, "callspec", None), "params", {})
+        if isinstance(item, pytest.Function)
+        and "case" in getattr(getattr(item, "callspec", None), "params", {})
     }
     produced.prefetch(c for c in ALL_CASES if id(c) in selected)
     return produced

@@ -17,6 +17,7 @@ from tests.golden.cases import (
     SNAPSHOTS,
     SUMMARY_JSON,
     HeadlessCase,
+    RecordingSummaryCase,
 )
 from tests.golden.conftest import Produced
 
@@ -57,10 +58,11 @@ def split_output(produced: Produced, case: HeadlessCase) -> tuple[list[str], lis
 
 def summary_of(produced: Produced, case: HeadlessCase) -> dict[str, Any]:
     """``summarize --json`` of the recording this case ran or replayed."""
-    if case.recording is None:
-        return orjson.loads(produced(case).artefacts[SUMMARY_JSON])  # type: ignore[no-any-return]
-    (same,) = [c for c in RECORDING_SUMMARY_CASES if c.recording == case.recording]
-    return orjson.loads(produced(same).artefacts[SUMMARY_JSON])  # type: ignore[no-any-return]
+    same: HeadlessCase | RecordingSummaryCase = case
+    if case.recording is not None:
+        (same,) = [c for c in RECORDING_SUMMARY_CASES if c.recording == case.recording]
+    summary: dict[str, Any] = orjson.loads(produced(same).artefacts[SUMMARY_JSON])
+    return summary
 
 
 @each_case

@@ -111,14 +111,14 @@ class LiveRun:
     def notices(self, node: str | None = None) -> list[Notice]:
         return [e for e in self.events if isinstance(e, Notice) and (node is None or e.node == node)]
 
-    async def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
+    async def wait_for(self, what: str, predicate: Callable[[], bool], within_s: float = 20.0) -> None:
+        deadline = time.monotonic() + within_s
         while not predicate():
             if self.task is not None and self.task.done():
                 self.task.result()
                 raise AssertionError(f"the session ended while waiting for {what}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+                raise AssertionError(f"timed out after {within_s:g} s waiting for {what}")
             await asyncio.sleep(0.05)
 
 
@@ -200,4 +200,6 @@ class MetricsServer:
 
 def expected_vllm_tokens() -> int:
     text = VLLM.read_text()
-    return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]
+    total = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M)
+    assert total is not None
+    return round(float(total.group(1)))

@@ -29,7 +29,7 @@ async def serve(
     return server, server.sockets[0].getsockname()[1], requests
 
 
-async def open_tcp(host: str, port: int):  # type: ignore[no-untyped-def]
+async def open_tcp(host: str, port: int):
     return await asyncio.open_connection(host, port)
 
 

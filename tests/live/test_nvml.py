@@ -36,7 +36,7 @@ class RecordedNvml:
     NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
 
     def __init__(self, gpus: list[str], unsupported: frozenset[str] = frozenset(), init_error: Any = None):
-        self.gpus = [RECORDED[g] for g in gpus]
+        self.gpus: list[dict[str, Any]] = [RECORDED[g] for g in gpus]
         self.unsupported = unsupported
         self.init_error = init_error
         self.calls: list[str] = []
@@ -61,14 +61,14 @@ class RecordedNvml:
         return index
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
-        return self._answer("nvmlDeviceGetPowerUsage", h)["nvmlDeviceGetPowerUsage"]
+        return int(self._answer("nvmlDeviceGetPowerUsage", h)["nvmlDeviceGetPowerUsage"])
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
-        return self._answer("nvmlDeviceGetEnforcedPowerLimit", h)["nvmlDeviceGetEnforcedPowerLimit"]
+        return int(self._answer("nvmlDeviceGetEnforcedPowerLimit", h)["nvmlDeviceGetEnforcedPowerLimit"])
 
     def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
         gpu = self._answer("nvmlDeviceGetClockInfo", h)
-        return gpu["clock_sm"] if clock == pynvml.NVML_CLOCK_SM else gpu["clock_mem"]
+        return int(gpu["clock_sm"] if clock == pynvml.NVML_CLOCK_SM else gpu["clock_mem"])
 
     def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
         gpu = self._answer("nvmlDeviceGetMemoryInfo", h)
@@ -78,11 +78,11 @@ class RecordedNvml:
         gpu = self._answer("nvmlDeviceGetUtilizationRates", h)
         return SimpleNamespace(gpu=gpu["util_gpu"], memory=gpu["util_memory"])
 
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
-        return self._answer("nvmlDeviceGetTemperature", h)["temperature_gpu"]
+    def nvmlDeviceGetTemperature(self, h: int, _sensor: int) -> int:
+        return int(self._answer("nvmlDeviceGetTemperature", h)["temperature_gpu"])
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
-        return self._answer("nvmlDeviceGetCurrentClocksEventReasons", h)["clocks_event_reasons"]
+        return int(self._answer("nvmlDeviceGetCurrentClocksEventReasons", h)["clocks_event_reasons"])
 
 
 def from_q(capture: str) -> dict[str, float]:

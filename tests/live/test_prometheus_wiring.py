@@ -15,6 +15,7 @@ import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
 from tests.conftest import free_port, prometheus_query
+from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
 from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
@@ -103,13 +104,15 @@ def test_rack_wide_sources_are_configured_from_the_watch_config(tmp_path: Path) 
     )
     collector = build_collector(load_watch_config(cfg))
     gpu, progress = collector.rack_collectors
+    assert isinstance(gpu, PrometheusQueryCollector)
+    assert isinstance(progress, PrometheusQueryCollector)
     assert (gpu.url, gpu.node_label, gpu.interval_s, gpu.gpus_per_node) == (
         "http://prom:9090",
         "instance",
         2.0,
         8,
-    )  # type: ignore[attr-defined]
-    assert gpu.nodes == ("n1", "n2", "n3")  # type: ignore[attr-defined]
-    assert (progress.node_label, progress.interval_s) == ("host", 3.0)  # type: ignore[attr-defined]
-    assert any("power" in q for q in gpu.queries)  # type: ignore[attr-defined]
-    assert not any("power" in q for q in progress.queries)  # type: ignore[attr-defined]
+    )
+    assert gpu.nodes == ("n1", "n2", "n3")
+    assert (progress.node_label, progress.interval_s) == ("host", 3.0)
+    assert any("power" in q for q in gpu.queries)
+    assert not any("power" in q for q in progress.queries)

@@ -10,6 +10,7 @@ import pytest
 from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
+from tests.conftest import progress_counts
 from tokenwatch.events import Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
@@ -35,16 +36,16 @@ def write_logs(root: Path, cluster: LoopbackCluster, upto: int) -> None:
                 fh.write(log_line(s * node.index))
 
 
-def rows_of(run, node: str) -> int:  # type: ignore[no-untyped-def]
+def rows_of(run, node: str) -> int:
     return sum(1 for r in gpu_rows(run.events) if r.node == node)
 
 
-def node_power(run, node: str) -> float:  # type: ignore[no-untyped-def]
+def node_power(run, node: str) -> float:
     snap = run.snapshot()
     return float(snap.nodes.power_w[snap.nodes.index(node)])
 
 
-def last_tokens(run, node: str) -> int | None:  # type: ignore[no-untyped-def]
+def last_tokens(run, node: str) -> int | None:
     progress = [e for e in run.events if isinstance(e, Progress) and e.node == node]
     return progress[-1].tokens_done if progress else None
 
@@ -96,7 +97,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
 
         before_kill = len(run.statuses("node03"))
         victim.kill()
-        await run.wait_for("node03 down", lambda: run.state("node03") == "down", timeout=10)
+        await run.wait_for("node03 down", lambda: run.state("node03") == "down", within_s=10)
         down = [s for s in run.statuses("node03") if s.state == "down"][-1]
         assert down.reason  # the engineer is told why
         others_before = {n: rows_of(run, n) for n in names if n != "node03"}
@@ -114,7 +115,7 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
         with open(logs / "node03" / "harness.log", "a") as fh:  # the node's harness went on meanwhile
             fh.write(log_line(77))
         victim.start()
-        await run.wait_for("node03 back up", lambda: run.state("node03") == "up", timeout=10)
+        await run.wait_for("node03 back up", lambda: run.state("node03") == "up", within_s=10)
         await run.wait_for("node03's new line", lambda: last_tokens(run, "node03") == 7700)
         await run.wait_for("node03 streaming", lambda: rows_of(run, "node03") >= victim_rows + 8)
         snap = run.snapshot()
@@ -123,7 +124,9 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
     assert changes == ["down", "up"]  # down may be re-published with a new reason (lost, refused)
     tokens = snap.nodes.tokens_done[snap.nodes.index("node03")]
     # written: 300, 600 (cumulative counters), then 7700 after the restart: counted once, no replay
-    progress = [e.tokens_done for e in run.events if isinstance(e, Progress) and e.node == "node03"]
+    progress = progress_counts(
+        (e for e in run.events if isinstance(e, Progress) and e.node == "node03"), tokens=True
+    )
     assert progress == sorted(progress)
     assert progress[-1] == 7700
     assert progress.count(600) == 1
@@ -167,7 +170,7 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         await run.wait_for(
             "node06 reported stale",
             lambda: any(s.state == "stale" for s in run.statuses("node06")),
-            timeout=10,
+            within_s=10,
         )
         assert run.state("node06") == "stale"
         stale = [s for s in run.statuses("node06") if s.state == "stale"][-1]
@@ -175,7 +178,7 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         snap = run.snapshot()
         assert all(snap.nodes.state[i] == "up" for i, n in enumerate(snap.nodes.names) if n != "node06")
         (node.control / "stall").unlink()
-        await run.wait_for("node06 up again", lambda: run.state("node06") == "up", timeout=15)
+        await run.wait_for("node06 up again", lambda: run.state("node06") == "up", within_s=15)
     assert [s.state for s in run.statuses("node06")][-1] == "up"
 
 
@@ -188,19 +191,19 @@ async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster,
         await run.wait_for(
             "the failure reported",
             lambda: any("status 3" in n.message for n in run.notices("node07")),
-            timeout=10,
+            within_s=10,
         )
         message = next(n.message for n in run.notices("node07") if "status 3" in n.message)
         assert "GPU is lost" in message  # the command's own stderr, for the engineer
         await run.wait_for(
             "node07 reported stale",
             lambda: any(s.state == "stale" for s in run.statuses("node07")),
-            timeout=10,
+            within_s=10,
         )
         (node.control / "fail").unlink()
         rows = rows_of(run, "node07")
-        await run.wait_for("retried", lambda: rows_of(run, "node07") > rows, timeout=15)
-        await run.wait_for("node07 up", lambda: run.state("node07") == "up", timeout=10)
+        await run.wait_for("retried", lambda: rows_of(run, "node07") > rows, within_s=15)
+        await run.wait_for("node07 up", lambda: run.state("node07") == "up", within_s=10)
 
 
 async def test_unknown_and_changed_host_keys_fail_only_their_node(

@@ -179,7 +179,7 @@ def test_hosts_from_a_slurm_job_through_ssh_config(healthy: LoopbackCluster, tmp
     cfg = tmp_path / "w.yaml"
     cfg.write_text("run: {name: slurm}\nnodes: {slurm_job: 1, gpus_per_node: 4}\ngpu: {interval: 300ms}\n")
     rec = tmp_path / "rec.jsonl"
-    env = {"HOME": str(home), "PATH": f"{fake_bin}:{os.environ['PATH']}", "SSH_AUTH_SOCK": ""}
+    path = f"{fake_bin}:{os.environ['PATH']}"
     result = run_tokenwatch(
         "watch",
         str(cfg),
@@ -190,12 +190,17 @@ def test_hosts_from_a_slurm_job_through_ssh_config(healthy: LoopbackCluster, tmp
         "3s",
         "--record",
         str(rec),
-        **env,
+        HOME=str(home),
+        PATH=path,
+        SSH_AUTH_SOCK="",
     )
     assert result.returncode == 0, result.stderr
     events, _ = read_events(rec)
-    assert events[0].nodes == ("node02", "node03", "node05")  # type: ignore[union-attr]
+    assert isinstance(events[0], RunStarted)
+    assert events[0].nodes == ("node02", "node03", "node05")
     ups = {e.node for e in events if isinstance(e, NodeStatus) and e.state == "up"}
     assert ups == {"node02", "node03", "node05"}
-    bad = run_tokenwatch("watch", str(cfg), "--slurm-job", "7", "--headless", **env)
+    bad = run_tokenwatch(
+        "watch", str(cfg), "--slurm-job", "7", "--headless", HOME=str(home), PATH=path, SSH_AUTH_SOCK=""
+    )
     assert "Invalid job id" in one_line_error(bad)

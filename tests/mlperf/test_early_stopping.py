@@ -116,7 +116,9 @@ def test_real_server_run_lenovo_ttft_early_stopping() -> None:
     """LoadGen 5.1 on 8xB200: 884,736 queries, TTFT p99 3.85 s > 2 s, "350367 more queries"."""
     summary = (LOADGEN / "lenovo-8xb200-llama2-999-server-ranging" / "mlperf_log_summary.txt").read_text()
     block = _block(summary, "TTFT Early Stopping Result:")
-    n, more = map(int, re.search(r"Processed (\d+) queries.*at least (\d+) more", block, re.S).groups())
+    found = re.search(r"Processed (\d+) queries.*at least (\d+) more", block, re.S)
+    assert found is not None, block
+    n, more = map(int, found.groups())
     assert n == 884_736
     # LoadGen said n + more = h(t) + t for its count t of samples over 2 s. Exactly one t must give that sum,
     # and it must be at least the n - int(0.99 n) samples above the 99th percentile (3.85 s > 2 s).
@@ -142,8 +144,8 @@ def test_real_singlestream_run_intel_percentile_estimate() -> None:
     """SingleStream uses the same test at the 90th percentile: "at least 64 queries (5000)", "discard 449"."""
     summary = (LOADGEN / "intel-b60-llama31-8b-edge-singlestream" / "mlperf_log_summary.txt").read_text()
     block = _block(summary, "TTFT Early Stopping Result:")
-    least, n, discard = map(
-        int, re.search(r"at least (\d+) queries \((\d+)\).*discard (\d+) highest", block, re.S).groups()
-    )
+    found = re.search(r"at least (\d+) queries \((\d+)\).*discard (\d+) highest", block, re.S)
+    assert found is not None, block
+    least, n, discard = map(int, found.groups())
     assert least == min_passing_queries(1, 0.9) + 1  # results.cc: h_min = find_min_passing(1, p); "h_min + 1"
     assert discard == overlatency_budget(n, 0.9) - 1  # the loop leaves t = budget; it discards t - 1

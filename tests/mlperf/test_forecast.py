@@ -132,17 +132,17 @@ def test_a_stalled_node_is_bracketed_between_resuming_and_having_worked_unheard(
         300.0,
     )
     fc = forecast(stalled, assumptions=Assumptions(outage_s=120.0))
-    tokens = 20_000 * 300.0
-    work = tokens / 10_000.0
-    healthy = tokens / (work + 5.0)
+    node_tokens = 20_000 * 300.0
+    work = node_tokens / 10_000.0
+    healthy = node_tokens / (work + 5.0)
     assert fc.tokens_per_s is not None
     # Resuming now at its pace, node 0 ends 30 s late (the point); having worked unheard, on time (the high
     # end); the low end: node 0 down 120 s more and a full drain, every other node a full drain, and one of
     # them losing 120 s to a fault still to come.
-    assert fc.tokens_per_s.value == pytest.approx(5 * healthy + tokens / (work + 5.0 + 30.0))
-    assert fc.tokens_per_s.high == pytest.approx(5 * tokens / work + tokens / work)
-    future = healthy - tokens / (work + 5.0 + 120.0)
-    low = 5 * tokens / (work + 10.0) + tokens / (work + 10.0 + 30.0 + 120.0) - future
+    assert fc.tokens_per_s.value == pytest.approx(5 * healthy + node_tokens / (work + 5.0 + 30.0))
+    assert fc.tokens_per_s.high == pytest.approx(5 * node_tokens / work + node_tokens / work)
+    future = healthy - node_tokens / (work + 5.0 + 120.0)
+    low = 5 * node_tokens / (work + 10.0) + node_tokens / (work + 10.0 + 30.0 + 120.0) - future
     assert fc.tokens_per_s.low == pytest.approx(low)
 
 

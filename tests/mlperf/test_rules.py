@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,7 +157,7 @@ def test_server_query_count_of_a_real_run() -> None:
     assert expected == v["generated_query_count"] == 884_736
 
 
-def _settings(folder: str) -> dict:
+def _settings(folder: str) -> dict[str, Any]:
     return read_detail(LOADGEN / folder / "mlperf_log_detail.txt").values
 
 

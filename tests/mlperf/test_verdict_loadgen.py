@@ -61,7 +61,9 @@ def test_verdict_from_the_trace_is_loadgens(loadgen_runs: dict[str, LoadGenRun],
         ("ttft_p99", "result_first_token_99.00_percentile_latency_ns"),
         ("tpot_p99", "result_time_per_output_token_99.00_percentile_ns"),
     ):
-        assert round(verdict.check(check).value * 1e9) == detail[key]  # to the nanosecond
+        value = verdict.check(check).value
+        assert value is not None, check
+        assert round(value * 1e9) == detail[key]  # to the nanosecond
     # LoadGen tests TPOT first and leaves the TTFT text empty when TPOT fails (results.cc 661-669).
     tpot_text = verdict.check("early_stopping_tpot").detail
     ttft_text = verdict.check("early_stopping_ttft").detail if verdict.check("early_stopping_tpot").ok else ""

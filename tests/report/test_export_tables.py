@@ -85,7 +85,7 @@ def test_parquet_holds_the_same_tables(server_run: RunData, tmp_path: Path) -> N
                 assert (isinstance(e, float) and math.isnan(e) and (g is None or math.isnan(g))) or g == e
 
 
-def test_cli_export_errors(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_export_errors(run_cli, tmp_path: Path) -> None:
     none = run_cli("export", str(SERVER_RUN))
     assert none.returncode == 2
     assert "--csv DIR" in none.stderr

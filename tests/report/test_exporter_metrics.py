@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
@@ -26,12 +28,14 @@ from tokenwatch.core.histogram import cumulative_at
 from tokenwatch.events import GPU_METRICS
 from tokenwatch.exporter import MetricsServer, serve_metrics
 from tokenwatch.exporter.exposition import families, go_floats, render, render_families
-from tokenwatch.exporter.families import take_view
+from tokenwatch.exporter.families import Family, take_view
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
 from tokenwatch.sim.profile import load_profile
 from tokenwatch.sim.rack_sim import SimSettings
 
+# prometheus_client.utils carries no annotations; this is its signature.
+go_string: Callable[[float], str] = floatToGoString
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -44,23 +48,24 @@ def _labels(text: str) -> dict[str, str]:
 class _Mirror:
     """The same families built the slow, standard way with prometheus_client's own classes."""
 
-    def __init__(self, fams) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, fams: list[Family]) -> None:
         self.fams = fams
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         for fam in self.fams:
             if fam.kind == "histogram":
                 b = fam.histogram
-                out = HistogramMetricFamily(fam.name, fam.help, labels=["node"])
+                assert b is not None
+                hist = HistogramMetricFamily(fam.name, fam.help, labels=["node"])
                 for i, lab in enumerate(fam.labels):
-                    les = [floatToGoString(x) for x in b.bounds_s] + ["+Inf"]
+                    les = [go_string(x) for x in b.bounds_s] + ["+Inf"]
                     values = [*b.cumulative[i].tolist(), int(b.count[i])]
-                    out.add_metric(
+                    hist.add_metric(
                         [_labels(lab)["node"]],
                         list(zip(les, map(float, values), strict=True)),
                         float(b.sum_s[i]),
                     )
-                yield out
+                yield hist
                 continue
             cls = CounterMetricFamily if fam.kind == "counter" else GaugeMetricFamily
             names = sorted(_labels(fam.labels[0])) if fam.labels[0] else []
@@ -208,4 +213,4 @@ def test_cli_sim_serves_metrics() -> None:
 
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=50))
 def test_fast_float_spelling_is_prometheus_clients(values: list[float]) -> None:
-    assert go_floats(np.array(values, dtype=np.float64)) == [floatToGoString(v) for v in values]
+    assert go_floats(np.array(values, dtype=np.float64)) == [go_string(v) for v in values]

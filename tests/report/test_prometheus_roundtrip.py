@@ -17,6 +17,7 @@ from tokenwatch.core import RackCore
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S
 from tokenwatch.events import (
     GPU_METRICS,
+    LATENCY_METRICS,
     Event,
     GpuBatch,
     LatencyBatch,
@@ -113,7 +114,7 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
         np.testing.assert_allclose(
             core.state.gpu_values[:, :, k], source.state.gpu_values[:, :, k], rtol=1e-9
         )
-    for metric in ("ttft", "tpot", "e2e"):
+    for metric in LATENCY_METRICS:
         assert core.state.rack_latency[metric].total == source.state.rack_latency[metric].total
         got = core.state.rack_latency[metric].quantiles([0.5])[0]
         want = source.state.rack_latency[metric].quantiles([0.5])[0]

@@ -10,7 +10,7 @@ import pytest
 from tests.report.conftest import SERVER_RUN, chromium
 from tests.report.helpers import node_totals
 from tokenwatch.core.capacity import Workload, capacity
-from tokenwatch.core.comparison import ComparedFigure, compare_runs
+from tokenwatch.core.comparison import Better, ComparedFigure, compare_runs
 from tokenwatch.formatting import group
 from tokenwatch.report.compare_report import render_comparison
 from tokenwatch.runs.loading import load_run
@@ -62,12 +62,12 @@ def test_comparison_renders_in_chromium(comparison_html: Path, tmp_path: Path) -
         (float("nan"), 1.0, "higher", None),
     ],
 )
-def test_compared_figure_verdicts(a: float, b: float, better: str, verdict: bool | None) -> None:
-    fig = ComparedFigure("s", "x", "", a, b, better)  # type: ignore[arg-type]
+def test_compared_figure_verdicts(a: float, b: float, better: Better, verdict: bool | None) -> None:
+    fig = ComparedFigure("s", "x", "", a, b, better)
     assert fig.b_is_better is verdict
 
 
-def test_compare_runs_lists_latency_only_when_measured(server_run, failure_run) -> None:  # type: ignore[no-untyped-def]
+def test_compare_runs_lists_latency_only_when_measured(server_run, failure_run) -> None:
     rows = compare_runs(
         failure_run.summary, failure_run.summary, failure_run.efficiency, failure_run.efficiency
     )
@@ -89,7 +89,7 @@ def test_capacity_is_throughput_over_tokens(tokens_per_s: float, tokens: float, 
     assert row.interactions_per_hour == pytest.approx(expected * 3600, rel=1e-6)
 
 
-def test_cli_compare(run_cli, gb200_recording: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_compare(run_cli, gb200_recording: Path, tmp_path: Path) -> None:
     out = tmp_path / "c.html"
     done = run_cli("report", str(gb200_recording), str(SERVER_RUN), "-o", str(out))
     assert done.returncode == 0, done.stderr

@@ -159,7 +159,7 @@ def test_offline_report_says_there_is_no_latency(failure_run: RunData) -> None:
     assert "No per-request latency in this run (Offline)" in section[: section.index("</section>")]
 
 
-def test_cli_report_and_errors(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_report_and_errors(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     done = run_cli("report", str(FAILURE_RUN), "-o", str(out), "--workload", "Chat=500")
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ FOLDER = DATA / "asustek-mi325x"
 PUBLISHED = (4103.7, 4163.89, 4089.58, 4212.49, 4119.21, 4204.21, 4157.72, 4187.86)
 
 
-def test_report_of_result_folders(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_report_of_result_folders(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     done = run_cli("report", str(FOLDER), "-o", str(out), "--tdp-w", "1000")
     assert done.returncode == 0, done.stderr
@@ -25,7 +25,7 @@ def test_report_of_result_folders(run_cli, tmp_path: Path) -> None:  # type: ign
     assert "No time series" in html  # said, not faked
 
 
-def test_export_of_result_folders(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_export_of_result_folders(run_cli, tmp_path: Path) -> None:
     done = run_cli("export", str(FOLDER), "--csv", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nodes.csv", "summary.csv"]

@@ -12,7 +12,16 @@ import pytest
 from tokenwatch import throttle
 from tokenwatch.clock import ManualClock
 from tokenwatch.core import RackCore
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, NodeStatus, ProgressBatch, RunEnded
+from tokenwatch.events import (
+    GPU_METRICS,
+    Event,
+    GpuBatch,
+    LatencyBatch,
+    NodeStatus,
+    ProgressBatch,
+    RunEnded,
+    RunStarted,
+)
 from tokenwatch.recording.codec import dumps
 from tokenwatch.sim.collector import SimulatorCollector
 from tokenwatch.sim.faults import FaultError, parse_faults
@@ -76,8 +85,9 @@ def test_offline_run_does_all_samples_and_nodes_finish_at_their_own_time() -> No
     settings = short(seed=1, duration_s=1200.0)
     events = list(RackSimulation(settings).events())
     start = events[0]
+    assert isinstance(start, RunStarted)
     tokens, samples, last_change = node_finals(events)
-    assert samples.sum() == start.total_samples  # type: ignore[union-attr]
+    assert samples.sum() == start.total_samples
     measured = tokens / last_change  # each node's tokens over its own duration (it starts at 0)
     spec = GB300.node_tokens_per_s
     assert spec.min is not None
@@ -156,13 +166,14 @@ def test_faults_shape_the_stream() -> None:
 def test_server_scenario_makes_poisson_arrivals_and_latencies() -> None:
     settings = dataclasses.replace(short(seed=8, duration_s=300.0), scenario="Server")
     events = list(RackSimulation(settings).events())
-    assert events[0].total_samples is None  # type: ignore[union-attr]
+    assert isinstance(events[0], RunStarted)
+    assert events[0].total_samples is None
     latency = [e for e in events if isinstance(e, LatencyBatch)]
     assert {e.metric for e in latency} == {"ttft", "tpot", "e2e"}
     ttft = np.repeat(
         np.concatenate([e.values_s for e in latency if e.metric == "ttft"]),
         np.concatenate([e.counts for e in latency if e.metric == "ttft"]),
-    )  # type: ignore[misc]
+    )
     _, samples, _ = node_finals(events)
     assert ttft.size == samples.sum()  # one TTFT per completed sample
     assert np.median(ttft) == pytest.approx(GB300.server.ttft_median_s, rel=0.1)

@@ -51,7 +51,7 @@ class TokenSut:
         self.token_time = 1.0 / tokens_per_s
         self.low, self.high = low, high
         self.slow_first, self.slow_tokens = slow_first, slow_tokens
-        self.queue: deque = deque()
+        self.queue: deque[tuple[lg.QuerySample, int]] = deque()
         self.cv = threading.Condition()
         self.stopping = False
         self.issued = 0
@@ -61,7 +61,7 @@ class TokenSut:
         for worker in self.workers:
             worker.start()
 
-    def issue(self, samples: list) -> None:
+    def issue(self, samples: list[lg.QuerySample]) -> None:
         with self.cv:
             for sample in samples:
                 self.issued += 1

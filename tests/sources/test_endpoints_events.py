@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import progress_counts
 from tokenwatch.events import Event, LatencyBatch, NodeStatus, Notice, Progress
 from tokenwatch.sources.endpoints_events import EndpointsEventsParser
 
@@ -117,7 +118,7 @@ def test_tailed_in_pieces_it_gives_the_same_figures_and_counts_only_go_up() -> N
     for i, start in enumerate(range(0, len(data), 777)):
         events += parser.feed(data[start : start + 777], float(i))
     events += parser.close(1e6)
-    done = [e.samples_done for e in events if isinstance(e, Progress)]
+    done = progress_counts(events)
     assert done == sorted(done)
     assert done[-1] == 60
     assert len(done) > 10
@@ -199,9 +200,9 @@ def test_random_bytes_and_truncation(junk: bytes, truncate: int, cuts: list[int]
     parser = EndpointsEventsParser("n")
     events = [e for a, b in itertools.pairwise(points) for e in parser.feed(data[a:b])] + parser.close()
     assert all(isinstance(e, Progress | LatencyBatch | Notice | NodeStatus) for e in events)
-    done = [e.samples_done for e in events if isinstance(e, Progress)]
+    done = progress_counts(events)
     assert done == sorted(done)
-    assert all(d is not None and d <= 24 for d in done)
+    assert all(d <= 24 for d in done)
     for batch in (e for e in events if isinstance(e, LatencyBatch)):
         assert np.isfinite(batch.values_s).all()
         assert (batch.values_s >= 0).all()

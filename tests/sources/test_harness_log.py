@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import progress_counts
 from tokenwatch.events import LogLine, Notice, Progress
 from tokenwatch.sources.errors import SourceFormatError
 from tokenwatch.sources.harness_log import LogPatternError, LogProgressParser, preset_names
@@ -48,7 +49,11 @@ def _integrate(
 
 def _vllm_points(text: str) -> list[tuple[datetime, float, float]]:
     return [
-        (datetime.strptime("2000-" + stamp, "%Y-%m-%d %H:%M:%S"), float(gen), float(prompt))
+        (
+            datetime.strptime("2000-" + stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC),
+            float(gen),
+            float(prompt),
+        )
         for stamp, prompt, gen in VLLM_STATS.findall(text)
     ]
 
@@ -67,7 +72,7 @@ def test_vllm_preset_on_real_server_logs(name: str, stats_lines: int) -> None:
     progress = [e for e in events if isinstance(e, Progress)]
     assert (progress[-1].tokens_done, progress[-1].prompt_tokens_done) == (round(generated), round(prompt))
     assert generated > 1000
-    assert [p.tokens_done for p in progress] == sorted(p.tokens_done for p in progress)  # type: ignore[type-var]
+    assert progress_counts(progress, tokens=True) == sorted(progress_counts(progress, tokens=True))
     assert not [e for e in events if isinstance(e, Notice)]
     log_lines = [e.text for e in events if isinstance(e, LogLine)]
     assert len(log_lines) == len([line for line in raw.split(b"\n") if line.strip()])
@@ -91,7 +96,7 @@ def test_sglang_preset_on_a_real_server_log() -> None:
     parser = LogProgressParser.preset("sglang", "spark")
     events = feed_in_chunks(lambda chunk: parser.feed(chunk, 3.0), raw, 1000) + parser.close(4.0)
     points = [
-        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S"), float(rate), 0.0)
+        (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC), float(rate), 0.0)
         for stamp, rate in SGLANG_DECODE.findall(raw.decode("utf-8"))
     ]
     lines, generated, _ = _integrate(points, cap_after_s=None)
@@ -122,8 +127,8 @@ def test_nvidia_preset_on_a_real_harness_progress_bar() -> None:
     assert progress[-1].samples_done == int(bars[-1][0]) == 11241
     assert progress[-1].tokens_done == round(max(estimates))
     assert parser.total_samples == 198000
-    tokens = [p.tokens_done for p in progress]
-    assert tokens == sorted(tokens)  # type: ignore[type-var]
+    tokens = progress_counts(progress, tokens=True)
+    assert tokens == sorted(tokens)
     assert not [e for e in events if isinstance(e, Notice)]
     assert any(
         e.text.startswith("ValueError: setting an array element") for e in events if isinstance(e, LogLine)

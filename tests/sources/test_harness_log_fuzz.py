@@ -83,7 +83,7 @@ def test_presets_survive_junk_and_truncation(
 
 @FUZZ
 @given(
-    text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300),
+    text=st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=300),
     preset=st.sampled_from(sorted(SAMPLES)),
 )
 def test_random_lines_never_raise(text: str, preset: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ ASUSTEK = LOADGEN / "asustek-8xmi325x-offline"
 DETAILS = {0: (93, 4103.7, 2, 0), 3: (92, 4212.49, 1, 0), 4: (94, 4119.21, 3, 4), 7: (94, 4187.86, 3, 4)}
 
 
-def _independent_records(path: Path) -> list[dict]:
+def _independent_records(path: Path) -> list[dict[str, Any]]:
     """The records read with nothing but the standard library, to compare against."""
     records = []
     for line in path.read_text().splitlines():

@@ -10,10 +10,12 @@ import re
 import statistics
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.conftest import progress_counts
 from tokenwatch.events import LatencyBatch, Progress
 
 from .conftest import TailedRun, needs_loadgen, run_nodes
@@ -65,19 +67,20 @@ def summary_figure(folder: Path, label: str) -> float:
     return float(match.group(1))
 
 
-def detail_values(folder: Path) -> dict[str, object]:
+def detail_values(folder: Path) -> dict[str, Any]:
     """Every :::MLLOG record's value, read with the standard json module."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     for line in (folder / "mlperf_log_detail.txt").read_text().splitlines():
         record = json.loads(line.removeprefix(":::MLLOG "))
         values[record["key"]] = record["value"]
     return values
 
 
-def summarize_json(run_cli, *dirs: Path, extra: tuple[str, ...] = ()) -> dict:
+def summarize_json(run_cli, *dirs: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     result = run_cli("summarize", *map(str, dirs), "--json", *extra)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
 
 
 def test_offline_summarize_gives_loadgen_figures(offline_rack, run_cli) -> None:
@@ -148,13 +151,13 @@ def test_tailing_traces_while_written(rack: str, request: pytest.FixtureRequest)
         progress = [
             (running, e) for _, running, events in run.reads for e in events if isinstance(e, Progress)
         ]
-        counts = [e.samples_done for _, e in progress]
+        counts = progress_counts(e for _, e in progress)
         assert counts == sorted(counts), f"{run.name}: progress went backwards"
         assert counts[-1] == run.served["samples"]
         values = detail_values(run.folder)
         assert counts[-1] == values["result_query_count"] * values["generated_samples_per_query"]
         # Seen while LoadGen was still writing: several distinct, growing counts before it exited.
-        live = sorted({e.samples_done for running, e in progress if running})
+        live = sorted(set(progress_counts(e for running, e in progress if running)))
         assert len(live) >= 3, f"{run.name}: only {live} seen while the run was going"
         assert live[0] < counts[-1]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.conftest import progress_counts
 from tokenwatch.core import RackCore
 from tokenwatch.events import Event, LatencyBatch, NodeStatus, Notice, Progress, RunStarted
 from tokenwatch.sources.loadgen_detail import read_detail
@@ -40,7 +41,7 @@ def test_tail_in_any_chunking_gives_loadgen_figures(run: str, chunk: int) -> Non
     parser = TraceTailParser("node00")
     events = feed_in_chunks(parser.feed, _trace(run), chunk) + parser.close()
     progress = [e for e in events if isinstance(e, Progress)]
-    counts = [p.samples_done for p in progress]
+    counts = progress_counts(progress)
     assert counts == sorted(counts)
     assert counts[-1] == detail.samples_completed
     assert [p.t for p in progress] == sorted(p.t for p in progress)
@@ -71,6 +72,7 @@ def test_trace_clock_spans_the_run(run: str) -> None:
     parser = TraceTailParser("n")
     events = parser.feed(_trace(run))
     last = [e for e in events if isinstance(e, Progress)][-1]
+    assert detail.samples_completed is not None
     # Run time of the last completion on the trace's own clock vs LoadGen's samples / (samples/s).
     assert last.t == pytest.approx(detail.samples_completed / detail.samples_per_s, rel=0.02)
 
@@ -80,11 +82,11 @@ def test_unterminated_trace_keeps_partial_line_and_resumes() -> None:
     cut = data.index(b'{"name":"Sample","cat":"default","ph":"b"', len(data) // 2) + 30
     parser = TraceTailParser("n")
     first = parser.feed(data[:cut])
-    before = [e.samples_done for e in first if isinstance(e, Progress)][-1]
+    before = progress_counts(first)[-1]
     assert parser._lines.pending_bytes == 30  # the half-written event waits for its end
     assert not any(isinstance(e, NodeStatus) for e in first)  # no LastTrace yet: not finished
     rest = parser.feed(data[cut:])
-    after = [e.samples_done for e in rest if isinstance(e, Progress)][-1]
+    after = progress_counts(rest)[-1]
     assert before < after == 82
 
 
@@ -93,7 +95,9 @@ def test_tokens_per_sample_gives_tokens() -> None:
     events = parser.feed(_trace("offline-short"))
     last = [e for e in events if isinstance(e, Progress)][-1]
     assert last.tokens_done == round(82 * 12.5)
-    assert TraceTailParser("n").feed(_trace("offline-short"))[-2].tokens_done is None  # unknown without it
+    unknown = TraceTailParser("n").feed(_trace("offline-short"))[-2]
+    assert isinstance(unknown, Progress)
+    assert unknown.tokens_done is None  # unknown without it
     with pytest.raises(ValueError, match="tokens_per_sample"):
         TraceTailParser("n", tokens_per_sample=-1)
 

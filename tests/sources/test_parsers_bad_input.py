@@ -14,6 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import progress_counts
 from tokenwatch.events import (
     GPU_METRICS,
     GpuBatch,
@@ -79,9 +80,9 @@ def test_trace_tail_survives_anything(prefix: bytes, chunks: list[int], truncate
     data = prefix + TRACE[:truncate]
     events = [e for piece in chunked(data, chunks) for e in parser.feed(piece)] + parser.close()
     assert all(isinstance(e, Progress | LatencyBatch | Notice | NodeStatus) for e in events)
-    done = [e.samples_done for e in events if isinstance(e, Progress)]
+    done = progress_counts(events)
     assert done == sorted(done)
-    assert all(d is not None and d <= 80 for d in done)  # never more samples than the file holds
+    assert all(d <= 80 for d in done)  # never more samples than the file holds
     assert [e.t for e in events] == sorted(e.t for e in events)
     for batch in (e for e in events if isinstance(e, LatencyBatch)):
         assert np.isfinite(batch.values_s).all()
@@ -207,11 +208,12 @@ def test_nvidia_smi_numbers_out_of_range(values: list[str]) -> None:
 @given(data=junk, position=st.integers(min_value=0, max_value=len(SCRAPE)), value=numbers)
 def test_scrapes_random_and_mutated(data: bytes, position: int, value: str) -> None:
     parser = MetricsScrapeParser("vllm", "n")
-    tokens = []
+    tokens: list[int] = []
     for scrape in (SCRAPE, data, mutate(SCRAPE, position, value.encode()), SCRAPE):
         for event in parser.parse(scrape.decode("utf-8", "replace"), 1.0):
             assert isinstance(event, Progress | LatencyBatch | Notice)
             if isinstance(event, Progress):
+                assert event.tokens_done is not None
                 tokens.append(event.tokens_done)
             if isinstance(event, LatencyBatch):
                 assert event.counts is not None
@@ -239,7 +241,7 @@ def test_vllm_log_random_truncated_reencoded(data: bytes, chunks: list[int], enc
     stream = reencode(VLLM_LOG, encoding) + data + VLLM_LOG
     events = [e for piece in chunked(stream, chunks) for e in parser.feed(piece, 1.0)] + parser.close(2.0)
     assert all(isinstance(e, LogLine | Progress | Notice) for e in events)
-    done = [e.tokens_done for e in events if isinstance(e, Progress)]
+    done = progress_counts(events, tokens=True)
     assert done == sorted(done)
 
 

@@ -16,17 +16,17 @@ Expected figures are computed here from the rates the lines state, never from th
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tokenwatch.events import Event, Notice, Progress
 from tokenwatch.sources.harness_log import LogProgressParser
 
-START = datetime(2025, 9, 2, 13, 26, 52)
+START = datetime(2025, 9, 2, 13, 26, 52, tzinfo=UTC)
 
 
-def _vllm_v0(stamp: datetime, gen: float, prompt: float, engine: int) -> str:
+def _vllm_v0(stamp: datetime, gen: float, prompt: float, _engine: int) -> str:
     return (
         f"INFO {stamp:%m-%d %H:%M:%S} metrics.py:341] Avg prompt throughput: {prompt:.1f} tokens/s, "
         f"Avg generation throughput: {gen:.1f} tokens/s, Running: 4 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
@@ -67,7 +67,7 @@ def _vllm_v1_newest(stamp: datetime, gen: float, prompt: float, engine: int) -> 
     )
 
 
-def _vllm_v1_aggregated(stamp: datetime, gen: float, prompt: float, engine: int) -> str:
+def _vllm_v1_aggregated(stamp: datetime, gen: float, prompt: float, _engine: int) -> str:
     return (
         f"(APIServer pid=7) INFO {stamp:%m-%d %H:%M:%S} [loggers.py:248] 4 Engines Aggregated: "
         + _v1_body(gen, prompt)
@@ -75,7 +75,7 @@ def _vllm_v1_aggregated(stamp: datetime, gen: float, prompt: float, engine: int)
     )
 
 
-def _sglang_2026(stamp: datetime, gen: float, prompt: float, engine: int) -> str:
+def _sglang_2026(stamp: datetime, gen: float, _prompt: float, engine: int) -> str:
     return (
         f"[{stamp:%Y-%m-%d %H:%M:%S} DP{engine} TP{engine}] Decode batch, #running-req: 12, #token: 9000, "
         f"token usage: 0.05, cuda graph: True, gen throughput (token/s): {gen:.2f}, #queue-req: 0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
+from tokenwatch.sources.terminal_lines import Piece, PieceKind, TerminalLineSplitter
 
 
 @pytest.mark.parametrize(
@@ -21,10 +21,10 @@ from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
         (b"x" * 9 + b"\nok", [(1, b"", "cut"), (2, b"ok", "line")]),
     ],
 )
-def test_pieces(data: bytes, expected: list[tuple[int, bytes, str]]) -> None:
+def test_pieces(data: bytes, expected: list[tuple[int, bytes, PieceKind]]) -> None:
     splitter = TerminalLineSplitter(8)
     pieces = splitter.feed(data) + splitter.flush()
-    assert pieces == [Piece(*item) for item in expected]  # type: ignore[arg-type]
+    assert pieces == [Piece(*item) for item in expected]
 
 
 def test_a_rewrite_is_read_when_the_next_byte_arrives() -> None:

@@ -119,6 +119,7 @@ def test_node_history_reads_only_its_node(failure_core: RackCore) -> None:
     """The faster column read equals the whole-ring copy it replaced."""
     times, gpu = failure_core.state.recent_gpu.view(120)
     history = failure_core.node_history("node07", last=120)
+    assert history is not None
     np.testing.assert_array_equal(history.times, times)
     i = failure_core.state.index["node07"]
     for k, metric in enumerate(GPU_SERIES_METRICS):

@@ -81,7 +81,7 @@ def test_bad_sla_is_a_one_line_error(run_cli: RunCli) -> None:
     assert "--ttft-sla" in result.stderr
 
 
-def test_a_tighter_sla_raises_breach_alerts_headless(run_cli: RunCli, tmp_path: object) -> None:
+def test_a_tighter_sla_raises_breach_alerts_headless(run_cli: RunCli) -> None:
     from tests.tui.apps import SERVER
 
     loose = run_cli("replay", str(SERVER), "--speed", "0", "--headless", "--interval", "10m")

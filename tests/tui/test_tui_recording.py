@@ -89,8 +89,8 @@ def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli
         if proc.poll() is None:
             proc.kill()
         os.close(master)
-    core, reader = ingest_recording(path)
-    warnings = reader.warnings
+    core, recording = ingest_recording(path)
+    warnings = recording.warnings
     assert warnings == []
     assert core.started
     assert core.now > 0

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import math
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import numpy as np
 import pytest
@@ -40,8 +41,18 @@ def assert_same(a: RackSnapshot, b: RackSnapshot) -> None:
     assert a.alerts == b.alerts
 
 
-async def started(path: Path, **kwargs: object) -> tuple[ReplayPlayer, Session, asyncio.Task[None]]:
-    player = ReplayPlayer(path, **kwargs)  # type: ignore[arg-type]
+class PlayerOptions(TypedDict, total=False):
+    speed: float
+    start_s: float
+    paused: bool
+    keyframe_every_s: float
+    keyframe_budget_bytes: int
+
+
+async def started(
+    path: Path, **kwargs: Unpack[PlayerOptions]
+) -> tuple[ReplayPlayer, Session, asyncio.Task[None]]:
+    player = ReplayPlayer(path, **kwargs)
     session = Session(RackCore(), [player], flush_interval_s=None)
     player.bind(session)
     return player, session, asyncio.create_task(session.run())

@@ -77,7 +77,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_profiles(args: argparse.Namespace) -> int:
+def cmd_profiles(_args: argparse.Namespace) -> int:
     from tokenwatch.sim.profile import builtin_profiles, load_profile
 
     rows = []

@@ -139,10 +139,6 @@ class ReplayPlayer:
         return self._end_handled and self._next >= self._tape.end and not self.seeking
 
     @property
-    def can_seek_back(self) -> bool:
-        return self._host is not None and self._host.recorder is None
-
-    @property
     def keyframe_count(self) -> int:
         return len(self._keyframes)
 
@@ -196,14 +192,16 @@ class ReplayPlayer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.shield(loader)
 
-    async def _wait_change(self, timeout: float | None) -> bool:
-        """Sleep until a control is used (True) or ``timeout`` of the pacer's clock passes (False)."""
-        if timeout is None:
+    async def _wait_change(self, wait_s: float | None) -> bool:
+        """Sleep until a control is used (True) or ``wait_s`` of the pacer's clock pass (False).
+
+        Not ``asyncio.timeout``: the wait runs on the injected clock, not the loop's."""
+        if wait_s is None:
             await self._changed.wait()
             self._changed.clear()
             return True
         changed = asyncio.ensure_future(self._changed.wait())
-        slept = asyncio.ensure_future(self.pacer.clock.sleep(timeout))  # the injected clock, not the loop's
+        slept = asyncio.ensure_future(self.pacer.clock.sleep(wait_s))
         try:
             done, _ = await asyncio.wait({changed, slept}, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -53,9 +53,6 @@ class AlertLog:
             del self.active[key]
             self._append(Alert(t, node, kind, cleared_message or f"{kind} cleared", "info", active=False))
 
-    def is_active(self, node: str | None, kind: str) -> bool:
-        return (node, kind) in self.active
-
     def _append(self, alert: Alert) -> None:
         self.log.append(alert)
         self.total += 1

@@ -7,7 +7,9 @@ import math
 import numpy as np
 
 from tokenwatch.core.histogram import bucket_value, quantiles_of
+from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
+from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import (
     FRESH,
     Aggregate,
@@ -15,7 +17,6 @@ from tokenwatch.core.snapshot import (
     LatencyStats,
     NodeTable,
     RackSnapshot,
-    RunInfo,
     Timeline,
 )
 from tokenwatch.core.state import RackState
@@ -29,16 +30,6 @@ _SM = GPU_METRICS.index("sm_clock_mhz")
 _HBM = GPU_METRICS.index("hbm_used_mib")
 _TEMP = GPU_METRICS.index("temp_c")
 _ALERTS_IN_SNAPSHOT = 200
-
-
-def _nan_reduce(fn: object, values: np.ndarray) -> np.ndarray:
-    """np.nan* reductions over GPUs that return NaN (not a warning) for all-NaN nodes."""
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return fn(values, axis=1)  # type: ignore[operator]
 
 
 def empty_snapshot(now: float = 0.0) -> RackSnapshot:
@@ -86,8 +77,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     freshness = state.gpu_freshness(now, state_codes)
     gpu = np.where((freshness == FRESH)[:, :, None], state.gpu_values, np.nan)
     fresh_power = np.isfinite(gpu[:, :, _POWER])
-    node_power = np.where(fresh_power.any(axis=1), _nan_reduce(np.nansum, gpu[:, :, _POWER]), np.nan)
-    node_limit = _nan_reduce(np.nansum, gpu[:, :, _LIMIT])
+    node_power = np.where(fresh_power.any(axis=1), nan_quiet(np.nansum, gpu[:, :, _POWER], axis=1), np.nan)
+    node_limit = nan_quiet(np.nansum, gpu[:, :, _LIMIT], axis=1)
     gpus_reporting = int((freshness == FRESH).sum())
     power_w = float(np.nansum(node_power)) if fresh_power.any() else math.nan
     power_limit_w = float(np.nansum(node_limit)) if np.isfinite(node_limit).any() else math.nan
@@ -137,11 +128,11 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         samples_done=state.samples.copy(),
         tokens_done=state.tokens.copy(),
         power_w=node_power,
-        sm_clock_mhz=_nan_reduce(np.nanmean, gpu[:, :, _SM]),
+        sm_clock_mhz=nan_quiet(np.nanmean, gpu[:, :, _SM], axis=1),
         hbm_used_mib=np.where(
-            np.isfinite(gpu[:, :, _HBM]).any(axis=1), _nan_reduce(np.nansum, gpu[:, :, _HBM]), np.nan
+            np.isfinite(gpu[:, :, _HBM]).any(axis=1), nan_quiet(np.nansum, gpu[:, :, _HBM], axis=1), np.nan
         ),
-        temp_c=_nan_reduce(np.nanmax, gpu[:, :, _TEMP]),
+        temp_c=nan_quiet(np.nanmax, gpu[:, :, _TEMP], axis=1),
         straggler=state.rules.straggling.copy(),
         throttling=np.asarray(state.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,

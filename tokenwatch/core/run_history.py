@@ -8,13 +8,13 @@ node and rack power, and per-GPU telemetry named by metric. Nothing here mutates
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.config import GPU_SERIES_METRICS
+from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.state import RackState
 from tokenwatch.events import FloatArray
 
@@ -61,24 +61,17 @@ class RunHistory:
 
     def node_gpu_mean(self, name: str) -> FloatArray:
         """(nodes, gpu points): each node's mean over its GPUs (NaN where none reported)."""
-        return _quiet(np.nanmean, self.gpu_metric(name), axis=2).T.copy()
+        return nan_quiet(np.nanmean, self.gpu_metric(name), axis=2).T.copy()
 
     def node_rate_quantiles(self, qs: tuple[float, ...]) -> FloatArray:
         """(len(qs), points): quantiles of the nodes' rates at each point (for fleets too big to draw
         one line per node). Down nodes count as their real rate, 0."""
-        return np.asarray(_quiet(np.nanquantile, self.node_tokens_per_s, qs, axis=1), dtype=np.float64)
+        return np.asarray(nan_quiet(np.nanquantile, self.node_tokens_per_s, qs, axis=1), dtype=np.float64)
 
     def rack_tokens_per_s_per_w(self) -> FloatArray:
         """Rack tokens/s divided by rack power at each point (NaN where no power was reported)."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.rack_power_w > 0, self.rack_tokens_per_s / self.rack_power_w, np.nan)
-
-
-def _quiet(fn: object, *args: object, **kwargs: object) -> FloatArray:
-    """numpy's nan-reductions without the all-NaN RuntimeWarning (an all-NaN slice is simply NaN)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return fn(*args, **kwargs)  # type: ignore[operator]
 
 
 def run_history(state: RackState) -> RunHistory:

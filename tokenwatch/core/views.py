@@ -8,11 +8,11 @@ onto a display axis, and each node's measured mean against the median node.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.core.nan_math import finite_range, nan_quiet
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.events import FloatArray, IntArray
@@ -57,20 +57,6 @@ def nodes_per_rack(run: RunInfo) -> int:
     return max(1, GPUS_PER_RACK // max(1, run.gpus_per_node))
 
 
-def _quiet(fn: object, values: np.ndarray, axis: int) -> np.ndarray:
-    """np.nan* reductions that return NaN (no warning) for all-NaN slices."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.asarray(fn(values, axis=axis))  # type: ignore[operator]
-
-
-def _range(values: np.ndarray) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return math.nan, math.nan
-    return float(finite.min()), float(finite.max())
-
-
 def heat_grid(snap: RackSnapshot, metric: str, max_node_rows: int = _MAX_NODE_ROWS) -> HeatGrid:
     """The heatmap of ``metric`` (a name from :data:`HEAT_METRICS`).
 
@@ -80,7 +66,7 @@ def heat_grid(snap: RackSnapshot, metric: str, max_node_rows: int = _MAX_NODE_RO
     values = snap.gpus.metric(metric) if snap.gpus.values.size else np.zeros((0, 0))
     nodes, gpus = values.shape
     if nodes <= max_node_rows:
-        low, high = _range(values)
+        low, high = finite_range(values)
         return HeatGrid(
             metric,
             snap.nodes.names,
@@ -90,14 +76,14 @@ def heat_grid(snap: RackSnapshot, metric: str, max_node_rows: int = _MAX_NODE_RO
             high,
             rows_are_racks=False,
         )
-    per_node = _quiet(np.nanmax if metric == "temp_c" else np.nanmean, values, axis=1)
+    per_node = nan_quiet(np.nanmax if metric == "temp_c" else np.nanmean, values, axis=1)
     per_rack = nodes_per_rack(snap.run)
     racks = math.ceil(nodes / per_rack)
     padded = np.full(racks * per_rack, np.nan)
     padded[:nodes] = per_node
     grid = padded.reshape(racks, per_rack)
     width = len(str(racks))
-    low, high = _range(grid)
+    low, high = finite_range(grid)
     return HeatGrid(
         metric,
         tuple(f"rack{r + 1:0{max(2, width)}d}" for r in range(racks)),

@@ -92,7 +92,7 @@ def _histogram(family: Family) -> list[str]:
         texts = [""] * len(family.labels)
         changed = list(range(len(family.labels)))
     if changed:
-        les = [f'le="{floatToGoString(bound)}",' for bound in b.bounds_s] + ['le="+Inf",']
+        les = [f'le="{_go_float(bound)}",' for bound in b.bounds_s] + ['le="+Inf",']
         width = len(les)
         formatted = go_floats(numbers[changed].reshape(-1))
         step = width + 1  # a row: cumulative counts at each bound, the count (= the +Inf bucket), the sum

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import random
 
+# A connection or stream that worked this long before it failed starts its backoff afresh: this is a
+# new failure, not the same one again.
+STABLE_S = 10.0
+
 
 class Backoff:
     def __init__(

@@ -126,7 +126,7 @@ def build_collector(
     accept_new_host_keys: bool = False,
     options: LiveOptions | None = None,
     clock: Clock | None = None,
-    warn: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] = lambda _message: None,
 ) -> LiveCollector:
     """The live collector for ``config``: targets resolved, sources planned, SSH set up.
 

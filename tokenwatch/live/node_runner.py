@@ -12,15 +12,13 @@ import asyncio
 import random
 from collections.abc import Sequence
 
-from tokenwatch.live.backoff import Backoff
+from tokenwatch.live.backoff import STABLE_S, Backoff
 from tokenwatch.live.node_sources import NodeContext, NodeSource
 from tokenwatch.live.source_supervisor import SourceSupervisor
-from tokenwatch.live.ssh_connect import ConnectFailure, SshConnector
+from tokenwatch.live.ssh_connect import ConnectError, SshConnector
 from tokenwatch.live.targets import NodeTarget
 from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
 from tokenwatch.live.transport import LocalTransport, SshTransport
-
-STABLE_S = 10.0  # a connection that lasted this long resets the backoff
 
 
 class NodeRunner:
@@ -75,7 +73,7 @@ class NodeRunner:
         ctx = self.ctx
         try:
             conn, client = await connector.connect(self.target)
-        except ConnectFailure as exc:
+        except ConnectError as exc:
             await ctx.health.lost(str(exc))
             await ctx.health.notice("ssh", "error", f"{self.target.name}: {exc}")
             return

@@ -38,7 +38,7 @@ class ScrapeParser(Protocol):
     def parse(self, text: str, t: float) -> list[Event]: ...
 
 
-class SourceEnded(Exception):
+class SourceEnded(Exception):  # noqa: N818 - not always an error: a stream may simply end
     """A source's stream ended or failed; the message is one line for the engineer."""
 
 
@@ -65,7 +65,7 @@ class NodeContext:
     def saw(self, source: str) -> None:
         self.last_data[source] = self.clock.time()
 
-    async def emit_all(self, source: str, events: Sequence[Event]) -> None:
+    async def emit_all(self, events: Sequence[Event]) -> None:
         """Emit a parser's events (GPU parsers emit one batch per read themselves)."""
         for event in events:
             if isinstance(event, NodeStatus) and event.state == "finished" and event.node == self.node:
@@ -86,7 +86,7 @@ async def _feed(ctx: NodeContext, source: str, parser: StreamParser, data: bytes
     except Exception as exc:  # a parser bug must not take the node's other streams with it
         await ctx.health.notice(source, "error", f"{source}: parser failed: {type(exc).__name__}: {exc}")
         return
-    await ctx.emit_all(source, events)
+    await ctx.emit_all(events)
 
 
 def describe_exit(program: str, status: int | None, stderr: str) -> str:
@@ -243,7 +243,7 @@ class ScrapeSource:
                 except Exception as exc:
                     await ctx.health.notice(self.name, "error", f"{redact(self.url)}: parser failed: {exc}")
                 else:
-                    await ctx.emit_all(self.name, events)
+                    await ctx.emit_all(events)
             await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
 
 

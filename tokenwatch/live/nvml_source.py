@@ -124,7 +124,7 @@ class NvmlSource:
         self.periodic_s: float | None = interval_s
         self.nvml = nvml
 
-    async def run(self, transport: Transport, ctx: NodeContext) -> None:
+    async def run(self, _transport: Transport, ctx: NodeContext) -> None:
         nvml = self.nvml if self.nvml is not None else await asyncio.to_thread(load_pynvml)
         reader = NvmlReader(nvml, ctx.index)
         try:

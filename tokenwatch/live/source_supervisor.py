@@ -13,12 +13,10 @@ import asyncio
 import random
 from collections.abc import Sequence
 
-from tokenwatch.live.backoff import Backoff
+from tokenwatch.live.backoff import STABLE_S, Backoff
 from tokenwatch.live.node_sources import NodeContext, NodeSource, SourceEnded
 from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
 from tokenwatch.live.transport import Transport
-
-STABLE_S = 10.0  # a stream that ran this long before it ended starts its backoff afresh
 
 
 class SourceSupervisor:

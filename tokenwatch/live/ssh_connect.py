@@ -34,7 +34,7 @@ PREFERRED_CIPHERS = [
 ]
 
 
-class ConnectFailure(Exception):
+class ConnectError(Exception):
     """Why a node could not be reached, in one line."""
 
 
@@ -151,16 +151,16 @@ class SshConnector:
             try:
                 conn = await asyncssh.connect(target.host, **options)
             except asyncssh.HostKeyNotVerifiable as exc:
-                raise ConnectFailure(client.verdict or f"host key not verified: {exc.reason}") from None
+                raise ConnectError(client.verdict or f"host key not verified: {exc.reason}") from None
             except asyncssh.PermissionDenied:
                 who = f"{target.user}@" if target.user else ""
-                raise ConnectFailure(
+                raise ConnectError(
                     f"authentication failed for {who}{target.host}: no accepted key (keys or agent)"
                 ) from None
             except TimeoutError:
-                raise ConnectFailure(f"no answer within {s.connect_timeout_s:g} s") from None
+                raise ConnectError(f"no answer within {s.connect_timeout_s:g} s") from None
             except Exception as exc:
-                raise ConnectFailure(_describe(exc)) from None
+                raise ConnectError(_describe(exc)) from None
             finally:
                 self.in_flight -= 1
         if client.new_key is not None:  # the handshake proved the server holds it: remember it

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.events import Collector, Emit, Event, Heartbeat, NodeStatus, Notice, RunEnded, RunStarted
+from tokenwatch.events import Collector, Emit, Event, Heartbeat, NodeStatus, RunEnded, RunStarted
 from tokenwatch.live.config import WatchConfig
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.node_runner import NodeRunner
@@ -24,6 +24,7 @@ from tokenwatch.live.node_sources import NodeContext, NodeSource
 from tokenwatch.live.ssh_connect import SshConnector
 from tokenwatch.live.targets import NodeTarget
 from tokenwatch.live.tasks import cancel_and_wait
+from tokenwatch.session import run_collector
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,7 @@ class LiveCollector:
                 )
             )
         tasks = [asyncio.create_task(r.run(), name=f"node {r.target.name}") for r in self.runners]
-        tasks += [asyncio.create_task(self._run_rack_collector(c)) for c in self.rack_collectors]
+        tasks += [asyncio.create_task(run_collector(c, self.emit, self.now)) for c in self.rack_collectors]
         tasks.append(asyncio.create_task(self._heartbeat()))
         reason = "interrupted"
         try:
@@ -156,12 +157,3 @@ class LiveCollector:
             for runner in self.runners:
                 await runner.check_silence()
             k = max(k + 1, int(self.now() / interval) + 1)
-
-    async def _run_rack_collector(self, collector: Collector) -> None:
-        name = getattr(collector, "name", type(collector).__name__)
-        try:
-            await collector.run(self.emit)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # one source failing is news, not the end of the watch
-            await self.emit(Notice(self.now(), "error", f"{name} stopped: {exc}", source=name))

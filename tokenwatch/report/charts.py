@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokenwatch.core.nan_math import finite_range
 from tokenwatch.events import FloatArray
+from tokenwatch.formatting import si
 from tokenwatch.report.png import heatmap_data_uri, viridis_stops
 from tokenwatch.report.svg import (
     Scale,
@@ -23,7 +25,6 @@ from tokenwatch.report.svg import (
     log_ticks,
     nice_range,
     polyline_path,
-    si,
     svg_open,
     tight_range,
 )
@@ -99,14 +100,6 @@ def _axes(frame: Frame, xs: Scale, ys: Scale, x_ticks: Sequence[float], y_ticks:
     return "".join(out)
 
 
-def _finite_range(arrays: Sequence[FloatArray]) -> tuple[float, float]:
-    finite = [a[np.isfinite(a)] for a in arrays]
-    finite = [a for a in finite if a.size]
-    if not finite:
-        return math.nan, math.nan
-    return float(min(a.min() for a in finite)), float(max(a.max() for a in finite))
-
-
 def line_chart(
     label: str,
     frame: Frame,
@@ -115,8 +108,8 @@ def line_chart(
     y_from_zero: bool = True,
 ) -> str:
     """Lines over a shared x axis; ``refs`` are horizontal reference lines (e.g. the GPUs x TDP envelope)."""
-    x_lo, x_hi = _finite_range([ln.x for ln in lines])
-    y_lo, y_hi = _finite_range([ln.y for ln in lines] + [np.array([r.value for r in refs], np.float64)])
+    x_lo, x_hi = finite_range(*[ln.x for ln in lines])
+    y_lo, y_hi = finite_range(*[ln.y for ln in lines], np.array([r.value for r in refs], np.float64))
     if y_from_zero:
         y_lo = min(0.0, y_lo) if math.isfinite(y_lo) else 0.0
     x0, x1, x_ticks = tight_range(x_lo, x_hi, 8)
@@ -167,7 +160,7 @@ def bar_chart(
     """Vertical bars per category (several groups side by side); bars grow from zero, so a negative
     value (e.g. a node below the median) points down. ``bar_css`` overrides one group's colours."""
     all_values = [g.values for g in groups] + [np.array([r.value for r in refs] + [0.0])]
-    y_lo, y_hi = _finite_range(all_values)
+    y_lo, y_hi = finite_range(*all_values)
     y0, y1, y_ticks = nice_range(min(0.0, y_lo), max(0.0, y_hi), 5)
     slot_px = (WIDTH - MARGIN_LEFT - MARGIN_RIGHT) / max(1, len(categories))
     rotate = any(len(c) * 7.2 > slot_px * 0.95 for c in categories)

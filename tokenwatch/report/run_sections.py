@@ -7,8 +7,9 @@ import math
 import numpy as np
 
 from tokenwatch.core.histogram import coarse_bins
+from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.node_spread import below_median_pct
-from tokenwatch.formatting import group, seconds_ms
+from tokenwatch.formatting import group, seconds_label, seconds_ms, si
 from tokenwatch.report.charts import (
     BarGroup,
     Frame,
@@ -22,7 +23,6 @@ from tokenwatch.report.charts import (
     timeline_chart,
 )
 from tokenwatch.report.page import figure, note, section, table
-from tokenwatch.report.svg import seconds_label, si
 from tokenwatch.runs.run_data import RunData
 
 MAX_NODE_LINES = 36  # beyond this, per-node lines become quantile bands
@@ -160,10 +160,9 @@ def gpu_section(run: RunData) -> str:
     )
     for metric, title, unit, _ in specs:
         values = h.gpu_rows(metric) if per_gpu else h.node_gpu_mean(metric)
-        finite = values[np.isfinite(values)]
-        if not finite.size:
+        vmin, vmax = finite_range(values)
+        if math.isnan(vmin):
             continue
-        vmin, vmax = float(finite.min()), float(finite.max())
         if metric == "power_w" and run.efficiency.tdp_w:
             vmin, vmax = 0.0, max(vmax, run.efficiency.tdp_w)
         chart = heatmap_chart(

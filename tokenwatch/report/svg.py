@@ -65,24 +65,6 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return [m * 10.0**d for d in decades for m in mantissas if lo <= m * 10.0**d <= hi]
 
 
-def si(value: float, decimals: int = 3) -> str:
-    """Axis labels: 1,100,000 -> 1.1M, 62,000 -> 62k, 0.055 -> 0.055."""
-    if not math.isfinite(value):
-        return "—"
-    a = abs(value)
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= scale:
-            return f"{value / scale:.{decimals}g}{suffix}"
-    return f"{value:.{decimals}g}"
-
-
-def seconds_label(value: float) -> str:
-    """Latency axis labels: 0.005 -> 5 ms, 2 -> 2 s."""
-    if value < 1:
-        return f"{value * 1000:g} ms"
-    return f"{value:g} s"
-
-
 def polyline_path(xs: FloatArray, ys: FloatArray) -> str:
     """An SVG path through the finite points; a NaN breaks the line (a gap, not a drop to zero)."""
     ok = np.isfinite(xs) & np.isfinite(ys)

@@ -116,7 +116,7 @@ class RackSimulation:
         node_rates = draw_node_rates(p, rng)
         gpus = RackGpuModel(p.gpu, n, p.gpus_per_node, rng)
         work = (
-            _OfflineWork(p, node_rates, self._offline_samples(), s.run_duration_s)
+            _OfflineWork(p, node_rates, self._offline_samples())
             if s.scenario == "Offline"
             else _ServerWork(p, node_rates, s.latency_interval_s, s.run_duration_s)
         )
@@ -180,7 +180,7 @@ class RackSimulation:
 class _OfflineWork:
     """Each node works through its share of samples at its own drawn rate."""
 
-    def __init__(self, p: Profile, node_rates: np.ndarray, total_samples: int, duration_s: float) -> None:
+    def __init__(self, p: Profile, node_rates: np.ndarray, total_samples: int) -> None:
         n = p.nodes
         self.tokens_per_sample = p.tokens_per_sample
         self.quota = np.full(n, total_samples // n, np.int64)
@@ -194,7 +194,7 @@ class _OfflineWork:
         self.samples = np.zeros(n, np.int64)
         self.done_at = np.full(n, np.nan)
 
-    def step(self, t: float, dt: float, factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def step(self, t: float, dt: float, factor: np.ndarray, _rng: np.random.Generator) -> np.ndarray:
         remaining = self.target_tokens - self.tokens
         ramp = min(1.0, t / self.warmup) if self.warmup > 0 else 1.0
         # Draining: rate ~ sqrt(remaining) falls linearly to zero over `tail` seconds.
@@ -214,11 +214,11 @@ class _OfflineWork:
     def tokens_int(self) -> np.ndarray:
         return np.round(self.tokens).astype(np.int64)
 
-    def finished(self, t: float) -> np.ndarray:
-        return ~np.isnan(self.done_at)
+    def finished(self, _t: float) -> np.ndarray:
+        return np.asarray(~np.isnan(self.done_at))
 
     def latency_deltas(
-        self, t: float, report: np.ndarray
+        self, _t: float, _report: np.ndarray
     ) -> Iterator[tuple[int, LatencyMetric, np.ndarray, np.ndarray]]:
         return iter(())
 

@@ -20,14 +20,13 @@ completed samples' ``LatencyBatch`` (``e2e``, ``ttft``, seconds), one cumulative
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
 import orjson
 
 from tokenwatch.events import Event, LatencyBatch, NodeStatus, Progress
-from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
+from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, checked_tokens_per_sample, snippet
 
 # The head msgspec writes first: enough to read an event whose payload was cut at the line limit.
 _HEAD = re.compile(
@@ -57,13 +56,9 @@ class EndpointsEventsParser(LineParser):
     def __init__(
         self, node: str, source: str = "endpoints-events", tokens_per_sample: float | None = None
     ) -> None:
-        if tokens_per_sample is not None and not (
-            math.isfinite(tokens_per_sample) and tokens_per_sample >= 0
-        ):
-            raise ValueError(f"tokens_per_sample must be a non-negative number, not {tokens_per_sample}")
         self.node = node
         self.source = source
-        self.tokens_per_sample = tokens_per_sample
+        self.tokens_per_sample = checked_tokens_per_sample(tokens_per_sample)
         self.samples_done = 0
         self.prompt_tokens_done: int | None = None
         self.finished = False

@@ -8,6 +8,7 @@ so that a runaway writer cannot grow our buffer without bound.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tokenwatch.events import Event, Notice
@@ -86,6 +87,13 @@ def snippet(line: bytes | str) -> str:
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     text = text.strip()
     return repr(text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…")
+
+
+def checked_tokens_per_sample(value: float | None) -> float | None:
+    """A parser's fixed tokens-per-sample figure: finite and >= 0, or None (tokens unknown)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"tokens_per_sample must be a non-negative number, not {value}")
+    return value
 
 
 class NoticeLog:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,9 @@ class DetailLog:
     def duration_s(self) -> float:
         """The timed part of the run, from LoadGen's ``power_begin`` / ``power_end`` stamps."""
         try:
-            begin = datetime.strptime(str(self.values["power_begin"]), _POWER_TIME)
-            end = datetime.strptime(str(self.values["power_end"]), _POWER_TIME)
+            # The stamps carry no zone; read both as UTC (only their difference counts).
+            begin = datetime.strptime(str(self.values["power_begin"]), _POWER_TIME).replace(tzinfo=UTC)
+            end = datetime.strptime(str(self.values["power_end"]), _POWER_TIME).replace(tzinfo=UTC)
         except (KeyError, ValueError):
             return math.nan
         seconds = (end - begin).total_seconds()

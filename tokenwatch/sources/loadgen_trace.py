@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from tokenwatch.events import Event, LatencyBatch, NodeStatus, Progress
-from tokenwatch.sources.lines import LineSplitter, NoticeLog, snippet
+from tokenwatch.sources.lines import LineSplitter, NoticeLog, checked_tokens_per_sample, snippet
 
 _SAMPLE = b'{"name":"Sample"'
 _TOKEN = b'{"name":"Token"'
@@ -53,13 +53,9 @@ class TraceTailParser:
     def __init__(
         self, node: str, source: str = "loadgen-trace", tokens_per_sample: float | None = None
     ) -> None:
-        if tokens_per_sample is not None and not (
-            math.isfinite(tokens_per_sample) and tokens_per_sample >= 0
-        ):
-            raise ValueError(f"tokens_per_sample must be a non-negative number, not {tokens_per_sample}")
         self.node = node
         self.source = source
-        self.tokens_per_sample = tokens_per_sample
+        self.tokens_per_sample = checked_tokens_per_sample(tokens_per_sample)
         self.samples_done = 0
         self.events_seen = 0  # trace events (lines that start an event), for rate figures
         self.finished = False

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib import resources
 
 from tokenwatch.sources.errors import SourceFormatError
@@ -30,7 +30,7 @@ KNOWN_GROUPS = COUNT_GROUPS + RATE_GROUPS + MEAN_GROUPS + STREAM_GROUPS
 # A rule must read at least one of these, or it reads nothing.
 VALUE_GROUPS = COUNT_GROUPS + RATE_GROUPS + ("mean_tokens_per_s",)
 TIME_GROUPS = ("year", "month", "day", "hour", "minute", "second")
-_EPOCH = datetime(2000, 1, 1)
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # stamps carry no zone: read as UTC, only differences count
 
 
 class LogPatternError(SourceFormatError):
@@ -115,6 +115,7 @@ def stamp_seconds(match: re.Match[str]) -> float | None:
             int(parts["hour"]),
             int(parts["minute"]),
             int(second),
+            tzinfo=UTC,
         )
     except (TypeError, ValueError, OverflowError, AttributeError):
         return None

@@ -94,7 +94,6 @@ class MetricsScrapeParser:
         self._unknown_nodes: set[str] = set()
         self._warned_unplaced = False
         self._warned_no_gpu = False
-        self.scrapes = 0
 
     # ------------------------------------------------------------------ parse
     def parse(self, text: str, t: float) -> list[Event]:
@@ -102,7 +101,6 @@ class MetricsScrapeParser:
         series, bad_lines = parse_exposition(text)
         for number, line in bad_lines:
             self.notices.warn(out, t, f"line {number}: not a metric line, skipped: {line}")
-        self.scrapes += 1
         by_node: dict[str, list[Series]] = {}
         unplaced = 0
         for item in series:

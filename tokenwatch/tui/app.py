@@ -101,7 +101,7 @@ class TokenwatchApp(App[None]):
         self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
 
-    def _on_theme_changed(self, theme: Theme) -> None:
+    def _on_theme_changed(self, _theme: Theme) -> None:
         self.refresh_data(force=True)
 
     # ------------------------------------------------------------------ what the screens read

@@ -12,21 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokenwatch.events import FloatArray
-from tokenwatch.formatting import DASH
 
 SPARK = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 H_EIGHTHS = " ▏▎▍▌▋▊▉█"
-
-
-def finite_range(*arrays: FloatArray) -> tuple[float, float]:
-    """(lowest, highest) finite value over the arrays; (nan, nan) when none is finite."""
-    parts = [np.asarray(a, dtype=np.float64).ravel() for a in arrays]
-    values = np.concatenate(parts) if parts else np.zeros(0)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return math.nan, math.nan
-    return float(values.min()), float(values.max())
 
 
 def sparkline(values: Sequence[float] | FloatArray, lo: float, hi: float, width: int) -> str:
@@ -112,13 +101,3 @@ def hbar_left(fraction: float, width: int) -> str:
     halves = round(min(1.0, max(0.0, fraction)) * width * 2)
     full, part = divmod(halves, 2)
     return ("▐" * part + "█" * full).rjust(width)[-width:]
-
-
-def compact(value: float, decimals: int = 1) -> str:
-    """``1_100_948`` -> ``1.1M``, ``61_759`` -> ``61.8k`` (axis labels)."""
-    if not math.isfinite(value):
-        return DASH
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= limit:
-            return f"{value / limit:.{decimals}f}{suffix}"
-    return f"{value:.0f}"

@@ -34,7 +34,6 @@ class Palette:
     cursor: Style
     header: Style
     bar: Style  # chart bars
-    bar_dim: Style
     background: Color
     heat: tuple[Style, ...]  # _HEAT_STEPS cell styles, low -> high, text in a contrasting colour
     heat_fg: tuple[Style, ...]  # the same colours as foreground (legend swatches)
@@ -95,7 +94,6 @@ def _build(theme_key: tuple[tuple[str, str], ...], stops: tuple[str, ...]) -> Pa
         cursor=Style(color=background.rich_color, bgcolor=primary.rich_color, bold=True),
         header=Style(color=primary.rich_color, bold=True),
         bar=Style(color=primary.rich_color),
-        bar_dim=Style(color=background.blend(primary, 0.45).rich_color),
         background=background,
         heat=tuple(heat),
         heat_fg=tuple(heat_fg),

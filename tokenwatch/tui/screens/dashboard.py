@@ -118,7 +118,7 @@ class DashboardScreen(Screen[None]):
         self.app.push_screen(NodeScreen(message.node, nodes))
 
     # ------------------------------------------------------------------ replay keys
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def check_action(self, action: str, _parameters: tuple[object, ...]) -> bool | None:
         if action in _REPLAY_ACTIONS:
             return self.player is not None
         return True

@@ -63,7 +63,7 @@ class BigFigure(Widget):
         # Only a change of width needs a new layout; most refreshes keep the digit count.
         self.refresh(layout=glyph_width(old) != glyph_width(new))
 
-    def get_content_width(self, container: Size, viewport: Size) -> int:
+    def get_content_width(self, _container: Size, _viewport: Size) -> int:
         return glyph_width(self.value)
 
     def render(self) -> RenderResult:

@@ -10,9 +10,10 @@ from textual.app import RenderResult
 from textual.geometry import Size
 from textual.widget import Widget
 
+from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.formatting import DASH, format_clock
-from tokenwatch.tui.charts import finite_range, sparkline
+from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.palette import Palette, palette
 
 # metric -> (title, unit, divisor, decimals)
@@ -67,7 +68,7 @@ class GpuTimelines(Widget):
         gpus = next(iter(self.history.gpu_series.values())).shape[0] if self.history.gpu_series else 0
         return 3 + len(SERIES) * (gpus + 2)
 
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+    def get_content_height(self, _container: Size, _viewport: Size, _width: int) -> int:
         return self._line_count()
 
     def render(self) -> RenderResult:

@@ -19,16 +19,12 @@ from textual.widget import Widget
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.core.views import display_histogram
 from tokenwatch.events import LATENCY_METRICS, LatencyMetric
-from tokenwatch.formatting import group, seconds_ms
+from tokenwatch.formatting import group, seconds_label, seconds_ms
 from tokenwatch.tui.charts import column_rows
 from tokenwatch.tui.palette import Palette, palette
 
 METRIC_NAMES: dict[LatencyMetric, str] = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "End-to-end"}
 _TICKS_S = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1000.0)
-
-
-def _tick_label(seconds: float) -> str:
-    return f"{seconds * 1000:g}ms" if seconds < 1 else f"{seconds:g}s"
 
 
 class LatencyHistogram(Widget):
@@ -157,7 +153,7 @@ class LatencyHistogram(Widget):
         axis = [" "] * bins
         for tick in _TICKS_S:
             c = column(tick)
-            label = _tick_label(tick)
+            label = seconds_label(tick, space="")
             if (
                 c >= 0
                 and c + len(label) <= bins

@@ -21,10 +21,11 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import NodeTable as NodeRows
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.formatting import DASH, group
-from tokenwatch.tui.charts import finite_range, sparkline
+from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
 

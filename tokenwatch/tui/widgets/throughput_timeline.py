@@ -9,9 +9,10 @@ from textual.app import RenderResult
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import format_clock, group
-from tokenwatch.tui.charts import column_rows, compact, finite_range, pick_columns
+from tokenwatch.formatting import format_clock, group, si
+from tokenwatch.tui.charts import column_rows, pick_columns
 from tokenwatch.tui.palette import palette
 
 _AXIS = 7  # y-axis label width
@@ -61,7 +62,7 @@ class ThroughputTimeline(Widget):
             if r == mean_row:
                 label = "mean"
             elif r == 0:
-                label = compact(hi)
+                label = si(hi, 1, fixed=True)
             elif r == chart_h - 1:
                 label = "0"
             else:
