@@ -4,6 +4,10 @@ Every front end runs through this: the TUI, the headless logger and the Promethe
 read the core it feeds. Collectors run side by side on one event loop; one that fails becomes a
 ``Notice`` in the stream and never cancels its siblings. Interval observers (headless lines, JSONL
 snapshots) are the core's own tick callbacks, so they see the state exactly as of their boundary.
+
+A session stopped before its run has ended (Ctrl-C, a signal, quitting the dashboard) ends the run
+itself: ``RunEnded(reason="interrupted")`` is recorded and ingested as the last event, so the recording,
+the summary and the exit status all say the run was cut short.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class Session:
         self._tasks: list[asyncio.Task[None]] = []
         self.events_seen = 0
         self.stopped = False
+        self.interrupted = False  # stopped before the run ended: it ends as "interrupted"
         # A seekable replay keeps its session open past the run's end, so it can seek back.
         self.stop_on_run_end = True
 
@@ -118,6 +123,7 @@ class Session:
                 flusher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await flusher
+            self._end_if_interrupted()
             if self.recorder is not None:
                 self.recorder.close()
 
@@ -133,7 +139,17 @@ class Session:
             self.stop()
 
     def stop(self) -> None:
-        """Stop the collectors; events already queued are still handled, then ``run`` returns."""
+        """Stop the collectors; events already queued are still handled, then ``run`` returns. A run
+        that has started and not ended is then ended as interrupted (see :meth:`_end_if_interrupted`)."""
         self.stopped = True
+        if self.core.started and not self.core.ended:
+            self.interrupted = True
         for task in self._tasks:
             task.cancel()
+
+    def _end_if_interrupted(self) -> None:
+        """Once the queue is done: the run an interrupt cut ends here, unless a collector ended it on its
+        way out (a watch records its own ``RunEnded(reason="interrupted")``)."""
+        core = self.core
+        if self.interrupted and core.started and not core.ended:
+            self.handle(RunEnded(core.now, "interrupted"))

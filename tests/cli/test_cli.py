@@ -9,11 +9,30 @@ import orjson
 import pytest
 
 from tests.conftest import SAMPLE_RUNS
-from tokenwatch.events import ProgressBatch, RunStarted
+from tokenwatch.events import NodeStatus, ProgressBatch, RunStarted
 from tokenwatch.recording import read_events
 
-JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "nodes", "alerts"}
-AGGREGATE_KEYS = {"tokens_per_s", "per_gpu_tokens_per_s", "nodes", "nodes_up", "gpus", "power_w"}
+JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "stopped_nodes", "nodes", "alerts"}
+END_KEYS = {
+    "reason",
+    "banner",
+    "complete",
+    "tokens_per_s",
+    "per_gpu_tokens_per_s",
+    "gpus",
+    "power_mean_w",
+    "tokens_per_joule",
+    "nodes_finished",
+}
+AGGREGATE_KEYS = {
+    "tokens_per_s",
+    "per_gpu_tokens_per_s",
+    "nodes",
+    "nodes_up",
+    "gpus",
+    "gpus_reporting",
+    "power_w",
+}
 NODE_KEYS = {
     "name",
     "status",
@@ -24,7 +43,7 @@ NODE_KEYS = {
     "hbm_used_mib",
     "temp_c",
 }
-SPREAD_KEYS = {"max", "min", "mean", "median", "spread_pct"}
+SPREAD_KEYS = {"max", "min", "mean", "median", "spread_pct", "nodes"}
 
 
 def test_headless_prints_a_line_per_interval_and_the_summary(run_cli, tmp_path: Path) -> None:
@@ -43,8 +62,12 @@ def test_headless_prints_a_line_per_interval_and_the_summary(run_cli, tmp_path: 
     assert "nodes 18/18" in run_lines[0]
     assert "Total aggregate" in result.stdout
     assert "Median single-node" in result.stdout
-    for record in records:
+    for record in records[:-1]:
         assert set(record) == JSONL_KEYS
+    # The last record is the run's end: its run figures ride along under "end".
+    assert set(records[-1]) == JSONL_KEYS | {"end"}
+    assert set(records[-1]["end"]) == END_KEYS
+    for record in records:
         assert set(record["aggregate"]) == AGGREGATE_KEYS
         assert set(record["node_spread"]) == SPREAD_KEYS
         assert len(record["nodes"]) == 18
@@ -77,8 +100,15 @@ def test_jsonl_to_stdout_keeps_stdout_parseable(run_cli) -> None:
     assert result.returncode == 0
     records = [orjson.loads(line) for line in result.stdout.splitlines()]
     assert records
-    assert all(set(r) == JSONL_KEYS for r in records)
+    assert all(set(r) == JSONL_KEYS for r in records[:-1])
+    assert set(records[-1]) == JSONL_KEYS | {"end"}
     assert "Total aggregate" in result.stderr
+
+
+def finished_nodes(path: Path) -> set[str]:
+    """The nodes the raw stream reports finished (no core involved)."""
+    events, _ = read_events(path)
+    return {e.node for e in events if isinstance(e, NodeStatus) and e.state == "finished"}
 
 
 def independent_node_rates(path: Path) -> dict[str, float]:
@@ -110,12 +140,19 @@ def test_summarize_json_contract_matches_raw_counters(run_cli, name: str) -> Non
     got = {n["name"]: n["tokens_per_s"] for n in summary["nodes"]}
     assert got == pytest.approx(truth, rel=1e-6)
     values = np.array(list(truth.values()))
+    # Every node did work: all are in the aggregate, per GPU over all 72 GPUs.
     assert summary["aggregate"]["tokens_per_s"] == pytest.approx(values.sum(), rel=1e-6)
     assert summary["aggregate"]["gpus"] == 72
+    assert summary["aggregate"]["covers"] == {"nodes": 18, "gpus": 72, "left_out": []}
     assert summary["aggregate"]["per_gpu_tokens_per_s"] == pytest.approx(values.sum() / 72, rel=1e-6)
+    # The single-node figures are over the nodes that finished (a node down since 30 minutes is not a
+    # node result: issue 11, it made the spread read 57 %).
+    finished = finished_nodes(path)
+    whole = np.array([rate for node, rate in truth.items() if node in finished])
     spread = summary["node_spread"]
-    assert spread["median"] == pytest.approx(np.median(values), rel=1e-6)
-    assert spread["spread_pct"] == pytest.approx((values.max() - values.min()) / values.min() * 100, rel=1e-5)
+    assert spread["median"] == pytest.approx(np.median(whole), rel=1e-6)
+    assert spread["spread_pct"] == pytest.approx((whole.max() - whole.min()) / whole.min() * 100, rel=1e-5)
+    assert spread["covers"]["left_out"] == sorted(set(truth) - finished)
     assert set(summary["power"]) == {"mean_w", "tokens_per_joule"}
 
 

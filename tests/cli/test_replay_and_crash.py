@@ -214,3 +214,8 @@ def test_recording_survives_kill_9(tmp_path: Path, suffix: str) -> None:
     assert env_run.returncode == 0, env_run.stderr
     summary = orjson.loads(env_run.stdout)
     assert summary["aggregate"]["tokens_per_s"] > 0
+    # It says it is cut off: not complete, no run end, a warning, and the last time it covers.
+    assert summary["complete"] is False
+    assert summary["end_reason"] is None
+    assert summary["duration_s"] == max(e.t for e in events)
+    assert any(w.startswith("no run end: the stream stops at ") for w in summary["warnings"])

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from tokenwatch import throttle
-from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.core import Alert, CoreConfig, RackCore
 from tokenwatch.events import (
     GPU_METRICS,
     Event,
@@ -189,7 +190,7 @@ def test_down_node_contributes_nothing_and_spread_still_reports() -> None:
     core.ingest(NodeStatus(20.0, "node04", "down", "connection refused"))
     snap = core.snapshot(20.0)
     assert snap.nodes.state[3] == "down"
-    assert snap.nodes.tokens_per_s[3] == 0.0
+    assert math.isnan(snap.nodes.tokens_per_s[3])  # no live figure for a down node: missing, not 0
     assert snap.aggregate.tokens_per_s == pytest.approx(5 * 1000.0)
     assert [a.kind for a in snap.active_alerts] == ["down"]
     assert "connection refused" in snap.active_alerts[0].message
@@ -353,20 +354,40 @@ def test_one_node_batches_land_on_that_node_only() -> None:
     assert power[1, 0] == 400.0
 
 
-def test_a_straggler_hovering_at_the_threshold_is_one_alert_not_many() -> None:
-    """5.4 % / 4.6 % below the median, alternating every 20 s: raised once, cleared only below 3 %."""
+def straggler_alerts(node_rate: Callable[[int], float], seconds: int) -> tuple[list[Alert], list[Alert]]:
+    """(raised, cleared) straggler alerts for node05 running at ``node_rate(t)`` beside five at 1000/s."""
     core = RackCore(CoreConfig(window_s=10.0, straggler_pct=5.0, straggler_hold_s=15.0))
     core.ingest(start())
     cum = np.zeros(6)
-    for t in range(301):
+    for t in range(seconds + 1):
         rates = np.full(6, 1000.0)
-        if t < 240:
-            rates[4] = 946.0 if (t // 20) % 2 == 0 else 954.0
+        rates[4] = node_rate(t)
         cum += rates
         core.ingest(ProgressBatch(float(t), np.arange(6), np.zeros(6, np.int64), cum.astype(np.int64)))
-    raised = [a for a in core.state.alerts.log if a.kind == "straggler" and a.active]
-    cleared = [a for a in core.state.alerts.log if a.kind == "straggler" and not a.active]
+    log = [a for a in core.state.alerts.log if a.kind == "straggler"]
+    return [a for a in log if a.active], [a for a in log if not a.active]
+
+
+def test_a_straggler_hovering_at_the_threshold_is_one_alert_not_many() -> None:
+    """Clearly slow (8 % below), then hovering at 5.4 % / 4.6 % below every 20 s, then back: raised
+    once, cleared only once it is back within 3 %."""
+
+    def rate(t: int) -> float:
+        if t < 150:
+            return 920.0
+        if t < 300:
+            return 946.0 if (t // 20) % 2 == 0 else 954.0
+        return 1000.0
+
+    raised, cleared = straggler_alerts(rate, 400)
     assert len(raised) == 1
     assert len(cleared) == 1
-    assert cleared[0].t >= 240  # only once it really caught up
+    assert cleared[0].t >= 300  # only once it really caught up
     assert "within 3% of the median" in cleared[0].message
+
+
+def test_a_node_wobbling_around_the_threshold_within_its_own_noise_is_not_a_straggler() -> None:
+    """4.6 % / 5.4 % below every 20 s for 10 minutes: its 60-s deficit wanders across 5 % by its own
+    noise, never beyond it: no alert at all (issue 11: alerts do not flap on noise)."""
+    raised, _ = straggler_alerts(lambda t: 946.0 if (t // 20) % 2 == 0 else 954.0, 600)
+    assert raised == []

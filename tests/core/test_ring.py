@@ -65,3 +65,15 @@ def test_downsampled_series_memory_is_fixed_whatever_the_length() -> None:
 def test_capacity_must_be_even() -> None:
     with pytest.raises(ValueError, match="even"):
         DownsampledSeries(7, (), 1.0, "mean")
+
+
+def test_slots_at_or_before_many_times_at_once() -> None:
+    """One search for many times: each slot the one slot_at_or_before finds, once, oldest first."""
+    ring = RecentRing(5, (1,))
+    for t in range(8):  # holds t = 3..7 once full, wrapped
+        ring.push(float(t), np.array([t * 10.0]))
+    asked = np.array([1.0, 3.0, 3.5, 5.0, 5.2, 9.0])
+    slots = ring.slots_at_or_before(asked)
+    expected = [ring.slot_at_or_before(t) for t in asked]
+    assert slots.tolist() == list(dict.fromkeys(s for s in expected if s is not None))
+    assert ring.times[slots].tolist() == [3.0, 5.0, 7.0]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, cli_env
+from tokenwatch.events import RunEnded
+from tokenwatch.recording import RecordingWriter, read_events
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "expected"
 LOADGEN = "tests/data/sources/loadgen"
@@ -27,7 +29,13 @@ SUMMARY_TABLE = "summary.txt"  # summarize (the table)
 
 @dataclass(frozen=True, slots=True)
 class HeadlessCase:
-    """``sim`` (``recording`` None: the run is recorded on the way) or ``replay RECORDING``, headless."""
+    """``sim`` (``recording`` None: the run is recorded on the way) or ``replay RECORDING``, headless.
+
+    With ``cut_s``, the ``sim`` run is recorded, cut after ``cut_s`` of run time, and the cut recording is
+    replayed: ending in ``RunEnded(reason="interrupted")`` at its last event (what Ctrl-C writes) when
+    ``interrupted``, or with no run end at all (a writer killed, a file cut off). A live interrupt is
+    timing-dependent; its recording is not, and replaying it shows what the interrupted run showed.
+    """
 
     name: str
     args: tuple[str, ...]  # the command's own flags, without --headless / --interval / --jsonl / --record
@@ -35,6 +43,8 @@ class HeadlessCase:
     recording: str | None = None
     start_s: float = 0.0
     scenario: str = "Offline"
+    cut_s: float | None = None
+    interrupted: bool = True
 
     @property
     def artefacts(self) -> tuple[str, ...]:
@@ -93,6 +103,29 @@ SIM_FAULTS = HeadlessCase(
     ),
     interval_s=30,
 )
+# At its end: node07 down since 2m, node05 silent since 4m (its work done, never said so), node03
+# throttled from 1m to its (late) finish.
+FAULTS_AT_END = "node07:down@2m,node05:stale@4m,node03:throttle@1m"
+SIM_FAULTS_AT_END = HeadlessCase(
+    "sim-faults-at-end",
+    ("sim", "--seed", "5", "--duration", "6m", "--speed", "0", "--faults", FAULTS_AT_END),
+    interval_s=60,
+)
+# Interrupted at 4m30s with all three faults active (node03 still throttled and running).
+SIM_INTERRUPTED = HeadlessCase(
+    "sim-interrupted",
+    ("sim", "--seed", "5", "--duration", "6m", "--speed", "0", "--faults", FAULTS_AT_END),
+    interval_s=60,
+    cut_s=270,
+)
+# The same recording cut off at 4m30s with no run end (the writer killed).
+SIM_CUT_OFF = HeadlessCase(
+    "sim-cut-off",
+    ("sim", "--seed", "5", "--duration", "6m", "--speed", "0", "--faults", FAULTS_AT_END),
+    interval_s=60,
+    cut_s=270,
+    interrupted=False,
+)
 REPLAY_SERVER = HeadlessCase(
     "replay-server",
     ("replay", "sample_runs/gb300-nvl72-server.jsonl.zst", "--speed", "0", "--start", "4m"),
@@ -107,7 +140,16 @@ REPLAY_NODE_FAILURE = HeadlessCase(
     interval_s=300,
     recording="sample_runs/gb300-nvl72-node-failure.jsonl.zst",
 )
-HEADLESS_CASES = (SIM_OFFLINE, SIM_SERVER, SIM_FAULTS, REPLAY_SERVER, REPLAY_NODE_FAILURE)
+HEADLESS_CASES = (
+    SIM_OFFLINE,
+    SIM_SERVER,
+    SIM_FAULTS,
+    SIM_FAULTS_AT_END,
+    SIM_INTERRUPTED,
+    SIM_CUT_OFF,
+    REPLAY_SERVER,
+    REPLAY_NODE_FAILURE,
+)
 
 RECORDING_SUMMARY_CASES = tuple(
     RecordingSummaryCase(f"sample-{kind}", f"sample_runs/gb300-nvl72-{kind}.jsonl.zst")
@@ -159,18 +201,39 @@ def tokenwatch(*args: str) -> subprocess.CompletedProcess[bytes]:
     return result
 
 
+def cut_recording(case: HeadlessCase, workdir: Path) -> Path:
+    """The case's ``sim`` run recorded, then cut after ``cut_s`` (and ended as interrupted, if so)."""
+    assert case.cut_s is not None
+    whole = workdir / f"{case.name}.whole.jsonl"
+    tokenwatch(*case.args, "--headless", "--interval", "1h", "--record", str(whole))
+    events, warnings = read_events(whole)
+    assert not warnings
+    kept = [e for e in events if e.t <= case.cut_s]
+    if case.interrupted:
+        kept.append(RunEnded(kept[-1].t, "interrupted"))
+    cut = workdir / f"{case.name}.rec.jsonl"
+    with RecordingWriter(cut, meta={"created": "2025-09-09T00:00:00+00:00"}) as writer:
+        for event in kept:
+            writer.write(event)
+    return cut
+
+
 def produce(case: Case, workdir: Path) -> CaseOutput:
     """Run the case's commands (each once) and collect its artefacts."""
     out = CaseOutput()
     if isinstance(case, HeadlessCase):
         jsonl = workdir / f"{case.name}.jsonl"
         flags = ["--headless", "--interval", f"{case.interval_s:g}s", "--jsonl", str(jsonl)]
-        if case.recording is None:
+        args = case.args
+        if case.cut_s is not None:
+            out.recording = cut_recording(case, workdir)
+            args = ("replay", str(out.recording), "--speed", "0")
+        elif case.recording is None:
             out.recording = workdir / f"{case.name}.rec.jsonl"
             flags += ["--record", str(out.recording)]
         else:
             out.recording = REPO_ROOT / case.recording
-        run = tokenwatch(*case.args, *flags)
+        run = tokenwatch(*args, *flags)
         out.artefacts[HEADLESS] = run.stdout
         out.artefacts[SNAPSHOTS] = jsonl.read_bytes()
         out.stderr[case.args[0]] = run.stderr.decode()

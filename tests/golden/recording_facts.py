@@ -81,6 +81,11 @@ class NodeFacts:
         silent = t - self.seen_t[k] > STALE_AFTER_S if k >= 0 else t > STALE_AFTER_S
         return "stale" if silent else "up"
 
+    def last_seen(self, t: float) -> float:
+        """The time of the node's latest data at or before ``t`` (NaN: none)."""
+        k = bisect.bisect_right(self.seen_t, t) - 1
+        return self.seen_t[k] if k >= 0 else math.nan
+
     def window_rate(self, t: float) -> float:
         tick = math.floor((t - WINDOW_S) / TICK_S) * TICK_S  # the last 1-s tick at or before t - 10 s
         return (self.counter_at(t) - self.counter_at(tick)) / (t - tick)
@@ -131,12 +136,13 @@ class RecordingFacts:
 
     def mean_rack_power_w(self) -> float:
         """Run-time average of the rack's power on 1-s ticks: every GPU with a reading at most STALE_AFTER_S
-        old, on a node that is neither down nor reported stale (a finished node idling still draws)."""
+        old, on a node that is neither down nor reported stale (a finished node idling still draws). The
+        run's end is a last tick; a stream with no end stops at its last whole tick before the last event."""
         shape = (len(self.names), self.run.gpus_per_node)
         power, seen = np.full(shape, np.nan), np.full(shape, -np.inf)
         energy_j = previous = 0.0
         k = 0
-        ticks = [*np.arange(TICK_S, self.last_t, TICK_S).tolist(), self.last_t]  # the end is a last tick
+        ticks = [*np.arange(TICK_S, self.last_t, TICK_S).tolist()] + ([self.last_t] if self.end else [])
         for t in ticks:
             while k < len(self.gpu_events) and self.gpu_events[k][0] <= t:
                 at, ni, gi, values = self.gpu_events[k]
@@ -147,7 +153,7 @@ class RecordingFacts:
             fresh = live[:, None] & (t - seen <= STALE_AFTER_S)
             energy_j += float(np.nansum(np.where(fresh, power, np.nan))) * (t - previous)
             previous = t
-        return energy_j / self.last_t
+        return energy_j / previous
 
     def means_at(self, t: float, which: str = "tokens") -> np.ndarray:
         return np.array([node.measured_mean(t, which) for node in self.nodes])

@@ -25,7 +25,7 @@ LINE = re.compile(
     r"^(?P<clock>\d{2,}:\d{2})\s+(?P<progress>[\d.]+)%\s+(?P<rate>[\d,]+) tok/s"
     r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
     r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
-    r"(?:  alerts: (?P<alerts>.*))?$"
+    r"(?:  run figures; (?P<banner>.*?))?(?:  alerts: (?P<alerts>.*))?$"
 )
 ROW = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ()/-]*?)\s{2,}(?P<value>[\d,.]+)(?: (?P<unit>%|kW))?$")
 MAX_ALERTS_IN_LINE = 4  # README example line; more become "+N more"
@@ -81,11 +81,19 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
         agg = snap["aggregate"]
         assert m["clock"] == clock(snap["t"])
         assert shown(m["progress"], snap["progress_pct"]), line
-        assert shown(m["rate"], agg["tokens_per_s"]), line
-        assert shown(m["per_gpu"], agg["per_gpu_tokens_per_s"]), line
         assert (int(m["up"]), int(m["nodes"])) == (agg["nodes_up"], agg["nodes"])
-        assert shown(m["kw"], agg["power_w"], 1e-3), line
         assert shown(m["spread"], snap["node_spread"]["spread_pct"]), line
+        if "end" in snap:  # the run's figures once it has ended, and what happened
+            end = snap["end"]
+            assert shown(m["rate"], end["tokens_per_s"]), line
+            assert shown(m["per_gpu"], end["per_gpu_tokens_per_s"]), line
+            assert shown(m["kw"], end["power_mean_w"], 1e-3), line
+            assert m["banner"] == end["banner"]
+        else:
+            assert m["banner"] is None
+            assert shown(m["rate"], agg["tokens_per_s"]), line
+            assert shown(m["per_gpu"], agg["per_gpu_tokens_per_s"]), line
+            assert shown(m["kw"], agg["power_w"], 1e-3), line
         messages = [a["message"] for a in snap["alerts"]]
         expected = messages[:MAX_ALERTS_IN_LINE]
         if len(messages) > MAX_ALERTS_IN_LINE:
@@ -99,6 +107,13 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
     summary = summary_of(produced, case)
     agg, spread = summary["aggregate"], summary["node_spread"]
     head = f"{summary['name']} · {summary['scenario']} · {agg['nodes']} nodes, {agg['gpus']} GPUs"
+    if not summary["complete"]:  # a cut-short run says so first
+        status, table = table[0], table[1:]
+        snap = orjson.loads(produced(case).artefacts[SNAPSHOTS].splitlines()[-1])
+        if summary["end_reason"] == "interrupted":
+            assert status == snap["end"]["banner"]
+        else:
+            assert status.startswith(f"INCOMPLETE: no run end; covers the run up to {clock(snap['t'])} (")
     assert table[0] == f"{head} · {clock(summary['duration_s'])}"
     assert table[1].split() == ["tokens/s"]
     rows: dict[str, str] = {}
@@ -121,6 +136,20 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
     assert list(rows) == list(expected)
     for label, (value, scale) in expected.items():
         assert shown(rows[label], value, scale), (label, rows[label], value)
+    covers, in_spread = agg["covers"], spread["covers"]
+    if not covers["left_out"] and not in_spread["left_out"]:
+        assert rest[0] == f"Covers all {agg['nodes']} nodes."
+        rest = rest[1:]
+    else:
+        assert rest[0].startswith(
+            f"Aggregate and per GPU: {covers['nodes']} of {agg['nodes']} nodes ({covers['gpus']} GPUs)"
+        )
+        assert rest[1].startswith(
+            f"Single-node figures and spread: {in_spread['nodes']} of {agg['nodes']} nodes"
+        )
+        for name in in_spread["left_out"]:
+            assert name in rest[1]
+        rest = rest[2:]
     if "latency_ms" in summary:
         assert rest[0] == ""
         assert rest[1].split() == ["Latency", "(ms)", "p50", "p90", "p99"]

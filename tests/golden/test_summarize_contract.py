@@ -34,6 +34,8 @@ TOP_TYPES: dict[str, Types] = {
     "name": (str,),
     "scenario": (str,),
     "duration_s": NUM,
+    "complete": (bool,),
+    "end_reason": (str, type(None)),
     "aggregate": (dict,),
     "node_spread": (dict,),
 }
@@ -42,6 +44,7 @@ AGGREGATE_TYPES: dict[str, Types] = {
     "per_gpu_tokens_per_s": NUM,
     "nodes": (int,),
     "gpus": (int,),
+    "covers": (dict,),
 }
 SPREAD_KEYS = ("max", "min", "mean", "median", "spread_pct")
 OPTIONAL_TOP = {"latency_ms", "power", "warnings"}
@@ -67,14 +70,17 @@ def check_shape(doc: dict[str, Any]) -> None:
     assert set(doc["aggregate"]) == set(AGGREGATE_TYPES)
     for key, types in AGGREGATE_TYPES.items():
         assert isinstance(doc["aggregate"][key], types), key
-    assert set(doc["node_spread"]) == set(SPREAD_KEYS)
+    assert set(doc["aggregate"]["covers"]) == {"nodes", "gpus", "left_out"}
+    assert set(doc["node_spread"]) == {*SPREAD_KEYS, "covers"}
     assert all(isinstance(doc["node_spread"][k], NUM) for k in SPREAD_KEYS)
+    assert set(doc["node_spread"]["covers"]) == {"nodes", "left_out"}
     for node in doc["nodes"]:
         assert isinstance(node["name"], str)
         assert isinstance(node["gpus"], int)
         assert isinstance(node["tokens_per_s"], NUM)
         assert isinstance(node["samples_per_s"], NUM)
         assert isinstance(node.get("valid", False), bool)
+        assert node.get("finished", False) is False  # present only to say a node did not finish
     for pcts in doc.get("latency_ms", {}).values():
         assert set(PERCENTILES) <= set(pcts)
         assert all(isinstance(v, float) for v in pcts.values())
@@ -82,25 +88,40 @@ def check_shape(doc: dict[str, Any]) -> None:
 
 
 def check_rack_figures(doc: dict[str, Any]) -> None:
-    """Aggregate = sum of the nodes' tokens/s; per GPU = aggregate / GPUs; spread over the nodes."""
+    """Aggregate = sum of the tokens/s of the nodes that did work; per GPU = aggregate / their GPUs (the
+    GPUs that took part); spread over the nodes that did work and finished it; each says what it covers."""
     nodes, agg, spread = doc["nodes"], doc["aggregate"], doc["node_spread"]
-    rates = [n["tokens_per_s"] for n in nodes if n["tokens_per_s"] is not None]
+    counted = [n for n in nodes if n["tokens_per_s"] is not None and n["tokens_per_s"] > 0]
+    whole = [n for n in counted if n.get("finished", True)]
+    rates = [n["tokens_per_s"] for n in counted]
+    gpus = sum(n["gpus"] for n in counted)
     assert agg["nodes"] == len(nodes)
     assert agg["gpus"] == sum(n["gpus"] for n in nodes)
+    assert agg["covers"] == {
+        "nodes": len(counted),
+        "gpus": gpus,
+        "left_out": [n["name"] for n in nodes if n not in counted],
+    }
     assert agg["tokens_per_s"] == pytest.approx(sum(rates), abs=1e-6 * len(nodes))
-    assert agg["per_gpu_tokens_per_s"] == pytest.approx(sum(rates) / agg["gpus"], abs=1e-6)
+    assert agg["per_gpu_tokens_per_s"] == pytest.approx(sum(rates) / gpus, abs=1e-6)
+    values = [n["tokens_per_s"] for n in whole]
     assert spread == {
-        "max": approx(max(rates)),
-        "min": approx(min(rates)),
-        "mean": approx(statistics.fmean(rates)),
-        "median": approx(statistics.median(rates)),
-        "spread_pct": approx((max(rates) - min(rates)) / min(rates) * 100),
+        "max": approx(max(values)),
+        "min": approx(min(values)),
+        "mean": approx(statistics.fmean(values)),
+        "median": approx(statistics.median(values)),
+        "spread_pct": approx((max(values) - min(values)) / min(values) * 100),
+        "covers": {"nodes": len(whole), "left_out": [n["name"] for n in nodes if n not in whole]},
     }
     flagged = [n["name"] for n in nodes if n.get("valid") is False]
     for name in flagged:
         assert any(w.startswith((f"{name}:", f"{name} ")) for w in doc["warnings"]), (
             f"no warning names {name}"
         )
+
+
+def clock(t: float) -> str:
+    return f"{int(t) // 60:02d}:{int(t) % 60:02d}"
 
 
 # ------------------------------------------------------------------------------------------ recordings
@@ -123,12 +144,21 @@ def test_recording_summary_follows_its_events(
         assert node["gpus"] == facts.run.gpus_per_node
         assert node["tokens_per_s"] == approx(tokens[i]), name
         assert node["samples_per_s"] == approx(samples[i]), name
-        unfinished = facts.nodes[i].state(end) in ("down", "stale")  # the run ended without it
+        unfinished = facts.nodes[i].state(end) in ("down", "stale")  # the run ended (or stops) without it
         assert node.get("valid") is (False if unfinished else None), name
-    # Whole-run power: mean power x duration is the energy the tokens per joule divide by.
+        assert node.get("finished", True) is (not unfinished), name
+    # Complete only when the recording ends with a run end that is not an interruption.
+    ended = facts.end is not None
+    assert doc["complete"] is (ended and facts.end.reason != "interrupted")  # type: ignore[union-attr]
+    assert doc["end_reason"] == (facts.end.reason if facts.end is not None else None)
+    if not doc["complete"]:
+        assert any(f"at {clock(end)}" in w or f"stops at {clock(end)}" in w for w in doc["warnings"])
+    # Whole-run power: mean power x the time energy covers (the run's end; with no end, the last 1-s tick
+    # before the last event) is the energy the tokens per joule divide by.
+    covered = end if facts.end is not None else math.ceil(end) - 1.0
     if "power" in doc:
         power = doc["power"]
-        assert power["tokens_per_joule"] * power["mean_w"] * end == pytest.approx(
+        assert power["tokens_per_joule"] * power["mean_w"] * covered == pytest.approx(
             facts.total_tokens(), rel=1e-5
         )
     assert ("latency_ms" in doc) == bool(facts.latency) == (facts.run.scenario == "Server")
@@ -233,6 +263,7 @@ def test_result_folder_summary_follows_the_loadgen_files(produced: Produced, cas
     else:
         assert "latency_ms" not in doc
     assert any(n.get("valid") is False for n in doc["nodes"]) == ("warnings" in doc)
+    assert (doc["complete"], doc["end_reason"]) == (True, None)  # a LoadGen summary is written at the end
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def test_mixed_scenarios_are_an_error(run_cli) -> None:
 def test_no_summaries_is_an_error(tmp_path: Path, run_cli) -> None:
     result = run_cli("summarize", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.startswith("tokenwatch: error: no mlperf_log_summary.txt found under")
+    assert result.stderr.startswith("tokenwatch summarize: no mlperf_log_summary.txt found under")
 
 
 def test_corrupt_summary_is_one_line_error(tmp_path: Path, run_cli) -> None:

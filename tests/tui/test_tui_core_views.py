@@ -108,8 +108,10 @@ def test_display_histogram_keeps_every_count(server_snapshot: RackSnapshot, bins
 def test_spread_vs_median(failure_core: RackCore) -> None:
     snap = failure_core.snapshot()
     means = snap.nodes.mean_tokens_per_s
-    median = sorted(m for m in means if math.isfinite(m) and m > 0)[8:10]
-    median_value = sum(median) / 2  # 18 nodes: the mean of the 9th and 10th
+    # The median of the nodes still running or finished (a down node is not in the spread: issue 11).
+    running = [m for m, s in zip(means, snap.nodes.state, strict=True) if s not in ("down", "stale")]
+    assert len(running) == 17
+    median_value = sorted(m for m in running if math.isfinite(m) and m > 0)[8]  # 17 nodes: the 9th
     got = spread_vs_median_pct(snap)
     for i, mean in enumerate(means):
         assert got[i] == pytest.approx((mean - median_value) / median_value * 100)

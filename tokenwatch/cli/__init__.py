@@ -35,10 +35,20 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def error_line(command: str | None, message: str) -> str:
+    """``tokenwatch sim: <message>``: the command named once, whoever raised the message (the parser's
+    own errors already start with it)."""
+    if message.startswith("tokenwatch"):
+        return message
+    return f"tokenwatch {command}: {message}" if command else f"tokenwatch: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    command: str | None = None
     try:
         args = parse(argv)
+        command = args.command
         from tokenwatch.cli.commands import COMMANDS
 
         return COMMANDS[args.command](args)
@@ -53,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:
         if isinstance(exc, _user_errors()):
-            stderr_line(f"tokenwatch: error: {exc}")
+            stderr_line(error_line(command, str(exc)))
             return 2
         if os.environ.get("TOKENWATCH_DEBUG"):
             raise

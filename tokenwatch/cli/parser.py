@@ -9,6 +9,11 @@ from typing import NoReturn
 from tokenwatch import __version__
 from tokenwatch.durations import DurationError, parse_duration
 
+STOP_NOTE = (
+    "Ctrl-C, SIGTERM or SIGHUP (or quitting the dashboard) before the run has ended ends it as interrupted: "
+    "the recording says so, the partial summary is printed marked INTERRUPTED, exit status 130."
+)
+
 
 class UsageError(Exception):
     """A user error: printed as one line, exit status 2."""
@@ -94,7 +99,12 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="time-per-output-token SLA (default 200ms)",
     )
-    p.add_argument("--prometheus-port", type=port_arg, metavar="N", help="serve /metrics on 127.0.0.1:N")
+    p.add_argument(
+        "--prometheus-port",
+        type=port_arg,
+        metavar="N",
+        help="serve /metrics on 127.0.0.1:N (0: a free port); the address is printed on stderr",
+    )
 
 
 def build_parser() -> OneLineParser:
@@ -111,7 +121,7 @@ def build_parser() -> OneLineParser:
     sim = sub.add_parser(
         "sim",
         help="simulate a rack run (the dashboard, or --headless)",
-        description="Simulate a rack run, deterministically from --seed.",
+        description="Simulate a rack run, deterministically from --seed. " + STOP_NOTE,
     )
     sim.add_argument(
         "--profile",
@@ -144,7 +154,7 @@ def build_parser() -> OneLineParser:
     replay = sub.add_parser(
         "replay",
         help="replay a recording through the same core",
-        description="Replay a recording (.jsonl or .jsonl.zst).",
+        description="Replay a recording (.jsonl or .jsonl.zst). " + STOP_NOTE,
     )
     replay.add_argument("file", metavar="FILE")
     replay.add_argument(
@@ -226,7 +236,8 @@ def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     watch = sub.add_parser(
         "watch",
         help="watch a live run on real nodes (over SSH, or this machine)",
-        description="Watch a live run: GPU telemetry and progress from every node of CONFIG.yaml.",
+        description="Watch a live run: GPU telemetry and progress from every node of CONFIG.yaml. "
+        + STOP_NOTE,
     )
     watch.add_argument("config", metavar="CONFIG.yaml")
     watch.add_argument(
@@ -245,7 +256,11 @@ def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     add_output_options(watch)
     check = sub.add_parser(
-        "check", help="validate a watch config without connecting", description="Validate CONFIG.yaml."
+        "check",
+        help="validate a watch config without connecting",
+        description="Validate CONFIG.yaml: every check `watch` makes before it connects (host ranges, a "
+        "Slurm job's nodes, SSH keys, the GPU source here in local mode); exit status 2 where `watch` "
+        "would refuse it.",
     )
     check.add_argument("config", metavar="CONFIG.yaml")
 
@@ -254,7 +269,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         # `tokenwatch` alone: the dashboard on the default simulator, accelerated so it visibly moves.
         argv = ["sim", "--speed", "10", *argv]
-    return build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # named by the command they were given to, as its other errors are
+        prog = f"tokenwatch {args.command}" if args.command else "tokenwatch"
+        raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)")
+    return args
 
 
 def stderr_line(message: str) -> None:

@@ -44,8 +44,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         html = render_run_report(runs[0], workloads)
     else:
-        from tokenwatch.report.compare_report import render_comparison
+        from tokenwatch.report.compare_report import comparability_warnings, render_comparison
 
+        print_warnings(comparability_warnings(runs[0], runs[1]))
         html = render_comparison(runs[0], runs[1])
     out = Path(args.output)
     _write_atomically(out, html)

@@ -1,17 +1,19 @@
-"""Running a session for sim, replay and watch: headless or the dashboard, recording, JSONL, Ctrl-C."""
+"""Running a session for sim, replay and watch: headless or the dashboard, recording, JSONL, and the stop
+signals (Ctrl-C, SIGTERM, SIGHUP: the run ends as interrupted, its partial summary is printed, exit 130)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import datetime as dt
+import errno
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tokenwatch.cli.options import RunOptions
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import Collector
@@ -50,6 +52,12 @@ def make_recorder(options: RunOptions, created_epoch: float | None = None) -> Re
     return RecordingWriter(options.record, meta=meta)
 
 
+INTERRUPTED_EXIT = 130  # as a shell reports a command Ctrl-C stopped
+# Signals that end a run as Ctrl-C does: a terminal closing (SIGHUP) or a scheduler stopping the job
+# (SIGTERM) leaves a closed recording and the partial summary, never a torn file.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def run_session(
     options: RunOptions,
     collectors: Sequence[Collector],
@@ -59,14 +67,24 @@ def run_session(
     after: Callable[[Session], None] | None = None,
     player: ReplayPlayer | None = None,
 ) -> int:
-    """Run to the end (or Ctrl-C / q) and return the exit status."""
+    """Run to the end (or Ctrl-C / a stop signal / q) and return the exit status: 0 when the run ended by
+    itself, 130 when it was interrupted (its summary is printed marked ``INTERRUPTED at ...``)."""
     core = RackCore(options.core_config(core_config))
-    recorder = make_recorder(options, created_epoch)
+    holder: list[Session] = []
+    # Before the recording is created: a port in use must not leave an empty recording behind. The
+    # server reads the session's core when there is one (a replay's seek may swap it).
+    exporter = start_exporter(options, lambda: holder[0].core if holder else core)
+    try:
+        recorder = make_recorder(options, created_epoch)
+    except BaseException:
+        if exporter is not None:
+            exporter.close()
+        raise
     session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if options.paced else None)
+    holder.append(session)
     if options.wants_dashboard():
         from tokenwatch.tui.launch import run_dashboard
 
-        exporter = start_exporter(options, lambda: session.core)  # a replay's seek may swap the core
         try:
             run_dashboard(
                 session,
@@ -74,19 +92,20 @@ def run_session(
                 theme=options.theme,
                 speed=options.speed,
                 player=player,
-                on_loop=exporter.attach_loop if exporter is not None else None,
+                on_loop=_dashboard_loop_hook(session, exporter),
             )
         finally:
             if exporter is not None:
                 exporter.close()
         if after:
             after(session)
-        return 0
+        # On quitting, the same table headless prints: the result outlives the screen.
+        print_summary(session.core, sys.stdout)
+        return INTERRUPTED_EXIT if session.interrupted else 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
     with open_jsonl(options.jsonl) as jsonl:
         logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s)
         session.every(options.interval_s, logger.at)
-        exporter = start_exporter(options, core)
         try:
             asyncio.run(_run_until_signal(session, exporter))
         finally:
@@ -95,30 +114,80 @@ def run_session(
         logger.finish()
     if after:
         after(session)
+    print_summary(core, human)
+    return INTERRUPTED_EXIT if session.interrupted else 0
+
+
+def print_summary(core: RackCore, out: IO[str]) -> None:
+    """The run summary table (marked when the run was interrupted or has no end), if a run started."""
     if core.started:
-        human.write("\n" + render_summary(core.summary()) + "\n")
-        human.flush()
-    return 0
+        out.write("\n" + render_summary(core.summary()) + "\n")
+        out.flush()
 
 
 def start_exporter(options: RunOptions, core: RackCore | Callable[[], RackCore]) -> MetricsServer | None:
+    """The /metrics server, announced on stderr with the port it bound (``--prometheus-port 0`` picks a
+    free one). A port already taken is a usage error: one line, exit status 2."""
     if options.prometheus_port is None:
         return None
     from tokenwatch.exporter import serve_metrics
 
-    return serve_metrics(core, options.prometheus_port)
+    try:
+        server = serve_metrics(core, options.prometheus_port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"--prometheus-port: port {options.prometheus_port} is in use") from None
+        raise UsageError(f"--prometheus-port {options.prometheus_port}: {exc.strerror or exc}") from None
+    stderr_line(f"serving /metrics on http://127.0.0.1:{server.port}/metrics")
+    return server
+
+
+def _dashboard_loop_hook(
+    session: Session, exporter: MetricsServer | None
+) -> Callable[[asyncio.AbstractEventLoop], None]:
+    """What runs on the dashboard's loop once it starts: the /metrics server attaches, and a stop signal
+    (SIGTERM, SIGHUP, a SIGINT sent from outside: Ctrl-C in the dashboard is a key) quits the dashboard
+    as Ctrl-C does, the run ended as interrupted."""
+
+    def on_loop(loop: asyncio.AbstractEventLoop) -> None:
+        if exporter is not None:
+            exporter.attach_loop(loop)
+        # on_loop runs inside the app's on_mount, so the app is Textual's active one. Textual (pinned)
+        # keeps that context variable in a private module; run_dashboard offers no quit hook of its own.
+        from textual._context import active_app
+
+        app = active_app.get()
+
+        def quit_on_signal() -> None:
+            session.stop()
+            loop.create_task(app.run_action("quit"))
+
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, quit_on_signal)
+
+    return on_loop
 
 
 async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> None:
     loop = asyncio.get_running_loop()
     if exporter is not None:
         exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
-    for sig in (signal.SIGINT, signal.SIGTERM):
+
+    def stop_once() -> None:
+        # The first signal stops the session cleanly; a second one (the shutdown seems stuck) is the
+        # default action again: SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP end the process.
+        session.stop()
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+    for sig in STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, session.stop)
+            loop.add_signal_handler(sig, stop_once)
     try:
         await session.run()
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)

@@ -8,7 +8,7 @@ import sys
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import run_session
-from tokenwatch.live.build import build_collector, core_config, resolved_targets
+from tokenwatch.live.build import build_collector, core_config, plan_watch
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
 
@@ -26,16 +26,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Everything ``watch`` checks before it connects (the same :func:`plan_watch`), nothing more: a
+    config ``check`` passes is one ``watch`` starts on, from this machine."""
     config = load_watch_config(args.config)
     out = sys.stdout
+    plan = plan_watch(config, warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"))
     if config.local:
         where = "local mode: this machine is the node"
-    elif config.nodes and config.nodes.slurm_job:
-        where = f"the nodes of Slurm job {config.nodes.slurm_job} (resolved when watching)"
     else:
-        names = [t.name for t in resolved_targets(config, None)]
+        names = [t.name for t in plan.targets]
         shown = ", ".join(names[:3]) + (f", ... {names[-1]}" if len(names) > 3 else "")
         where = f"{len(names)} node{'s' * (len(names) != 1)} ({shown})"
+        if config.nodes and config.nodes.slurm_job:
+            where += f" of Slurm job {config.nodes.slurm_job}"
     gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else None
     out.write(f"{config.path}: ok\n")
     out.write(f"  run       {config.run.name} ({config.run.scenario})\n")

@@ -52,14 +52,18 @@ def _stale(state: RackState, t: float, codes: np.ndarray) -> None:
 
 
 def _stragglers(state: RackState, t: float, codes: np.ndarray) -> None:
-    """Running nodes below the median of running nodes, for long enough."""
+    """Running nodes below the median of running nodes, beyond their own noise, for long enough."""
     cfg, memory, names = state.config, state.rules, state.run.nodes
     rates, _ = state.window_rates(t, cfg.straggler_window_s)
     running = (codes == 0) & (state.tokens > 0) & (t >= min(cfg.straggler_window_s, cfg.window_s * 3))
     below = below_median_pct(rates, running)
+    # A node is slow only when it is below the median by more than straggler_pct *and* by more than its
+    # own deficit's noise allows: a node that sits near the threshold, its rate wobbling with Poisson
+    # arrivals or a slow drift, is not raised and cleared every few minutes.
+    margin = _straggler_margin(state, t, rates, running)
     # Hysteresis: a node becomes a straggler past straggler_pct (held for straggler_hold_s) and stops
     # being one only back within a smaller band, so noise around the threshold is one alert, not ten.
-    slow = below > cfg.straggler_pct
+    slow = below - margin > cfg.straggler_pct
     clear_pct = cfg.straggler_pct * _STRAGGLER_CLEAR_FRACTION
     still_slow = memory.straggling & (below > clear_pct)  # NaN (not running) compares False: cleared
     memory.straggler_since = np.where(slow, np.fmin(memory.straggler_since, t), np.nan)
@@ -75,6 +79,40 @@ def _stragglers(state: RackState, t: float, codes: np.ndarray) -> None:
             cleared_message=f"{name} back within {clear_pct:g}% of the median",
         )
     memory.straggler_alerted = memory.straggling.copy()
+
+
+def own_noise_pct(state: RackState, t: float, median_rate: float) -> np.ndarray:
+    """Per node: the standard error of its straggler-window rate, in % of the median running node's rate.
+
+    Read from the node's own rates over ``straggler_subwindow_s`` sub-windows of the window: the median
+    of their successive differences (so one real step in the rate, a fault starting, is not taken for
+    noise), scaled to a standard deviation, over the square root of their number. NaN where the window
+    does not hold four sub-windows yet.
+    """
+    cfg = state.config
+    n = len(state.run.nodes)
+    ring = state.recent_tokens
+    count = int(cfg.straggler_window_s // cfg.straggler_subwindow_s)
+    ends = t - cfg.straggler_subwindow_s * np.arange(count, -1, -1, dtype=np.float64)
+    order = ring.slots_at_or_before(ends)
+    if len(order) < 5 or not median_rate > 0:
+        return np.full(n, np.nan)
+    times, tokens = ring.times[order], ring.values[order]
+    rates = np.diff(tokens, axis=0) / np.diff(times)[:, None]
+    # median |X - Y| of two independent normals of sd s is 0.954 s
+    sd = np.median(np.abs(np.diff(rates, axis=0)), axis=0) / 0.954
+    return np.asarray(sd / np.sqrt(len(rates)) / median_rate * 100.0)
+
+
+def _straggler_margin(state: RackState, t: float, rates: np.ndarray, running: np.ndarray) -> np.ndarray:
+    """How far beyond ``straggler_pct`` each node must be: ``straggler_noise_sigmas`` x its own noise, and
+    never less than that many x ``straggler_noise_floor_pct`` (slow wander of a rate that sub-windows of
+    one window cannot see)."""
+    cfg = state.config
+    ok = running & np.isfinite(rates)
+    median = float(np.median(rates[ok])) if ok.sum() >= 2 else math.nan
+    noise = np.fmax(own_noise_pct(state, t, median), cfg.straggler_noise_floor_pct)
+    return np.asarray(cfg.straggler_noise_sigmas * noise)
 
 
 def _throttle(state: RackState, t: float, codes: np.ndarray) -> None:

@@ -32,6 +32,13 @@ class CoreConfig:
     straggler_pct: float = 5.0
     straggler_hold_s: float = 15.0
     straggler_window_s: float = 60.0  # sustained slowness, not one noisy 10-s window
+    # A node is a straggler only when it is below the median by more than straggler_pct plus this many
+    # standard errors of its own window rate (from its rates over sub-windows of the window; at least
+    # the floor, in percentage points): a node whose rate is noisy (Poisson arrivals, bursty logs) must
+    # be further below to count, so noise at the threshold raises nothing.
+    straggler_noise_sigmas: float = 3.0
+    straggler_subwindow_s: float = 5.0
+    straggler_noise_floor_pct: float = 0.5
     stale_after_s: float = 5.0
     ttft_sla_s: float = 2.0
     tpot_sla_s: float = 0.2

@@ -47,7 +47,7 @@ def gpu_power_limit_w(snapshot: RackSnapshot) -> float | None:
 def efficiency(summary: RunSummary, tdp_w: float | None = None, tdp_source: str = "") -> Efficiency:
     """Efficiency of ``summary``; ``tdp_w`` per GPU (None: the TDP-based figure is unknown)."""
     tokens_per_s = summary.tokens_per_s
-    gpus = summary.gpus
+    gpus = summary.gpus_counted  # the GPUs that took part, as per GPU divides by them
     tdp_ok = tdp_w is not None and math.isfinite(tdp_w) and tdp_w > 0
     rack_tdp = gpus * tdp_w if tdp_ok and gpus else None  # type: ignore[operator]
     with warnings.catch_warnings():

@@ -6,14 +6,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.core.config import GPU_SERIES_METRICS
+from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE
 from tokenwatch.core.state import RackState
 from tokenwatch.events import FloatArray
+
+_STALE, _DOWN = STATE_CODE["stale"], STATE_CODE["down"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeHistory:
-    """Recent full-resolution series of one node (copies). ``gpu_series[metric]`` is (gpus, points)."""
+    """Recent full-resolution series of one node (copies). ``gpu_series[metric]`` is (gpus, points).
+
+    The series end where the node's data ended: ticks at which a GPU was silent (its node down or
+    stale) are NaN, as are the node's rate and share while it was down or stale.
+    """
 
     node: str
     times: FloatArray
@@ -32,7 +38,9 @@ def node_history(state: RackState, node: str, last: int | None = None) -> NodeHi
     if len(t_tok) >= 2:
         dt = np.diff(t_tok)
         rack = np.diff(tokens.sum(axis=1)) / dt
-        mine = np.diff(tokens[:, i]) / dt
+        _, codes = state.recent_state.column(i, None if last is None else last + 1)
+        silent = (codes[1:] == _STALE) | (codes[1:] == _DOWN)
+        mine = np.where(silent, np.nan, np.diff(tokens[:, i]) / dt)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(rack > 0, mine / rack * 100.0, np.nan)
     else:

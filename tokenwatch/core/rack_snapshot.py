@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
@@ -17,10 +18,12 @@ from tokenwatch.core.snapshot import (
     LatencyStats,
     NodeTable,
     RackSnapshot,
+    RunFigures,
+    StoppedNode,
     Timeline,
 )
 from tokenwatch.core.state import RackState
-from tokenwatch.core.summary import summarize_state
+from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
 from tokenwatch.durations import format_clock
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 
@@ -30,6 +33,7 @@ _SM = GPU_METRICS.index("sm_clock_mhz")
 _HBM = GPU_METRICS.index("hbm_used_mib")
 _TEMP = GPU_METRICS.index("temp_c")
 _ALERTS_IN_SNAPSHOT = 200
+_UP, _STALE, _DOWN, _FINISHED = (STATE_CODE[s] for s in ("up", "stale", "down", "finished"))
 
 
 def empty_snapshot(now: float = 0.0) -> RackSnapshot:
@@ -68,9 +72,13 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     n = len(run.nodes)
     state_codes = state.effective_state(now)
     states = tuple(NODE_STATES[c] for c in state_codes)
-    up = state_codes == 0
+    up = state_codes == _UP
+    stopped = (state_codes == _STALE) | (state_codes == _DOWN)
     rates, sample_rates = state.window_rates(now)
-    rates = np.where(state_codes == 2, 0.0, rates)  # a down node contributes nothing now
+    # A down or stale node has no live rate (its counters are only as new as its last report); the
+    # aggregate is over the nodes that report.
+    rates = np.where(stopped, np.nan, rates)
+    sample_rates = np.where(stopped, np.nan, sample_rates)
     means, sample_means = state.measured_means()
 
     # Only fresh readings are figures: a silent GPU's last values are not shown as if they were live.
@@ -94,7 +102,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         per_gpu_tokens_per_s=agg_rate / gpus if gpus else math.nan,
         samples_per_s=agg_samples,
         nodes=n,
-        nodes_up=int(((state_codes == 0) | (state_codes == 3)).sum()),
+        nodes_up=int((~stopped).sum()),
         gpus=gpus,
         gpus_reporting=gpus_reporting,
         power_w=power_w,
@@ -107,14 +115,11 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     )
 
     elapsed = now
-    progress_pct, eta_s = _progress(state, elapsed, samples_done, agg_samples)
+    progress_pct, eta_s = _progress(state, elapsed, samples_done, agg_samples, state_codes)
     node_progress = _node_progress(state, elapsed, state_codes)
     running = up & (state.tokens > 0)
     delta = -below_median_pct(rates, running)
-
-    spark_n = cfg.sparkline_points
-    times, cum = state.recent_tokens.view(spark_n + 1)
-    spark = (np.diff(cum, axis=0) / np.diff(times)[:, None]).T if len(times) >= 2 else np.zeros((n, 0))
+    spark = _sparklines(state, cfg.sparkline_points)
 
     nodes = NodeTable(
         names=run.nodes,
@@ -137,6 +142,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         throttling=np.asarray(state.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,
     )
+    summary = summarize_state(state) if state.ended else None
     return RackSnapshot(
         t=now,
         run=run,
@@ -145,7 +151,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         progress_pct=progress_pct,
         eta_s=eta_s,
         aggregate=aggregate,
-        node_spread=NodeSpread.of(means),
+        node_spread=NodeSpread.of(np.where(stopped, np.nan, means)),
         stragglers=tuple(run.nodes[i] for i in np.flatnonzero(state.rules.straggling)),
         nodes=nodes,
         gpus=GpuTable(gpu, state.gpu_throttle.copy(), freshness),
@@ -154,33 +160,83 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         alerts=state.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
         active_alerts=state.alerts.active_newest_first(),
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
-        summary=summarize_state(state) if state.ended else None,
+        summary=summary,
         banner=end_banner(state, state_codes) if state.ended else "",
+        stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
+        run_figures=_run_figures(summary, state_codes) if summary is not None else None,
+    )
+
+
+def _sparklines(state: RackState, points: int) -> np.ndarray:
+    """(nodes, points) per-tick rates, oldest first; NaN for ticks at which the node was down or stale
+    (its counter stood still because nothing came, not because it did no work)."""
+    times, cum = state.recent_tokens.view(points + 1)
+    if len(times) < 2:
+        return np.zeros((len(state.run.nodes), 0))
+    _, codes = state.recent_state.view(points + 1)
+    rates = np.diff(cum, axis=0) / np.diff(times)[:, None]
+    silent = (codes[1:] == _STALE) | (codes[1:] == _DOWN)
+    return np.where(silent, np.nan, rates).T
+
+
+def _stopped_nodes(
+    state: RackState, codes: np.ndarray, means: np.ndarray, progress: np.ndarray
+) -> tuple[StoppedNode, ...]:
+    out = []
+    for i in np.flatnonzero((codes == _STALE) | (codes == _DOWN)).tolist():
+        since, reason = state.why_stopped(i, int(codes[i]))
+        out.append(
+            StoppedNode(
+                name=state.run.nodes[i],
+                state="down" if codes[i] == _DOWN else "stale",
+                since_s=since,
+                reason=reason,
+                mean_tokens_per_s=float(means[i]),
+                progress_pct=float(progress[i]),
+            )
+        )
+    return tuple(out)
+
+
+def _run_figures(summary: RunSummary, codes: np.ndarray) -> RunFigures:
+    nan = math.nan
+    return RunFigures(
+        tokens_per_s=summary.tokens_per_s,
+        per_gpu_tokens_per_s=summary.per_gpu_tokens_per_s,
+        gpus=summary.gpus_counted,
+        power_mean_w=summary.power_mean_w if summary.power_mean_w is not None else nan,
+        tokens_per_joule=summary.tokens_per_joule if summary.tokens_per_joule is not None else nan,
+        duration_s=summary.duration_s,
+        nodes_finished=int((codes == _FINISHED).sum()),
+        complete=summary.complete,
     )
 
 
 def end_banner(state: RackState, codes: np.ndarray) -> str:
     """What happened, in one line, once the run has ended: how many nodes finished and why the others did
-    not (``ended: 17 of 18 nodes finished, node07 down since 02:00``), or where an interrupt cut it."""
+    not (``ended: 17 of 18 nodes finished, node07 down since 02:00``), or where an interrupt cut it
+    (``INTERRUPTED at 07:44 (8.8 % of samples)``). The end's own reason is added only when nodes were
+    still running (a time limit, ``--stop-after``): then it is why they did not finish."""
     run = state.run
     if state.end_reason == "interrupted":
-        done = state.samples.sum()
-        share = f" ({done / run.total_samples * 100:.1f} % of samples)" if run.total_samples else ""
-        return f"INTERRUPTED at {format_clock(state.now)}{share}"
-    finished = int((codes == 3).sum())
+        return interrupted_status(state)
+    finished = int((codes == _FINISHED).sum())
     others = []
-    for i in np.flatnonzero(codes != 3).tolist():
-        how = NODE_STATES[codes[i]]
-        since = state.state_since[i] if how == "down" else state.last_seen[i]
-        when = f" since {format_clock(float(since))}" if how != "up" and np.isfinite(since) else ""
-        others.append(f"{run.nodes[i]} {'still running' if how == 'up' else how}{when}")
+    for i in np.flatnonzero(codes != _FINISHED).tolist():
+        if codes[i] == _UP:
+            others.append(f"{run.nodes[i]} still running")
+            continue
+        since, _ = state.why_stopped(i, int(codes[i]))
+        when = f" since {format_clock(since)}" if np.isfinite(since) else ""
+        others.append(f"{run.nodes[i]} {'down' if codes[i] == _DOWN else 'stale'}{when}")
     shown = others[:3] + ([f"+{len(others) - 3} more"] if len(others) > 3 else [])
     detail = (", " + ", ".join(shown)) if shown else ""
-    return f"ended: {finished} of {len(run.nodes)} nodes finished{detail}"
+    why = f" ({state.end_reason})" if (codes == _UP).any() and state.end_reason else ""
+    return f"ended{why}: {finished} of {len(run.nodes)} nodes finished{detail}"
 
 
 def _progress(
-    state: RackState, elapsed: float, samples_done: int, sample_rate: float
+    state: RackState, elapsed: float, samples_done: int, sample_rate: float, codes: np.ndarray
 ) -> tuple[float | None, float | None]:
     run = state.run
     if run.total_samples:
@@ -193,8 +249,12 @@ def _progress(
             eta = max(0.0, run.nominal_duration_s - elapsed)
         return pct, eta
     if run.nominal_duration_s:
-        if state.ended:
+        # With no sample count, the run is done only when every node said it finished: a watch that
+        # stops (--stop-after, Ctrl-C) with work undone shows how far run time got, not 100 %.
+        if state.ended and bool((codes == _FINISHED).all()):
             return 100.0, 0.0
+        if state.ended:
+            return min(100.0, elapsed / run.nominal_duration_s * 100.0), 0.0
         return min(100.0, elapsed / run.nominal_duration_s * 100.0), max(
             0.0, run.nominal_duration_s - elapsed
         )
@@ -211,7 +271,7 @@ def _node_progress(state: RackState, elapsed: float, state_codes: np.ndarray) ->
         pct = np.full(n, min(100.0, elapsed / run.nominal_duration_s * 100.0))
     else:
         pct = np.full(n, np.nan)
-    return np.where(state_codes == 3, 100.0, pct)
+    return np.where(state_codes == _FINISHED, 100.0, pct)
 
 
 def latency_stats(state: RackState) -> dict[LatencyMetric, LatencyStats]:

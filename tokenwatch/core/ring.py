@@ -52,6 +52,14 @@ class RecentRing:
         pos = int(np.searchsorted(window, t, side="right")) - 1
         return None if pos < 0 else (start + pos) % self.capacity
 
+    def slots_at_or_before(self, ts: FloatArray) -> np.ndarray:
+        """Storage indices of the newest samples taken at or before each of ``ts`` (sorted ascending),
+        each once, oldest first; times before the oldest sample are dropped."""
+        start = self._next - self._size + self.capacity
+        window = self._times2[start : start + self._size]
+        pos = np.unique(np.searchsorted(window, ts, side="right") - 1)
+        return (start + pos[pos >= 0]) % self.capacity
+
     def oldest_slot(self) -> int | None:
         return (self._next - self._size) % self.capacity if self._size else None
 

@@ -47,6 +47,44 @@ class Aggregate:
     prompt_tokens_done: int
 
 
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """The run's result once it has ended: what the headline shows beside the final tokens/s instead of
+    the last window's figures (which, at the end, are the drain: a few nodes finishing their last
+    samples). The same figures as the run summary's.
+
+    ``tokens_per_s`` is the final aggregate (the sum of the nodes' measured means, the published rack
+    figure); ``per_gpu_tokens_per_s`` divides it by the GPUs that took part (``gpus``: those of the
+    nodes that did work); ``power_mean_w`` is the energy over the run time; ``tokens_per_joule`` the
+    generated tokens over that energy. Power figures are NaN when no GPU reported power.
+    """
+
+    tokens_per_s: float
+    per_gpu_tokens_per_s: float
+    gpus: int
+    power_mean_w: float
+    tokens_per_joule: float
+    duration_s: float
+    nodes_finished: int
+    complete: bool  # False: the run was interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedNode:
+    """A node that is down or stale: listed apart from the running ones, with its last figures and why.
+
+    ``since_s`` is the run time it went down (or last reported, for a stale node; NaN if it never did);
+    ``mean_tokens_per_s`` its measured mean up to then (NaN if it did no work).
+    """
+
+    name: str
+    state: NodeState  # "down" | "stale"
+    since_s: float
+    reason: str
+    mean_tokens_per_s: float
+    progress_pct: float
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeTable:
     """One row per node, columnar. Throughput in tokens/s, power in W, clocks in MHz."""
@@ -54,20 +92,21 @@ class NodeTable:
     names: tuple[str, ...]
     state: tuple[NodeState, ...]
     reason: tuple[str, ...]
-    tokens_per_s: FloatArray  # over the window
-    mean_tokens_per_s: FloatArray  # generated tokens / own measured duration
+    tokens_per_s: FloatArray  # over the window; NaN for a down or stale node (no live figure)
+    mean_tokens_per_s: FloatArray  # generated tokens / own measured duration (a stopped node's last)
     mean_samples_per_s: FloatArray
     delta_vs_median_pct: FloatArray  # windowed rate vs the median of running nodes (negative = slower)
     progress_pct: FloatArray
     samples_done: IntArray
     tokens_done: IntArray
-    power_w: FloatArray  # sum over the node's GPUs
-    sm_clock_mhz: FloatArray  # mean over GPUs
-    hbm_used_mib: FloatArray  # sum over GPUs
-    temp_c: FloatArray  # hottest GPU
+    power_w: FloatArray  # sum over the node's fresh GPUs (NaN when none is fresh: down, stale)
+    sm_clock_mhz: FloatArray  # mean over fresh GPUs
+    hbm_used_mib: FloatArray  # sum over fresh GPUs
+    temp_c: FloatArray  # hottest fresh GPU
     straggler: np.ndarray  # bool
     throttling: np.ndarray  # bool
-    sparkline_tokens_per_s: FloatArray  # (nodes, points) recent per-tick rates, oldest first
+    sparkline_tokens_per_s: FloatArray  # (nodes, points) recent per-tick rates, oldest first; NaN while
+    # the node was down or stale
 
     def index(self, name: str) -> int:
         return self.names.index(name)
@@ -119,6 +158,13 @@ class Timeline:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class RackSnapshot:
+    """Everything a front end draws at run time ``t``.
+
+    ``node_spread`` is over the nodes that are running or finished; down and stale nodes are in
+    ``stopped_nodes`` instead, with their last figures. Once the run has ended, ``run_figures`` holds
+    the run's headline figures, ``summary`` the table and ``banner`` what happened.
+    """
+
     t: float
     run: RunInfo
     ended: bool
@@ -137,3 +183,5 @@ class RackSnapshot:
     sla_s: Mapping[LatencyMetric, float]
     summary: RunSummary | None = None  # the run's result in the published-table form, once it has ended
     banner: str = ""  # what happened, once it has ended ("ended: 17 of 18 nodes finished, ...")
+    stopped_nodes: tuple[StoppedNode, ...] = ()  # down and stale nodes, in node order
+    run_figures: RunFigures | None = None  # once ended: the headline figures over the whole run

@@ -14,9 +14,12 @@ def _num(value: float | None, digits: int = 3) -> float | None:
 
 
 def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
+    """One JSONL record. Missing values (a down or stale node's live figures) are null; ``node_spread``
+    is over the running and finished nodes, ``stopped_nodes`` lists the others; ``end`` appears once the
+    run has ended, with the run's headline figures."""
     agg = snap.aggregate
     nodes = snap.nodes
-    return {
+    out: dict[str, Any] = {
         "t": _num(snap.t),
         "progress_pct": _num(snap.progress_pct),
         "aggregate": {
@@ -25,9 +28,21 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             "nodes": agg.nodes,
             "nodes_up": agg.nodes_up,
             "gpus": agg.gpus,
+            "gpus_reporting": agg.gpus_reporting,
             "power_w": _num(agg.power_w),
         },
-        "node_spread": spread_json(snap.node_spread),
+        "node_spread": {**spread_json(snap.node_spread), "nodes": snap.node_spread.nodes},
+        "stopped_nodes": [
+            {
+                "name": s.name,
+                "state": s.state,
+                "since": _num(s.since_s),
+                "reason": s.reason,
+                "mean_tokens_per_s": _num(s.mean_tokens_per_s),
+                "progress_pct": _num(s.progress_pct),
+            }
+            for s in snap.stopped_nodes
+        ],
         "nodes": [
             {
                 "name": name,
@@ -45,3 +60,17 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             {"t": _num(a.t), "node": a.node, "kind": a.kind, "message": a.message} for a in snap.active_alerts
         ],
     }
+    figures = snap.run_figures
+    if snap.ended and figures is not None:
+        out["end"] = {
+            "reason": snap.end_reason,
+            "banner": snap.banner,
+            "complete": figures.complete,
+            "tokens_per_s": _num(figures.tokens_per_s),
+            "per_gpu_tokens_per_s": _num(figures.per_gpu_tokens_per_s),
+            "gpus": figures.gpus,
+            "power_mean_w": _num(figures.power_mean_w),
+            "tokens_per_joule": _num(figures.tokens_per_joule),
+            "nodes_finished": figures.nodes_finished,
+        }
+    return out

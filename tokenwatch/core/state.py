@@ -114,11 +114,12 @@ class RackState:
     recent_tokens: RecentRing
     recent_samples: RecentRing
     recent_power: RecentRing
-    recent_gpu: RecentRing
+    recent_state: RecentRing  # node state codes per tick (as floats), in lockstep with recent_tokens
+    recent_gpu: RecentRing  # fresh readings only: NaN where a GPU was silent, down or stale
     history_tokens: DownsampledSeries
     history_power: DownsampledSeries
     history_state: DownsampledSeries  # node state codes (the newest in each point)
-    history_gpu: DownsampledSeries
+    history_gpu: DownsampledSeries  # fresh readings only, like recent_gpu
     rules: RuleMemory
     layout: BatchLayout
     bucket_memo: BucketMemo
@@ -149,6 +150,15 @@ class RackState:
         out[np.isnan(self.gpu_last_seen)] = 3
         out[codes == _DOWN] = 2
         return out
+
+    def why_stopped(self, i: int, code: int) -> tuple[float, str]:
+        """(since when, why) node ``i`` is down or stale (``code``, its effective state): a state a source
+        reported carries its own reason and time; a node that merely went silent, its last report."""
+        if code == _DOWN or self.explicit_state[i] == code:
+            return float(self.state_since[i]), self.state_reason[i]
+        if np.isnan(self.last_seen[i]):
+            return math.nan, "never reported"
+        return float(self.last_seen[i]), f"no data for {self.config.stale_after_s:g} s"
 
     def window_rates(self, t: float, window_s: float | None = None) -> tuple[FloatArray, FloatArray]:
         """Per-node (tokens/s, samples/s) over the last ``window_s`` (default: the config's) before ``t``."""
@@ -228,6 +238,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         recent_tokens=RecentRing(r, (n,)),
         recent_samples=RecentRing(r, (n,)),
         recent_power=RecentRing(r, (n,)),
+        recent_state=RecentRing(r, (n,)),
         recent_gpu=RecentRing(gpu_recent, gpu_shape),
         history_tokens=DownsampledSeries(h, (n,), cfg.tick_s, "last"),
         history_power=DownsampledSeries(h, (n,), cfg.tick_s, "mean"),

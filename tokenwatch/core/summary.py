@@ -35,47 +35,93 @@ class NodeResult:
     tokens_per_s: float
     samples_per_s: float
     valid: bool | None = None  # None: validity unknown (a recording); False: LoadGen said INVALID
+    finished: bool = True  # False: the node stopped partway (down or stale at the end): a partial figure
     latency_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+def did_work(node: NodeResult) -> bool:
+    """Whether a node has a figure to count (a node that never produced a token has none)."""
+    return math.isfinite(node.tokens_per_s) and node.tokens_per_s > 0
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
+    """The rack table. Which nodes each figure covers is part of it: the aggregate and per GPU count
+    every node that did work (a node that stopped partway too: flagged, as the rack figure sums its
+    nodes); the single-node figures and the spread only the nodes that finished (a partial node's
+    figure is not a node result); a node that did no work is in neither."""
+
     name: str
     scenario: str
-    duration_s: float
+    duration_s: float  # the last run time the summary covers (s)
     nodes: tuple[NodeResult, ...]
     spread: NodeSpread
     latency_ms: Mapping[str, Mapping[str, float]]
     power_mean_w: float | None
     tokens_per_joule: float | None
     warnings: tuple[str, ...] = ()
+    complete: bool = True  # False: interrupted, or a recording that stops with no run end
+    end_reason: str | None = None  # the run end's reason (None: no run end seen, or not a recording)
+    status: str = ""  # what a cut-off run reads as (``INTERRUPTED at 07:44 (8.8 % of samples)``)
 
     @property
     def gpus(self) -> int:
+        """GPUs of every node listed."""
         return sum(node.gpus for node in self.nodes)
 
     @property
+    def counted_nodes(self) -> tuple[NodeResult, ...]:
+        """The nodes in the aggregate and per GPU: every node that did work."""
+        return tuple(n for n in self.nodes if did_work(n))
+
+    @property
+    def spread_nodes(self) -> tuple[NodeResult, ...]:
+        """The nodes in the single-node figures and the spread: those that did work and finished it."""
+        return tuple(n for n in self.nodes if did_work(n) and n.finished)
+
+    @property
+    def gpus_counted(self) -> int:
+        """GPUs that took part: those of the nodes that did work."""
+        return sum(node.gpus for node in self.counted_nodes)
+
+    @property
     def tokens_per_s(self) -> float:
-        return float(sum(n.tokens_per_s for n in self.nodes if math.isfinite(n.tokens_per_s)))
+        return float(sum(n.tokens_per_s for n in self.counted_nodes))
 
     @property
     def per_gpu_tokens_per_s(self) -> float:
-        return self.tokens_per_s / self.gpus if self.gpus else math.nan
+        """The aggregate over the GPUs that took part."""
+        return self.tokens_per_s / self.gpus_counted if self.gpus_counted else math.nan
 
     def to_json(self) -> dict[str, Any]:
         """The JSON contract read by later commands and outside tools (NaN becomes null)."""
+        counted = {n.name for n in self.counted_nodes}
+        in_spread = {n.name for n in self.spread_nodes}
         out: dict[str, Any] = {
             "name": self.name,
             "scenario": self.scenario,
             "duration_s": _num(self.duration_s),
+            "complete": self.complete,
+            "end_reason": self.end_reason,
             "aggregate": {
                 "tokens_per_s": _num(self.tokens_per_s),
                 "per_gpu_tokens_per_s": _num(self.per_gpu_tokens_per_s),
                 "nodes": len(self.nodes),
                 "gpus": self.gpus,
+                "covers": {
+                    "nodes": len(counted),
+                    "gpus": self.gpus_counted,
+                    "left_out": [n.name for n in self.nodes if n.name not in counted],
+                },
             },
-            "node_spread": spread_json(self.spread),
+            "node_spread": {
+                **spread_json(self.spread),
+                "covers": {
+                    "nodes": len(in_spread),
+                    "left_out": [n.name for n in self.nodes if n.name not in in_spread],
+                },
+            },
             "nodes": [_node_json(node) for node in self.nodes],
         }
         if self.latency_ms:
@@ -109,6 +155,8 @@ def _node_json(node: NodeResult) -> dict[str, Any]:
     }
     if node.valid is not None:
         out["valid"] = node.valid
+    if not node.finished:
+        out["finished"] = False
     if node.latency_ms:
         out["latency_ms"] = {m: {k: _num(v) for k, v in p.items()} for m, p in node.latency_ms.items()}
     out.update(node.extra)
@@ -124,9 +172,15 @@ def summarize_nodes(
     power_mean_w: float | None = None,
     tokens_per_joule: float | None = None,
     warnings: Sequence[str] = (),
+    *,
+    complete: bool = True,
+    end_reason: str | None = None,
+    status: str = "",
 ) -> RunSummary:
-    """Rack figures from node results; invalid nodes stay listed but are flagged, not hidden."""
-    spread = NodeSpread.of(np.array([n.tokens_per_s for n in nodes], dtype=np.float64))
+    """Rack figures from node results; invalid nodes stay listed but are flagged, not hidden. The
+    spread is over the nodes that finished their work (see :class:`RunSummary`)."""
+    finished = [n.tokens_per_s if n.finished else math.nan for n in nodes]
+    spread = NodeSpread.of(np.array(finished, dtype=np.float64))
     return RunSummary(
         name,
         scenario,
@@ -137,26 +191,77 @@ def summarize_nodes(
         power_mean_w,
         tokens_per_joule,
         tuple(warnings),
+        complete,
+        end_reason,
+        status,
     )
+
+
+def share_done(state: RackState) -> str:
+    """How much of the run there is, for a run cut short: ``8.8 % of samples`` (or of the nominal
+    duration when the sample count is unknown); empty when neither is known."""
+    run = state.run
+    if run.total_samples:
+        return f"{state.samples.sum() / run.total_samples * 100:.1f} % of samples"
+    if run.nominal_duration_s:
+        nominal = run.nominal_duration_s
+        return f"{state.now / nominal * 100:.1f} % of the nominal {format_clock(nominal)}"
+    return ""
+
+
+def interrupted_status(state: RackState) -> str:
+    """``INTERRUPTED at 07:44 (8.8 % of samples)``: what an interrupted run reads as, everywhere."""
+    share = share_done(state)
+    return f"INTERRUPTED at {format_clock(state.now)}" + (f" ({share})" if share else "")
+
+
+def _completeness(state: RackState) -> tuple[bool, str, list[str]]:
+    """(complete, status line, warnings): an interrupted run and a stream with no run end say so."""
+    if state.ended and state.end_reason == "interrupted":
+        status = interrupted_status(state)
+        return (
+            False,
+            status,
+            [f"the run was interrupted at {format_clock(state.now)}: the figures cover it up to there"],
+        )
+    if not state.ended:
+        share = share_done(state)
+        status = f"INCOMPLETE: no run end; covers the run up to {format_clock(state.now)}" + (
+            f" ({share})" if share else ""
+        )
+        warning = (
+            f"no run end: the stream stops at {format_clock(state.now)} (the writer was killed, or the "
+            "recording is cut off); the figures cover the run up to there"
+        )
+        return False, status, [warning]
+    return True, "", []
 
 
 def summarize_state(state: RackState) -> RunSummary:
     """The summary of everything the core has ingested (a recording, or a run so far)."""
     run = state.run
     tokens_per_s, samples_per_s = state.measured_means()
-    # A node that ended down or stale while the run finished did not complete its work: like an
-    # INVALID LoadGen result its figure is flagged, never silently summed as if it were whole.
+    # A node down or stale when the run ended (or when the stream stops) did not complete its work:
+    # like an INVALID LoadGen result its figure is flagged, never silently summed as if it were whole,
+    # and it stays out of the single-node figures (a partial figure is not a node result), as the
+    # snapshots' node spread leaves it out.
     codes = state.effective_state(state.now)
-    unfinished = state.ended & ((codes == _DOWN) | (codes == _STALE))
-    warnings = []
+    unfinished = (codes == _DOWN) | (codes == _STALE)
+    complete, status, warnings = _completeness(state)
     for i in np.flatnonzero(unfinished).tolist():
         span = state.t_last_change[i] - state.t_first[i]
-        worked = format_clock(span) if np.isfinite(span) else "no"
         how = "down" if codes[i] == _DOWN else "stale"
-        warnings.append(
-            f"{run.nodes[i]} did not finish ({how}: {state.state_reason[i]}); its figure covers its {worked} "
-            "of work and is still in the aggregate, as the rack figure sums nodes"
-        )
+        since, why = state.why_stopped(i, int(codes[i]))
+        if np.isfinite(since):
+            how += f" since {format_clock(since)}"
+        if np.isfinite(span) and span > 0:
+            what = (
+                f"its figure covers its {format_clock(span)} of work: in the aggregate (the rack figure sums "
+                "nodes), not in the single-node figures"
+            )
+        else:
+            what = "it did no work and is in no figure"
+        warnings.append(f"{run.nodes[i]} did not finish ({how}: {why}); {what}")
     nodes = [
         NodeResult(
             name,
@@ -164,6 +269,7 @@ def summarize_state(state: RackState) -> RunSummary:
             float(tokens_per_s[i]),
             float(samples_per_s[i]),
             valid=False if unfinished[i] else None,
+            finished=not unfinished[i],
         )
         for i, name in enumerate(run.nodes)
     ]
@@ -175,10 +281,23 @@ def summarize_state(state: RackState) -> RunSummary:
             latency[metric] = {k: v * 1000.0 for k, v in zip(PERCENTILES, values, strict=True)}
     duration = state.now
     has_power = state.has_power()
-    power_mean = state.energy_j / duration if has_power and duration > 0 else None
+    # Energy is integrated tick by tick up to the last sampled tick (the run's end, once it has ended; the
+    # last whole second before the stream stops, when it has none).
+    covered = state.last_sample_t
+    power_mean = state.energy_j / covered if has_power and covered > 0 else None
     tokens_per_joule = (
         float(state.tokens.sum()) / state.energy_j if has_power and state.energy_j > 0 else None
     )
     return summarize_nodes(
-        run.name, run.scenario, duration, nodes, latency, power_mean, tokens_per_joule, warnings
+        run.name,
+        run.scenario,
+        duration,
+        nodes,
+        latency,
+        power_mean,
+        tokens_per_joule,
+        warnings,
+        complete=complete,
+        end_reason=state.end_reason if state.ended else None,
+        status=status,
     )

@@ -49,7 +49,9 @@ def sample(state: RackState, t: float) -> None:
     state.history_tokens.add(t, tokens)
     state.history_power.add(t, node_power)
     state.history_state.add(t, codes)
-    gpu_now = state.gpu_values[:, :, _SERIES_COLS]
+    state.recent_state.push(t, codes)
+    # Series hold what was measured: a silent GPU's last reading is not carried on as a flat line.
+    gpu_now = np.where(fresh[:, :, None], state.gpu_values[:, :, _SERIES_COLS], np.nan)
     state.recent_gpu.push(t, gpu_now)
     state.history_gpu.add(t, gpu_now)
     evaluate_rules(state, t, codes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,52 @@ def _client_keys(config: WatchConfig) -> tuple[Any, ...] | None:
     return tuple(keys)
 
 
+@dataclass(frozen=True, slots=True)
+class WatchPlan:
+    """What a watch decided before connecting anywhere: the nodes, their GPU count, which sources run
+    where, and the SSH keys (loaded, so a missing or encrypted key is an error now)."""
+
+    targets: list[NodeTarget]
+    gpus_per_node: int
+    gpu_here: bool  # a per-node GPU source runs (nvidia-smi, NVML, dcgm-exporter)
+    rack_wide: bool  # a rack-wide Prometheus-query collector runs
+    client_keys: tuple[Any, ...] | None
+
+
+def plan_watch(
+    config: WatchConfig, *, slurm_job: str | None = None, warn: Callable[[str], None] | None = None
+) -> WatchPlan:
+    """Every decision ``watch`` makes before it connects, and every refusal: ``check`` runs exactly this,
+    so it fails on every config that ``watch`` would refuse. Raises :class:`WatchSetupError` (one line);
+    ``warn`` hears what would be watched with less than asked (e.g. no GPU telemetry on this machine)."""
+    targets = resolved_targets(config, slurm_job)
+    rack_wide = config.gpu.source in RACK_WIDE_GPU or any(
+        p.kind in RACK_WIDE_PROGRESS for p in config.progress
+    )
+    gpu_here = config.gpu.source not in ("none", *RACK_WIDE_GPU)
+    keys = None
+    if config.local:
+        problem = local_gpu_problem(config) if gpu_here else None
+        if problem is not None:
+            gpu_here = False
+            if not config.progress and not rack_wide:
+                raise WatchSetupError(f"{config.path}: nothing to watch: {problem}, and no progress source")
+            if warn is not None:
+                warn(f"{problem}; watching without GPU telemetry")
+        nodes = config.nodes
+        gpus = (
+            (nodes.gpus_per_node if nodes else None) or (_gpu_count_here(config) if gpu_here else None) or 1
+        )
+    else:
+        keys = _client_keys(config)
+        gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
+    if not gpu_here and not rack_wide and not config.progress:
+        raise WatchSetupError(
+            f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"
+        )
+    return WatchPlan(targets, gpus, gpu_here, rack_wide, keys)
+
+
 def build_collector(
     config: WatchConfig,
     *,
@@ -130,51 +177,31 @@ def build_collector(
 ) -> LiveCollector:
     """The live collector for ``config``: targets resolved, sources planned, SSH set up.
 
-    Raises :class:`WatchSetupError` (one line) for a config that cannot be watched; ``warn`` hears
-    what is watched with less than asked (e.g. no GPU telemetry on this machine).
+    Raises :class:`WatchSetupError` (one line) for a config that cannot be watched (see
+    :func:`plan_watch`).
     """
-    targets = resolved_targets(config, slurm_job)
-    rack_wide = config.gpu.source in RACK_WIDE_GPU or any(
-        p.kind in RACK_WIDE_PROGRESS for p in config.progress
-    )
-    gpu_here = config.gpu.source not in ("none", *RACK_WIDE_GPU)
+    plan = plan_watch(config, slurm_job=slurm_job, warn=warn)
     connector = None
-    if config.local:
-        problem = local_gpu_problem(config) if gpu_here else None
-        if problem is not None:
-            gpu_here = False
-            if not config.progress and not rack_wide:
-                raise WatchSetupError(f"{config.path}: nothing to watch: {problem}, and no progress source")
-            warn(f"{problem}; watching without GPU telemetry")
-        nodes = config.nodes
-        gpus = (
-            (nodes.gpus_per_node if nodes else None) or (_gpu_count_here(config) if gpu_here else None) or 1
-        )
-    else:
+    if not config.local:
         connector = SshConnector(
             SshSettings(
                 known_hosts=config.ssh.known_hosts,
-                client_keys=_client_keys(config),
+                client_keys=plan.client_keys,
                 connect_timeout_s=config.ssh.connect_timeout_s,
                 keepalive_s=max(1.0, config.alerts.stale_after_s),
                 max_concurrent=config.ssh.max_concurrent,
                 accept_new_host_keys=accept_new_host_keys,
             )
         )
-        gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
-    if not gpu_here and not rack_wide and not config.progress:
-        raise WatchSetupError(
-            f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"
-        )
     collector = LiveCollector(
         config,
-        targets,
-        lambda target: node_sources(config, target, gpu=gpu_here),
-        gpus_per_node=gpus,
+        plan.targets,
+        lambda target: node_sources(config, target, gpu=plan.gpu_here),
+        gpus_per_node=plan.gpus_per_node,
         connector=connector,
         options=options,
         clock=clock,
     )
-    if rack_wide:
-        collector.rack_collectors = rack_collectors(config, targets, gpus, collector.now)
+    if plan.rack_wide:
+        collector.rack_collectors = rack_collectors(config, plan.targets, plan.gpus_per_node, collector.now)
     return collector

@@ -14,21 +14,30 @@ MAX_ALERTS_IN_LINE = 4
 
 
 def human_line(snap: RackSnapshot) -> str:
+    """One line: the window's figures while the run goes; once it has ended, the run's figures (final
+    aggregate, per GPU that took part, mean power) and what happened; then the active alerts."""
     agg = snap.aggregate
+    figures = snap.run_figures
+    if figures is not None:
+        tokens, per_gpu, power = figures.tokens_per_s, figures.per_gpu_tokens_per_s, figures.power_mean_w
+    else:
+        tokens, per_gpu, power = agg.tokens_per_s, agg.per_gpu_tokens_per_s, agg.power_w
+    parts = [
+        format_clock(snap.t),
+        f"{pct(snap.progress_pct):>6}",
+        f"{group(tokens):>10} tok/s",
+        f"{group(per_gpu):>7} tok/s/GPU",
+        f"nodes {agg.nodes_up}/{agg.nodes}",
+        f"{kilowatts(power):>9}",
+        f"spread {pct(snap.node_spread.spread_pct)}",
+    ]
+    line = "  ".join(parts)
+    if figures is not None:
+        line = f"{line}  run figures; {snap.banner}"
     alerts = [a.message for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
     more = len(snap.active_alerts) - len(alerts)
     if more > 0:
         alerts.append(f"+{more} more")
-    parts = [
-        format_clock(snap.t),
-        f"{pct(snap.progress_pct):>6}",
-        f"{group(agg.tokens_per_s):>10} tok/s",
-        f"{group(agg.per_gpu_tokens_per_s):>7} tok/s/GPU",
-        f"nodes {agg.nodes_up}/{agg.nodes}",
-        f"{kilowatts(agg.power_w):>9}",
-        f"spread {pct(snap.node_spread.spread_pct)}",
-    ]
-    line = "  ".join(parts)
     return f"{line}  alerts: {'; '.join(alerts)}" if alerts else line
 
 

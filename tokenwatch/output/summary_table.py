@@ -7,9 +7,34 @@ from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group
 
 
+def coverage_lines(summary: RunSummary) -> list[str]:
+    """Which nodes the figures cover, in words: every figure says what it is over."""
+    total = len(summary.nodes)
+    counted, in_spread = summary.counted_nodes, summary.spread_nodes
+    if len(counted) == len(in_spread) == total:
+        return [f"Covers all {total} nodes."]
+    counted_names = {n.name for n in counted}
+    spread_names = {n.name for n in in_spread}
+    idle = [n.name for n in summary.nodes if n.name not in counted_names]
+    partial = [n.name for n in counted if n.name not in spread_names]
+    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({summary.gpus_counted} GPUs)"
+    if idle:
+        aggregate += f"; no work from {_names(idle)}"
+    single = f"Single-node figures and spread: {len(in_spread)} of {total} nodes"
+    if partial:
+        single += f"; {_names(partial)} stopped partway"
+    if idle:
+        single += f"; no work from {_names(idle)}"
+    return [aggregate + ".", single + "."]
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    shown = names[:limit] + ([f"+{len(names) - limit} more"] if len(names) > limit else [])
+    return ", ".join(shown)
+
+
 def render_summary(summary: RunSummary) -> str:
     s = summary.spread
-    valid_nodes = [n for n in summary.nodes if n.valid is not False]
     head = (
         f"{summary.name} · {summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
         f" · {format_clock(summary.duration_s)}"
@@ -28,17 +53,19 @@ def render_summary(summary: RunSummary) -> str:
     if summary.tokens_per_joule is not None:
         rows.append(("Tokens per joule", f"{summary.tokens_per_joule:.2f}"))
     width = max(len(label) for label, _ in rows) + 2
-    lines = [head, f"{'':{width}}{'tokens/s':>14}"]
+    lines = [summary.status] if summary.status else []
+    lines += [head, f"{'':{width}}{'tokens/s':>14}"]
     lines += [f"{label:<{width}}{value:>14}" for label, value in rows]
+    lines += coverage_lines(summary)
     if summary.latency_ms:
         lines.append("")
         lines.append(f"{'Latency (ms)':<{width}}{'p50':>10}{'p90':>10}{'p99':>10}")
         for metric, pcts in summary.latency_ms.items():
             cells = "".join(f"{group(pcts.get(k), 1):>10}" for k in ("p50", "p90", "p99"))
             lines.append(f"{metric.upper():<{width}}{cells}")
-    if len(valid_nodes) != len(summary.nodes):
-        bad = ", ".join(n.name for n in summary.nodes if n.valid is False)
-        lines.append(f"Flagged node results (see the warnings): {bad}")
+    flagged = [n.name for n in summary.nodes if n.valid is False]
+    if flagged:
+        lines.append(f"Flagged node results (see the warnings): {', '.join(flagged)}")
     for warning in summary.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

@@ -139,6 +139,18 @@ def latency_bars(a: RunData, b: RunData, la: str, lb: str) -> list[str]:
     return out
 
 
+def comparability_warnings(a: RunData, b: RunData) -> list[str]:
+    """Why the two runs' figures do not compare like for like (printed by the CLI, boxed in the page)."""
+    sa, sb = a.summary.scenario, b.summary.scenario
+    if sa == sb:
+        return []
+    return [
+        f"A is a {sa} run and B a {sb} run: their figures are not comparable (Offline measures throughput "
+        "with every sample queued at once, Server under a latency bound at a target arrival rate); the "
+        "ratios below compare different things"
+    ]
+
+
 def render_comparison(a: RunData, b: RunData) -> str:
     la, lb = run_labels(a, b)
     figures = compare_runs(a.summary, b.summary, a.efficiency, b.efficiency)
@@ -167,7 +179,8 @@ def render_comparison(a: RunData, b: RunData) -> str:
     if power:
         charts.append(figure("compare-power", "Rack GPU power over time", power))
     latency = latency_bars(a, b, la, lb)
-    warnings = [warning_box(f"A: {w}") for w in a.warnings[:10]] + [
+    warnings = [warning_box(w) for w in comparability_warnings(a, b)]
+    warnings += [warning_box(f"A: {w}") for w in a.warnings[:10]] + [
         warning_box(f"B: {w}") for w in b.warnings[:10]
     ]
     body = [

@@ -4,6 +4,10 @@ Offline: every node gets an equal share of the samples and a measured tokens/s d
 profile's node figures. Its rate ramps up over the warm-up, holds with ~1 % noise, and drains
 over the tail as its work runs out, so faster nodes finish first. The steady rate is set so that
 generated tokens / own duration equals the drawn figure, as MLPerf measures a node.
+
+Every duration gets the same shape: the warm-up and the drain scale with the run (a 10-s run has a
+half-second warm-up, not the profile's 90 s that it could never finish), and a short run steps in
+finer time steps (at least :data:`MIN_STEPS` of them), so its rates and finish times stay true.
 Server: Poisson arrivals per node with log-normal TTFT/TPOT; latencies travel as histogram deltas.
 """
 
@@ -39,6 +43,9 @@ SLOW_FACTOR = 0.8
 _NOISE_AR = 0.9
 _NOISE_SD = 0.004
 _MAX_RUN_FACTOR = 4.0  # an Offline run stops at 4x its nominal duration whatever happens
+MIN_STEPS = 150  # a run shorter than 150 intervals steps in halved intervals (exact binary fractions)
+_MIN_WARMUP_SHARE = 0.05  # a short run still warms up over 5 % of its length...
+_MIN_TAIL_SHARE = 0.02  # ...and drains over 2 %
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,23 @@ class SimSettings:
     @property
     def run_duration_s(self) -> float:
         return self.duration_s if self.duration_s is not None else self.profile.duration_s
+
+    @property
+    def step_s(self) -> float:
+        """The simulation's time step: ``interval_s``, halved until the run has ``MIN_STEPS`` of them."""
+        step = self.interval_s
+        while self.run_duration_s / step < MIN_STEPS and step > 1e-3:
+            step /= 2
+        return step
+
+
+def phase_lengths(profile: Profile, duration_s: float) -> tuple[float, float]:
+    """(warm-up, drain) in seconds for a run of ``duration_s``: the profile's, scaled down with a shorter
+    run (never below 5 % and 2 % of it), never longer than the profile's own."""
+    scale = duration_s / profile.duration_s
+    warmup = min(profile.warmup_s, max(profile.warmup_s * scale, _MIN_WARMUP_SHARE * duration_s))
+    tail = min(profile.tail_s, max(profile.tail_s * scale, _MIN_TAIL_SHARE * duration_s))
+    return warmup, tail
 
 
 def draw_node_rates(profile: Profile, rng: np.random.Generator) -> np.ndarray:
@@ -115,17 +139,19 @@ class RackSimulation:
         n, nodes = p.nodes, start.nodes
         node_rates = draw_node_rates(p, rng)
         gpus = RackGpuModel(p.gpu, n, p.gpus_per_node, rng)
+        warmup, tail = phase_lengths(p, s.run_duration_s)
         work = (
-            _OfflineWork(p, node_rates, self._offline_samples())
+            _OfflineWork(p, node_rates, self._offline_samples(), warmup, tail, s.step_s)
             if s.scenario == "Offline"
-            else _ServerWork(p, node_rates, s.latency_interval_s, s.run_duration_s)
+            else _ServerWork(p, node_rates, s.latency_interval_s, s.run_duration_s, warmup)
         )
         for i in range(n):
             yield NodeStatus(0.0, nodes[i], "up", "simulated node started")
         noise = np.zeros(n)
         was_down = np.zeros(n, bool)
-        finished = np.zeros(n, bool)
-        dt = s.interval_s
+        done = np.zeros(n, bool)  # the node's work is complete
+        finished = np.zeros(n, bool)  # ...and it has said so (a node that reports nothing cannot)
+        dt = s.step_s
         all_nodes = np.arange(n)
         down_forever_from = np.full(n, np.inf)
         for f in s.faults:
@@ -147,7 +173,7 @@ class RackSimulation:
             was_down = down
             noise = np.clip(_NOISE_AR * noise + rng.normal(0.0, _NOISE_SD, n), -0.05, 0.05)
             mult = np.where(slow, SLOW_FACTOR, 1.0) * np.where(throttled, THROTTLE_CLOCK_FACTOR * 1.06, 1.0)
-            active = ~down & ~finished
+            active = ~down & ~done
             load = work.step(t, dt, np.where(active, (1.0 + noise) * mult, 0.0), rng) if k else np.zeros(n)
             values, reasons = gpus.step(np.where(down, 0.0, load), throttled & active, dt)
             report = ~down & ~stale
@@ -160,12 +186,13 @@ class RackSimulation:
                 yield ProgressBatch(t, all_nodes[report], work.samples[report], work.tokens_int()[report])
             for node_i, metric, values_s, counts in work.latency_deltas(t, report):
                 yield LatencyBatch(t, nodes[node_i], metric, values_s, counts)
-            newly = work.finished(t) & ~finished
+            done |= work.finished(t)
+            newly = done & ~finished & report
             for i in np.flatnonzero(newly).tolist():
                 yield NodeStatus(t, nodes[i], "finished", "simulated node completed its samples")
             finished |= newly
-            if k and (finished | (t >= down_forever_from)).all():
-                yield RunEnded(t, "completed" if finished.all() else "completed without failed nodes")
+            if k and (done | (t >= down_forever_from)).all():
+                yield RunEnded(t, _end_reason(nodes, finished, down))
                 return
         yield RunEnded(t, "time limit")
 
@@ -177,38 +204,65 @@ class RackSimulation:
         return mask
 
 
+def _end_reason(nodes: tuple[str, ...], finished: np.ndarray, down: np.ndarray) -> str:
+    """Why the run ended, true to what happened: every node finished, or which ones never said so."""
+    if finished.all():
+        return "completed"
+    lost = [nodes[i] for i in np.flatnonzero(~finished & down).tolist()]
+    silent = [nodes[i] for i in np.flatnonzero(~finished & ~down).tolist()]
+    parts = [f"{int(finished.sum())} of {len(nodes)} nodes finished"]
+    parts += [f"{', '.join(lost)} down"] if lost else []
+    parts += [f"{', '.join(silent)} not reporting"] if silent else []
+    return "; ".join(parts)
+
+
 class _OfflineWork:
     """Each node works through its share of samples at its own drawn rate."""
 
-    def __init__(self, p: Profile, node_rates: np.ndarray, total_samples: int) -> None:
+    def __init__(
+        self,
+        p: Profile,
+        node_rates: np.ndarray,
+        total_samples: int,
+        warmup_s: float,
+        tail_s: float,
+        step_s: float,
+    ) -> None:
         n = p.nodes
         self.tokens_per_sample = p.tokens_per_sample
         self.quota = np.full(n, total_samples // n, np.int64)
         self.quota[: total_samples % n] += 1
         self.target_tokens = self.quota * self.tokens_per_sample
         own_duration = self.target_tokens / node_rates
-        # Area under ramp-steady-drain = R * (D - (warmup + tail)/2): solve for the steady rate R.
-        self.steady = self.target_tokens / (own_duration - (p.warmup_s + p.tail_s) / 2.0)
-        self.warmup, self.tail = p.warmup_s, p.tail_s
+        # Area under ramp-steady-drain = R * (D - (warmup + tail)/2): solve for the steady rate R. The work
+        # ends inside a step and is reported at its end, half a step late on average: aim that much early.
+        self.steady = self.target_tokens / (own_duration - (warmup_s + tail_s + step_s) / 2.0)
+        self.warmup, self.tail = warmup_s, tail_s
         self.tokens = np.zeros(n)
         self.samples = np.zeros(n, np.int64)
         self.done_at = np.full(n, np.nan)
 
     def step(self, t: float, dt: float, factor: np.ndarray, _rng: np.random.Generator) -> np.ndarray:
         remaining = self.target_tokens - self.tokens
-        ramp = min(1.0, t / self.warmup) if self.warmup > 0 else 1.0
-        # Draining: rate ~ sqrt(remaining) falls linearly to zero over `tail` seconds.
-        drain = (
-            np.sqrt(np.clip(remaining / (self.steady * self.tail / 2.0), 0.0, 1.0)) if self.tail > 0 else 1.0
-        )
-        rate = self.steady * ramp * drain * factor
-        step = np.minimum(rate * dt, remaining)
-        finishing = (remaining - step < 0.5 * self.tokens_per_sample) & (factor > 0) & (remaining > 0)
+        # The ramp's value at the middle of the step makes its area exact (the end's overshoots).
+        ramp = min(1.0, max(0.0, (t - dt / 2) / self.warmup)) if self.warmup > 0 else 1.0
+        speed = self.steady * ramp * factor
+        step = speed * dt
+        if self.tail > 0:
+            # Draining the last steady * tail / 2 tokens: the rate goes as sqrt(remaining), so sqrt(remaining)
+            # falls linearly, to zero over `tail` seconds. Stepped exactly: an Euler step would drain early.
+            drain_from = self.steady * self.tail / 2.0
+            root = np.sqrt(np.maximum(remaining, 0.0))
+            drained = remaining - np.maximum(0.0, root - speed * dt / (2.0 * np.sqrt(drain_from))) ** 2
+            step = np.where(remaining < drain_from, drained, step)
+        step = np.minimum(step, remaining)
+        finishing = (remaining - step < 0.5) & (factor > 0) & (remaining > 0)  # the last token is out
         step = np.where(finishing, remaining, step)
         self.tokens += step
         self.samples = np.minimum(self.quota, np.floor(self.tokens / self.tokens_per_sample).astype(np.int64))
-        self.samples = np.where(finishing, self.quota, self.samples)
         self.done_at = np.where(finishing, t, self.done_at)
+        # A finished node has done its whole quota (tokens / tokens-per-sample can round just below it).
+        self.samples = np.where(np.isnan(self.done_at), self.samples, self.quota)
         return np.asarray(step / (dt * self.steady))
 
     def tokens_int(self) -> np.ndarray:
@@ -227,14 +281,19 @@ class _ServerWork:
     """Poisson arrivals at each node's rate; completed samples count at their arrival tick."""
 
     def __init__(
-        self, p: Profile, node_rates: np.ndarray, latency_interval_s: float, duration_s: float
+        self,
+        p: Profile,
+        node_rates: np.ndarray,
+        latency_interval_s: float,
+        duration_s: float,
+        warmup_s: float,
     ) -> None:
         n = p.nodes
         srv = p.server
         self.qps = srv.samples_per_s_per_node * node_rates / p.node_tokens_per_s.mean
         self.out_mean = srv.output_tokens_per_sample
         self.ttft, self.tpot = srv.ttft_median_s, srv.tpot_median_s
-        self.warmup = min(p.warmup_s, 30.0)
+        self.warmup = min(warmup_s, 30.0)
         self.tokens = np.zeros(n)
         self.samples = np.zeros(n, np.int64)
         self.pending = {m: np.zeros((n, N_BUCKETS), np.int64) for m in LATENCY_METRICS}
