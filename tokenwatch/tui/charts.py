@@ -122,3 +122,17 @@ def compact(value: float, decimals: int = 1) -> str:
         if abs(value) >= limit:
             return f"{value / limit:.{decimals}f}{suffix}"
     return f"{value:.0f}"
+
+
+def log_ticks(lo: float, hi: float) -> list[tuple[float, bool]]:
+    """Ticks of a log axis from ``lo`` to ``hi`` (both > 0): ``(value, major)``, every decade major and
+    the 2s and 5s between minor, in increasing order."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+        return []
+    ticks = []
+    for exponent in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0**exponent
+            if lo <= value <= hi:
+                ticks.append((value, mantissa == 1))
+    return ticks
