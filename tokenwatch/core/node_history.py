@@ -8,7 +8,7 @@ import numpy as np
 
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE
 from tokenwatch.core.state import RackState
-from tokenwatch.events import FloatArray
+from tokenwatch.events import FloatArray, UIntArray
 
 _STALE, _DOWN = STATE_CODE["stale"], STATE_CODE["down"]
 
@@ -27,6 +27,9 @@ class NodeHistory:
     tokens_per_s: FloatArray  # the node's rate per tick (len(times) - 1 points, aligned on times[1:])
     share_pct: FloatArray  # the node's share of the rack's rate per tick, in %
     log_lines: tuple[tuple[float, str], ...]
+    # (gpus, points) uint64 clock-event reason bitmasks on ``times`` (names: tokenwatch.throttle); 0 where
+    # a GPU had no reason set or no fresh reading.
+    throttle_reasons: UIntArray
 
 
 def node_history(state: RackState, node: str, last: int | None = None) -> NodeHistory:
@@ -34,6 +37,7 @@ def node_history(state: RackState, node: str, last: int | None = None) -> NodeHi
     i = state.index[node]
     times, gpu = state.recent_gpu.column(i, last)  # (points, gpus, metrics): this node's columns only
     series = {m: gpu[:, :, k].T.copy() for k, m in enumerate(GPU_SERIES_METRICS)}
+    _, reasons = state.recent_throttle.column(i, last)  # pushed in lockstep with recent_gpu: same times
     t_tok, tokens = state.recent_tokens.view(None if last is None else last + 1)
     if len(t_tok) >= 2:
         dt = np.diff(t_tok)
@@ -45,4 +49,6 @@ def node_history(state: RackState, node: str, last: int | None = None) -> NodeHi
             share = np.where(rack > 0, mine / rack * 100.0, np.nan)
     else:
         mine = share = np.zeros(0)
-    return NodeHistory(node, times, series, mine, share, tuple(state.log_lines[i]))
+    return NodeHistory(
+        node, times, series, mine, share, tuple(state.log_lines[i]), reasons.T.astype(np.uint64)
+    )

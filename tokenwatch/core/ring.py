@@ -17,17 +17,19 @@ from tokenwatch.events import FloatArray
 class RecentRing:
     """The last ``capacity`` samples of a fixed-shape value, with their times.
 
+    Values are float64 (NaN = none) unless ``dtype`` says otherwise (an integer ring starts at 0).
     Times are written twice (at i and i + capacity) so the newest ``capacity`` of them are always one
     contiguous, sorted slice: finding "the sample at or before t" is one binary search, no reordering.
     """
 
     __slots__ = ("_next", "_size", "_times2", "capacity", "times", "values")
 
-    def __init__(self, capacity: int, shape: tuple[int, ...]) -> None:
+    def __init__(self, capacity: int, shape: tuple[int, ...], dtype: type = np.float64) -> None:
         self.capacity = capacity
         self.times: FloatArray = np.full(capacity, np.nan)
         self._times2: FloatArray = np.full(2 * capacity, np.nan)
-        self.values: FloatArray = np.full((capacity, *shape), np.nan)
+        empty = np.nan if np.issubdtype(dtype, np.floating) else 0
+        self.values: np.ndarray = np.full((capacity, *shape), empty, dtype=dtype)
         self._next = 0
         self._size = 0
 

@@ -123,6 +123,9 @@ class RackState:
     rules: RuleMemory
     layout: BatchLayout
     bucket_memo: BucketMemo
+    # (nodes, gpus) uint64 clock-event reasons per tick, beside recent_gpu (same capacity and times);
+    # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
+    recent_throttle: RecentRing
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""
@@ -247,6 +250,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         rules=RuleMemory.for_rack(n, g),
         layout=BatchLayout(n, g),
         bucket_memo=BucketMemo(),
+        recent_throttle=RecentRing(gpu_recent, (n, g), np.uint64),
         now=ev.t,
         last_sample_t=ev.t,
     )

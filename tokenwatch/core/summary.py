@@ -301,3 +301,30 @@ def summarize_state(state: RackState) -> RunSummary:
         end_reason=state.end_reason if state.ended else None,
         status=status,
     )
+
+
+def coverage_lines(summary: RunSummary) -> list[str]:
+    """Which nodes the figures cover, in words: every figure says what it is over."""
+    total = len(summary.nodes)
+    counted, in_spread = summary.counted_nodes, summary.spread_nodes
+    if len(counted) == len(in_spread) == total:
+        return [f"Covers all {total} nodes."]
+    counted_names = {n.name for n in counted}
+    spread_names = {n.name for n in in_spread}
+    idle = [n.name for n in summary.nodes if n.name not in counted_names]
+    partial = [n.name for n in counted if n.name not in spread_names]
+    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({summary.gpus_counted} GPUs)"
+    if idle:
+        aggregate += f"; no work from {name_list(idle)}"
+    single = f"Single-node figures and spread: {len(in_spread)} of {total} nodes"
+    if partial:
+        single += f"; {name_list(partial)} stopped partway"
+    if idle:
+        single += f"; no work from {name_list(idle)}"
+    return [aggregate + ".", single + "."]
+
+
+def name_list(names: list[str], limit: int = 6) -> str:
+    """``a, b, c, +2 more``: at most ``limit`` names, then how many more."""
+    shown = names[:limit] + ([f"+{len(names) - limit} more"] if len(names) > limit else [])
+    return ", ".join(shown)

@@ -54,4 +54,5 @@ def sample(state: RackState, t: float) -> None:
     gpu_now = np.where(fresh[:, :, None], state.gpu_values[:, :, _SERIES_COLS], np.nan)
     state.recent_gpu.push(t, gpu_now)
     state.history_gpu.add(t, gpu_now)
+    state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))
     evaluate_rules(state, t, codes)

@@ -2,35 +2,9 @@
 
 from __future__ import annotations
 
-from tokenwatch.core.summary import RunSummary
+from tokenwatch.core.summary import RunSummary, coverage_lines
 from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group
-
-
-def coverage_lines(summary: RunSummary) -> list[str]:
-    """Which nodes the figures cover, in words: every figure says what it is over."""
-    total = len(summary.nodes)
-    counted, in_spread = summary.counted_nodes, summary.spread_nodes
-    if len(counted) == len(in_spread) == total:
-        return [f"Covers all {total} nodes."]
-    counted_names = {n.name for n in counted}
-    spread_names = {n.name for n in in_spread}
-    idle = [n.name for n in summary.nodes if n.name not in counted_names]
-    partial = [n.name for n in counted if n.name not in spread_names]
-    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({summary.gpus_counted} GPUs)"
-    if idle:
-        aggregate += f"; no work from {_names(idle)}"
-    single = f"Single-node figures and spread: {len(in_spread)} of {total} nodes"
-    if partial:
-        single += f"; {_names(partial)} stopped partway"
-    if idle:
-        single += f"; no work from {_names(idle)}"
-    return [aggregate + ".", single + "."]
-
-
-def _names(names: list[str], limit: int = 6) -> str:
-    shown = names[:limit] + ([f"+{len(names) - limit} more"] if len(names) > limit else [])
-    return ", ".join(shown)
 
 
 def render_summary(summary: RunSummary) -> str:

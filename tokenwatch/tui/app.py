@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from platformdirs import user_downloads_path
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.events import DeliveryFailed
 from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import Worker
@@ -145,7 +147,30 @@ class TokenwatchApp(App[None]):
         if isinstance(screen, DashboardScreen):
             screen.show_snapshot(self.latest, self.badge(), replay)
         elif isinstance(screen, NodeScreen):
-            screen.show_snapshot(self.latest, self.node_history(screen.node))
+            screen.show_snapshot(self.latest, self.node_history(screen.node), self.badge())
+
+    # ------------------------------------------------------------------ screenshots
+    def deliver_screenshot(
+        self,
+        filename: str | None = None,
+        path: str | None = None,
+        time_format: str | None = None,
+    ) -> str | None:
+        """Textual's screenshot (command palette: Screenshot) saves to ~/Downloads, and fails where there
+        is none (servers, containers): there it goes to the working directory. Textual's notice says
+        where it went."""
+        if path is None:
+            downloads = user_downloads_path()
+            path = str(downloads if downloads.is_dir() else Path.cwd())
+        return super().deliver_screenshot(filename, path, time_format)
+
+    def on_delivery_failed(self, event: DeliveryFailed) -> None:
+        """Say why a screenshot could not be saved (Textual's own notice only says that it was not)."""
+        if event.name == "screenshot":
+            event.prevent_default()
+            self.notify(
+                f"could not save the screenshot: {event.exception}", title="Screenshot", severity="error"
+            )
 
     # ------------------------------------------------------------------ keys
     def action_help(self) -> None:

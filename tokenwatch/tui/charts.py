@@ -101,3 +101,17 @@ def hbar_left(fraction: float, width: int) -> str:
     halves = round(min(1.0, max(0.0, fraction)) * width * 2)
     full, part = divmod(halves, 2)
     return ("▐" * part + "█" * full).rjust(width)[-width:]
+
+
+def log_ticks(lo: float, hi: float) -> list[tuple[float, bool]]:
+    """Ticks of a log axis from ``lo`` to ``hi`` (both > 0): ``(value, major)``, every decade major and
+    the 2s and 5s between minor, in increasing order."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+        return []
+    ticks = []
+    for exponent in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0**exponent
+            if lo <= value <= hi:
+                ticks.append((value, mantissa == 1))
+    return ticks

@@ -9,7 +9,10 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("q, ctrl+c", "quit (a running recording is flushed and closed)"),
             ("?", "this help"),
             ("t", "next theme"),
-            ("ctrl+p", "command palette (lists the themes)"),
+            (
+                "ctrl+p",
+                "command palette: themes; Screenshot (an SVG in ~/Downloads, else the working directory)",
+            ),
             ("tab, shift+tab", "move between panels (the dashboard scrolls to them)"),
         ),
     ),
@@ -26,14 +29,14 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (
-        "Replay",
+        "Replay (dashboard and node screen)",
         (
             ("space", "pause / resume"),
             ("← →", "seek 1 minute back / forward"),
             ("shift+← shift+→", "seek 10 minutes"),
             ("+ -", "faster / slower"),
             ("g", "go to a run time (41:07, 30m, 1h5m)"),
-            ("click the track", "seek there"),
+            ("click the track", "seek there (dashboard)"),
         ),
     ),
     (

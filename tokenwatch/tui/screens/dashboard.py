@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer
 
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.tui.screens.goto_screen import GotoScreen
 from tokenwatch.tui.screens.node_screen import NodeScreen
+from tokenwatch.tui.screens.replay_screen import ReplayScreen
 from tokenwatch.tui.widgets.alerts_panel import AlertsPanel
+from tokenwatch.tui.widgets.end_banner import EndBanner
 from tokenwatch.tui.widgets.gpu_heatmap import GpuHeatmap
 from tokenwatch.tui.widgets.latency_histogram import LatencyHistogram
 from tokenwatch.tui.widgets.node_spread import NodeSpreadPanel
@@ -29,10 +29,8 @@ from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
 if TYPE_CHECKING:
     from tokenwatch.collectors.replay import ReplayPlayer
 
-_REPLAY_ACTIONS = {"replay_pause", "replay_seek", "replay_speed", "replay_goto"}
 
-
-class DashboardScreen(Screen[None]):
+class DashboardScreen(ReplayScreen):
     CSS_PATH = "dashboard.tcss"
     # Textual types these as instance attributes, so no ClassVar here (mypy would object).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-medium"), (180, "-wide")]  # noqa: RUF012
@@ -44,24 +42,17 @@ class DashboardScreen(Screen[None]):
         Binding("m", "heat_metric", "Heatmap"),
         Binding("l", "latency_metric", "Latency"),
         Binding("enter", "open_node", "Node", show=False),
-        Binding("space", "replay_pause", "Pause", priority=True),
-        Binding("left", "replay_seek(-60)", "-1 min", show=False, priority=True),
-        Binding("right", "replay_seek(60)", "+1 min", show=False, priority=True),
-        Binding("shift+left", "replay_seek(-600)", "-10 min", show=False, priority=True),
-        Binding("shift+right", "replay_seek(600)", "+10 min", show=False, priority=True),
-        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False, priority=True),
-        Binding("minus,underscore", "replay_speed(-1)", "Slower", show=False, priority=True),
-        Binding("g", "replay_goto", "Go to"),
     ]
 
     def __init__(self, *, player: ReplayPlayer | None = None, badge: str = "SIM") -> None:
         super().__init__()
-        self.player = player
+        self._has_player = player is not None
         self.badge = badge
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
-        if self.player is not None:
+        yield EndBanner(id="end-banner")
+        if self._has_player:
             yield ReplayBar(id="replay-bar")
         with VerticalScroll(id="body", can_focus=False):  # tab goes panel to panel, scrolling to each
             yield ThroughputTimeline(id="timeline")
@@ -77,23 +68,24 @@ class DashboardScreen(Screen[None]):
         for widget_id in ("#timeline", "#spread", "#latency"):
             self.query_one(widget_id).can_focus = True
         self.set_focus(self.query_one(NodeTable), scroll_visible=False)  # keep the body at its top
-        self.call_after_refresh(self._redraw_now)
+        self.call_after_refresh(self.redraw_now)
 
     def on_screen_resume(self) -> None:
-        self._redraw_now()  # back from the node screen or a dialog: do not wait for the timer
+        self.redraw_now()  # back from the node screen or a dialog: do not wait for the timer
 
     # ------------------------------------------------------------------ data in
     def show_snapshot(self, snap: RackSnapshot, badge: str, replay: ReplayState | None) -> None:
         header = self.query_one(RunHeader)
         header.badge = badge
         header.snapshot = snap
+        self.query_one(EndBanner).snapshot = snap
         self.query_one(ThroughputTimeline).snapshot = snap
         self.query_one(AlertsPanel).update_snapshot(snap)
         self.query_one(NodeTable).update_snapshot(snap)
         self.query_one(NodeSpreadPanel).snapshot = snap
         self.query_one(GpuHeatmap).update_snapshot(snap)
         self.query_one(LatencyHistogram).update_snapshot(snap)
-        if replay is not None and self.player is not None:
+        if replay is not None and self._has_player:
             self.query_one(ReplayBar).state = replay
 
     # ------------------------------------------------------------------ panel keys
@@ -117,45 +109,8 @@ class DashboardScreen(Screen[None]):
         nodes = snap.nodes.names if snap is not None else (message.node,)
         self.app.push_screen(NodeScreen(message.node, nodes))
 
-    # ------------------------------------------------------------------ replay keys
-    def check_action(self, action: str, _parameters: tuple[object, ...]) -> bool | None:
-        if action in _REPLAY_ACTIONS:
-            return self.player is not None
-        return True
-
-    def _redraw_now(self) -> None:
-        refresh = getattr(self.app, "refresh_data", None)
-        if refresh is not None:
-            refresh(force=True)
-
-    def action_replay_pause(self) -> None:
-        if self.player is not None:
-            self.player.toggle_pause()
-            self._redraw_now()
-
-    def action_replay_seek(self, delta_s: float) -> None:
-        if self.player is not None:
-            self.player.seek_by(delta_s)
-            self._redraw_now()
-
-    def action_replay_speed(self, direction: int) -> None:
-        if self.player is not None:
-            self.player.faster() if direction > 0 else self.player.slower()
-            self._redraw_now()
-
-    def action_replay_goto(self) -> None:
-        player = self.player
-        if player is None:
-            return
-
-        def go(seconds: float | None) -> None:
-            if seconds is not None:
-                player.seek(seconds)
-                self._redraw_now()
-
-        self.app.push_screen(GotoScreen(player.duration_s), go)
-
+    # ------------------------------------------------------------------ replay bar
     def on_replay_bar_seek_requested(self, message: ReplayBar.SeekRequested) -> None:
         if self.player is not None:
             self.player.seek(message.t)
-            self._redraw_now()
+            self.redraw_now()

@@ -1,26 +1,30 @@
-"""One node in detail: per-GPU timelines, its share of the rack's throughput and its recent log lines."""
+"""One node in detail: per-GPU timelines and clock-event reasons, its share of the rack's throughput and
+its recent log lines. The replay keys work here too (pause to look closely)."""
 
 from __future__ import annotations
 
 import math
 from typing import ClassVar
 
+import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 
+from tokenwatch import throttle
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.core.views import scale_reference
 from tokenwatch.formatting import DASH, format_clock, group
 from tokenwatch.tui.palette import palette
-from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
+from tokenwatch.tui.screens.replay_screen import ReplayScreen
+from tokenwatch.tui.widgets.gpu_timelines import SERIES, GpuTimelines
 from tokenwatch.tui.widgets.node_table import STATUS_LABEL, node_condition
 
 
-class NodeScreen(Screen[None]):
+class NodeScreen(ReplayScreen):
     CSS_PATH = "node_screen.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -47,23 +51,29 @@ class NodeScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#node-log-panel").border_title = "Log"
         self.query_one("#node-series").border_title = "Per-GPU timelines"
+        # Draw now: a paused replay sends no new data, so the refresh timer would never draw this screen.
+        self.call_after_refresh(self.redraw_now)
+
+    def on_screen_resume(self) -> None:
+        self.redraw_now()
 
     def action_step(self, delta: int) -> None:
         if self.node in self.nodes:
             self.node = self.nodes[(self.nodes.index(self.node) + delta) % len(self.nodes)]
             self._log_shown = None
             self.query_one("#node-log", Log).clear()
-            refresh = getattr(self.app, "refresh_data", None)
-            if refresh is not None:
-                refresh(force=True)
+            self.redraw_now()
 
-    def show_snapshot(self, snap: RackSnapshot, history: NodeHistory | None) -> None:
-        self._title(snap, history)
+    def show_snapshot(self, snap: RackSnapshot, history: NodeHistory | None, badge: str = "") -> None:
+        self._title(snap, history, badge)
         if history is not None:
-            self.query_one(GpuTimelines).update_history(history)
+            references = {metric: scale_reference(snap, metric) for metric, *_ in SERIES}
+            self.query_one(GpuTimelines).update_history(history, references)
             self._log(history)
 
-    def _title(self, snap: RackSnapshot, history: NodeHistory | None) -> None:
+    def _title(self, snap: RackSnapshot, history: NodeHistory | None, badge: str) -> None:
+        """Two lines: who and how it is (status, why, throttle reasons, run time, replay state); then
+        its figures."""
         pal = palette(self.app)
         text = Text(no_wrap=True, overflow="crop")
         text.append(f" {self.node} ", style=pal.cursor)
@@ -76,8 +86,16 @@ class NodeScreen(Screen[None]):
         condition = node_condition(rows, i)
         good = condition in ("up", "finished")
         text.append(f"  {STATUS_LABEL[condition]}", style=pal.good if good else pal.bad)
-        if rows.reason[i]:
+        if rows.reason[i] and not good:
             text.append(f" ({rows.reason[i]})", style=pal.muted)
+        reasons = self._limiting_reasons(snap, i)
+        if reasons:
+            text.append(f" [{reasons}]", style=pal.warn)
+        text.append("   run time ", style=pal.muted)
+        text.append(format_clock(snap.t), style="bold")
+        if badge:
+            text.append(f"   {badge}", style=pal.accent)
+        text.append("\n")
         delta = rows.delta_vs_median_pct[i]
         share = history.share_pct[-1] if history is not None and len(history.share_pct) else math.nan
         for label, value in (
@@ -86,11 +104,18 @@ class NodeScreen(Screen[None]):
             ("vs median", f"{delta:+.1f}%" if math.isfinite(delta) else DASH),
             ("share", f"{share:.2f}%" if math.isfinite(share) else DASH),
             ("progress", f"{rows.progress_pct[i]:.0f}%" if math.isfinite(rows.progress_pct[i]) else DASH),
-            ("run time", format_clock(snap.t)),
         ):
-            text.append(f"   {label} ", style=pal.muted)
-            text.append(value, style="bold")
+            text.append(f" {label} ", style=pal.muted)
+            text.append(value + "  ", style="bold")
         self.query_one("#node-title", Static).update(text)
+
+    @staticmethod
+    def _limiting_reasons(snap: RackSnapshot, i: int) -> str:
+        """The clock-event reasons that slow the node's GPUs now (power cap, slowdowns), by name."""
+        if not snap.gpus.throttle_reasons.size or not snap.nodes.throttling[i]:
+            return ""
+        mask = int(np.bitwise_or.reduce(snap.gpus.throttle_reasons[i])) & throttle.LIMITING_REASONS
+        return ", ".join(throttle.reason_names(mask))
 
     def _log(self, history: NodeHistory) -> None:
         log = self.query_one("#node-log", Log)

@@ -1,4 +1,5 @@
-"""Alerts and events from the core, newest first, each stamped with its run time."""
+"""Alerts and events from the core, each stamped with its run time: the active ones first (a node down
+since minute 2 stays in sight at the end of the run), then the rest, newest first."""
 
 from __future__ import annotations
 
@@ -39,23 +40,28 @@ class AlertsPanel(LinePass, ScrollView, can_focus=True):
         super().__init__(id=id, classes=classes)
         self.alerts: tuple[Alert, ...] = ()
         self.active = 0
+        self._active_ids: set[int] = set()
 
     def on_mount(self) -> None:
         self.border_title = "Alerts & events"
 
     def update_snapshot(self, snap: RackSnapshot) -> None:
-        if snap.alerts == self.alerts and len(snap.active_alerts) == self.active:
+        active_ids = {id(alert) for alert in snap.active_alerts}
+        alerts = snap.active_alerts + tuple(a for a in snap.alerts if id(a) not in active_ids)
+        if alerts == self.alerts and active_ids == self._active_ids:
             return
-        self.alerts = snap.alerts
+        self.alerts = alerts
+        self._active_ids = active_ids
         self.active = len(snap.active_alerts)
         self.border_title = f"Alerts & events · {self.active} active" if self.active else "Alerts & events"
         self.virtual_size = Size(self.size.width, max(1, len(self.alerts)))
         self.refresh()
 
     def _style(self, pal: Palette, alert: Alert) -> Style:
-        if alert.severity == "critical" and alert.active:
+        active = id(alert) in self._active_ids  # a condition's start line stays in the log once it clears
+        if alert.severity == "critical" and active:
             return pal.bad
-        if alert.severity in ("critical", "warning") and alert.active:
+        if alert.severity in ("critical", "warning") and active:
             return pal.warn
         if alert.severity == "warning":
             return pal.text

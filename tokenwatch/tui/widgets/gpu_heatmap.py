@@ -1,7 +1,10 @@
 """Nodes x GPUs coloured by one metric (racks x node slots for multi-rack runs), with a legend and range.
 
 Cells carry their value when there is room and a shade glyph when there is not, so the picture does
-not depend on colour alone. Drawn line by line: a 64-rack grid costs only its visible rows.
+not depend on colour alone. A GPU with no fresh value has no colour: its cell says why (down, stale,
+never reported). The colours stretch over the core's value scale (:func:`tokenwatch.core.views.value_scale`),
+which is never narrower than the metric's minimum span, so noise on a healthy rack stays one colour;
+the legend shows the scale and that span. Drawn line by line: a 64-rack grid costs only its visible rows.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.core.views import HEAT_METRICS, HeatGrid, heat_grid
+from tokenwatch.core.snapshot import DOWN_GPU, NEVER_REPORTED, STALE_GPU, RackSnapshot
+from tokenwatch.core.views import HEAT_METRICS, MIN_SPANS, NO_NODE, HeatGrid, heat_grid
 from tokenwatch.formatting import DASH
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
@@ -33,6 +36,10 @@ HEAT_LABELS: dict[str, tuple[str, str, float]] = {
 }
 _SHADES = "░▒▓█"
 _HEAD_LINES = 2  # legend + column labels stay put while the rows scroll
+# Why a cell has no value, as a word (cells 5 wide or more) and as a glyph (narrower cells).
+SILENT_WORD = {STALE_GPU: "stale", DOWN_GPU: "down", NEVER_REPORTED: "never", NO_NODE: ""}
+SILENT_GLYPH = {STALE_GPU: "◌", DOWN_GPU: "✗", NEVER_REPORTED: "·", NO_NODE: " "}
+_SILENT_KEY = "✗ down  ◌ stale  · never reported"
 
 
 def format_value(metric: str, value: float) -> str:
@@ -66,9 +73,16 @@ class GpuHeatmap(LinePass, ScrollView, can_focus=True):
 
     def _titles(self) -> None:
         label, unit, _ = HEAT_LABELS[self.metric]
-        kind = "racks × node slots" if self.grid is not None and self.grid.rows_are_racks else "nodes × GPUs"
+        grid = self.grid
+        kind = "nodes × GPUs"
+        if grid is not None and grid.rows_are_racks:
+            kind = (
+                f"racks × node slots, {'hottest GPU' if self.metric == 'temp_c' else 'mean of GPUs'} per node"
+            )
         self.border_title = f"GPU heatmap · {label} ({unit}) · {kind}"
-        self.border_subtitle = "m: next metric"
+        # Narrow cells show a silent GPU as a glyph: the key says which.
+        glyphs = grid is not None and self._geometry(self.scrollable_content_region.width)[1] < 5
+        self.border_subtitle = f"{_SILENT_KEY} · m: next metric" if glyphs else "m: next metric"
 
     def update_snapshot(self, snap: RackSnapshot) -> None:
         self.snapshot = snap
@@ -117,17 +131,26 @@ class GpuHeatmap(LinePass, ScrollView, can_focus=True):
         return self._row(grid, row, pal, base, width, label_w, cell_w)
 
     def _legend(self, pal: Palette, base: Style, width: int) -> Strip:
+        """``1,312 ████ 1,452 W · min span 140 W (10 % of the power limit)``: the colours' scale, and
+        the span it is never narrower than (the note shortens, then goes, when the line is short)."""
         grid = self.grid
         assert grid is not None
+        scale = grid.scale
         _, unit, _ = HEAT_LABELS[self.metric]
-        segs = [Segment(f"{format_value(self.metric, grid.low)} ", base + pal.text)]
-        steps = 16
+        low, high = format_value(self.metric, scale.low), format_value(self.metric, scale.high)
+        span = format_value(self.metric, scale.min_span)
+        basis = MIN_SPANS[self.metric].basis if self.metric in MIN_SPANS else ""
+        notes = [f" · min span {span} {unit} ({basis})", f" · min span {span} {unit}", ""]
+        if not (math.isfinite(scale.min_span) and scale.min_span > 0):
+            notes = [""]
+        fixed = len(low) + len(high) + len(unit) + 3
+        note = next((n for n in notes if fixed + 8 + len(n) <= width), "")
+        steps = max(8, min(16, width - fixed - len(note)))
+        segs = [Segment(f"{low} ", base + pal.text)]
         for k in range(steps):
             segs.append(Segment("█", base + pal.heat_fg[int(k / (steps - 1) * (len(pal.heat_fg) - 1))]))
-        segs.append(Segment(f" {format_value(self.metric, grid.high)} {unit}", base + pal.text))
-        if grid.rows_are_racks:
-            how = "hottest GPU per node" if self.metric == "temp_c" else "node mean of its GPUs"
-            segs.append(Segment(f"  ({how})", base + pal.muted))
+        segs.append(Segment(f" {high} {unit}", base + pal.text))
+        segs.append(Segment(note, base + pal.muted))
         return Strip(segs).adjust_cell_length(width, base)
 
     def _row(
@@ -142,12 +165,15 @@ class GpuHeatmap(LinePass, ScrollView, can_focus=True):
             and snap.nodes.state[row] in ("down", "stale")
         )
         segs = [Segment(f"{label:<{label_w}}", base + (pal.bad if down else pal.text))]
-        span = grid.high - grid.low
-        for value in grid.values[row]:
+        fractions = grid.scale.fraction(grid.values[row])
+        for value, fraction, code in zip(grid.values[row], fractions, grid.freshness[row], strict=True):
             if not math.isfinite(value):
-                segs.append(Segment(DASH.center(cell_w) + " ", base + pal.muted))
+                # No colour for a value that is not there: the cell says why (a fresh GPU that does
+                # not report this metric: a dash).
+                why = (SILENT_WORD if cell_w >= 5 else SILENT_GLYPH).get(int(code), DASH)
+                style = pal.bad if code == DOWN_GPU else pal.muted
+                segs.append(Segment(why.center(cell_w)[:cell_w] + " ", base + style))
                 continue
-            fraction = (value - grid.low) / span if span > 0 else 0.5
             if cell_w >= 5:  # the value itself on its colour, cells apart
                 text = format_value(self.metric, value).rjust(cell_w)[-cell_w:]
                 segs.append(Segment(text, base + pal.heat_style(fraction)))
@@ -160,3 +186,4 @@ class GpuHeatmap(LinePass, ScrollView, can_focus=True):
     def on_resize(self) -> None:
         if self.grid is not None:
             self.virtual_size = Size(self.size.width, len(self.grid.row_labels) + _HEAD_LINES)
+            self._titles()

@@ -1,8 +1,16 @@
-"""A node's recent per-GPU series (power, clocks, HBM, temperature) and its share of the rack's throughput."""
+"""A node's share of the rack's throughput, its GPUs' clock-event reasons over time, and its recent
+per-GPU series (power, clocks, HBM, temperature).
+
+Every series is drawn as the core gives it: a point with no fresh reading is a gap, never the last
+value carried on, and the value at the right is the newest point's (a dash once the data has ended).
+Each metric's bars stretch over the core's value scale, never narrower than the metric's minimum span
+(:func:`tokenwatch.core.views.value_scale`), so noise does not look like a difference.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 from rich.text import Text
@@ -10,8 +18,10 @@ from textual.app import RenderResult
 from textual.geometry import Size
 from textual.widget import Widget
 
+from tokenwatch import throttle
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.node_history import NodeHistory
+from tokenwatch.core.views import value_scale
 from tokenwatch.formatting import DASH, format_clock
 from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.palette import Palette, palette
@@ -26,10 +36,39 @@ SERIES: tuple[tuple[str, str, str, float, int], ...] = (
 )
 _LABEL = 7
 _VALUE = 10
+# One letter per point for the clock-event reasons that slow a GPU, the most severe first when several
+# are set; "·" none, "-" only reasons that do not slow it (idle, application clocks, sync boost).
+REASON_LETTERS: tuple[tuple[int, str, str], ...] = (
+    (throttle.HW_POWER_BRAKE_SLOWDOWN, "B", "power brake"),
+    (throttle.HW_SLOWDOWN, "H", "HW slowdown"),
+    (throttle.HW_THERMAL_SLOWDOWN | throttle.SW_THERMAL_SLOWDOWN, "T", "thermal"),
+    (throttle.SW_POWER_CAP, "P", "power cap"),
+)
+REASON_KEY = "  ".join(f"{letter} {name}" for _, letter, name in REASON_LETTERS) + "  · none"
+
+
+def reason_letter(mask: int) -> str:
+    for bits, letter, _ in REASON_LETTERS:
+        if mask & bits:
+            return letter
+    return "-" if mask else "·"
+
+
+def reason_row(masks: np.ndarray, present: np.ndarray, width: int) -> str:
+    """The newest ``width`` points as letters (a gap where the GPU had no reading), right-aligned."""
+    letters = [
+        reason_letter(int(m)) if ok else " " for m, ok in zip(masks[-width:], present[-width:], strict=True)
+    ]
+    return "".join(letters).rjust(width)
 
 
 def _fmt(value: float, divisor: float, decimals: int) -> str:
     return f"{value / divisor:,.{decimals}f}" if math.isfinite(value) else DASH
+
+
+def _newest(values: np.ndarray) -> float:
+    """The newest point, NaN included: a series whose data has ended has no value now."""
+    return float(values[-1]) if len(values) else math.nan
 
 
 def _sparkline_row(
@@ -38,11 +77,11 @@ def _sparkline_row(
     """One line: the label, the series as a sparkline on the scale lo..hi, its newest value."""
     text.append(f"{label:<{_LABEL}}", style=pal.muted)
     text.append(sparkline(values, lo, hi, width), style=pal.bar)
-    text.append(f"{now:>{_VALUE}}\n", style="bold")
+    text.append(f"{now:>{_VALUE}}\n", style="bold" if now != DASH else pal.muted)
 
 
 class GpuTimelines(Widget):
-    """Set ``history`` (a :class:`NodeHistory`); one sparkline per GPU per metric, on a shared scale."""
+    """Call ``update_history``; one sparkline per GPU per metric on a shared scale, then the reasons."""
 
     DEFAULT_CSS = """
     GpuTimelines {
@@ -56,17 +95,27 @@ class GpuTimelines(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.history: NodeHistory | None = None
+        self.references: Mapping[str, float] = {}
 
-    def update_history(self, history: NodeHistory) -> None:
+    def update_history(self, history: NodeHistory, references: Mapping[str, float] | None = None) -> None:
+        """``references``: per metric, the limit or capacity its minimum span is a fraction of (the
+        power limit, the HBM capacity; :func:`tokenwatch.core.views.scale_reference`)."""
         lines_before = self._line_count()
         self.history = history
+        self.references = references or {}
         self.refresh(layout=self._line_count() != lines_before)
+
+    def _gpus(self) -> int:
+        history = self.history
+        if history is None or not history.gpu_series:
+            return 0
+        return int(next(iter(history.gpu_series.values())).shape[0])
 
     def _line_count(self) -> int:
         if self.history is None:
             return 1
-        gpus = next(iter(self.history.gpu_series.values())).shape[0] if self.history.gpu_series else 0
-        return 3 + len(SERIES) * (gpus + 2)
+        gpus = self._gpus()
+        return 3 + len(SERIES) * (gpus + 2) + (gpus + 3)
 
     def get_content_height(self, _container: Size, _viewport: Size, _width: int) -> int:
         return self._line_count()
@@ -81,23 +130,76 @@ class GpuTimelines(Widget):
         shown = history.times[-width:]
         window = f"last {format_clock(shown[-1] - shown[0])}" if len(shown) >= 2 else "no samples yet"
         text.append(f"Throughput share of the rack ({window})\n", style=pal.header)
-        share = history.share_pct
-        now_share = f"{share[-1]:.2f} %" if len(share) and math.isfinite(share[-1]) else DASH
-        _sparkline_row(text, pal, "share", share, *finite_range(share), width, now_share)
-        rate = history.tokens_per_s
-        now_rate = f"{rate[-1]:,.0f}" if len(rate) and math.isfinite(rate[-1]) else DASH
-        _sparkline_row(text, pal, "tok/s", rate, *finite_range(rate), width, now_rate)
+        # Scales are over the points on screen (the newest `width`), not the whole window kept.
+        share = history.share_pct[-width:]
+        now_share = _newest(share)
+        _sparkline_row(
+            text,
+            pal,
+            "share",
+            share,
+            *finite_range(share),
+            width,
+            f"{now_share:.2f} %" if math.isfinite(now_share) else DASH,
+        )
+        rate = history.tokens_per_s[-width:]
+        now_rate = _newest(rate)
+        _sparkline_row(
+            text,
+            pal,
+            "tok/s",
+            rate,
+            *finite_range(rate),
+            width,
+            f"{now_rate:,.0f}" if math.isfinite(now_rate) else DASH,
+        )
+        self._reasons(text, pal, history, width)
         for key, title, unit, divisor, decimals in SERIES:
             series = history.gpu_series.get(key)
             if series is None:
                 continue
-            lo, hi = finite_range(series)
-            scale = f"{_fmt(lo, divisor, decimals)} – {_fmt(hi, divisor, decimals)} {unit}"
+            series = series[:, -width:]
+            scale = value_scale(key, series, self.references.get(key, math.nan))
+            span = f"{_fmt(scale.low, divisor, decimals)} – {_fmt(scale.high, divisor, decimals)} {unit}"
+            if scale.widened:
+                span += f", min span {_fmt(scale.min_span, divisor, decimals)}"
             text.append(f"\n{title} ", style=pal.header)
-            text.append(f"({scale})\n", style=pal.muted)
+            text.append(f"({span})\n", style=pal.muted)
             for g in range(series.shape[0]):
                 row = series[g]
-                last = row[np.isfinite(row)]
-                now = _fmt(float(last[-1]), divisor, decimals) if last.size else DASH
-                _sparkline_row(text, pal, f"GPU{g}", row, lo, hi, width, now)
+                now = _fmt(_newest(row), divisor, decimals)
+                _sparkline_row(text, pal, f"GPU{g}", row, scale.low, scale.high, width, now)
         return text
+
+    def _reasons(self, text: Text, pal: Palette, history: NodeHistory, width: int) -> None:
+        """Per GPU, the clock-event reasons at each point; at the right, the newest point's by letter."""
+        text.append("\nClock-event reasons ", style=pal.header)
+        text.append(f"({REASON_KEY})\n", style=pal.muted)
+        reasons = history.throttle_reasons
+        clock = history.gpu_series.get("sm_clock_mhz")
+        for g in range(reasons.shape[0]):
+            masks = reasons[g]
+            present = np.isfinite(clock[g]) if clock is not None else np.ones(len(masks), bool)
+            text.append(f"{f'GPU{g}':<{_LABEL}}", style=pal.muted)
+            for ch in reason_row(masks, present, width):
+                text.append(ch, style=pal.muted if ch in " ·-" else (pal.text if ch == "P" else pal.warn))
+            now = reason_letter(int(masks[-1])) if len(masks) and present[-1] else DASH
+            text.append(f"{now:>{_VALUE}}\n", style=pal.muted if now in (DASH, "·", "-", "P") else pal.warn)
+        names = self._newest_names(history)
+        text.append(f"now: {names}\n" if names else "now: no reason that slows a GPU\n", style=pal.muted)
+
+    @staticmethod
+    def _newest_names(history: NodeHistory) -> str:
+        """``GPU0,1 hw_slowdown, sw_thermal_slowdown; GPU2,3 sw_power_cap``: the newest point's reasons
+        by name, GPUs with the same reasons together."""
+        reasons = history.throttle_reasons
+        if not reasons.shape[1]:
+            return ""
+        by_mask: dict[int, list[str]] = {}
+        for g in range(reasons.shape[0]):
+            mask = int(reasons[g, -1])
+            if mask:
+                by_mask.setdefault(mask, []).append(str(g))
+        return "; ".join(
+            f"GPU{','.join(gpus)} {', '.join(throttle.reason_names(mask))}" for mask, gpus in by_mask.items()
+        )

@@ -1,8 +1,9 @@
 """TTFT / TPOT / end-to-end latency on a log axis, with p50/p90/p99 markers and the SLA line.
 
 The core's fine log buckets are re-binned by the core (:func:`tokenwatch.core.views.display_histogram`)
-onto one bucket per character column; this widget only places them. ``l`` or a click on a metric's name
-switches metric.
+onto one bucket per character column; this widget only places them. The axis has a tick at every
+decade (and at the 2s and 5s where there is room), labelled where the label fits. ``l`` or a click on a
+metric's name switches metric.
 """
 
 from __future__ import annotations
@@ -20,11 +21,30 @@ from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.core.views import display_histogram
 from tokenwatch.events import LATENCY_METRICS, LatencyMetric
 from tokenwatch.formatting import group, seconds_label, seconds_ms
-from tokenwatch.tui.charts import column_rows
+from tokenwatch.tui.charts import column_rows, log_ticks
 from tokenwatch.tui.palette import Palette, palette
 
 METRIC_NAMES: dict[LatencyMetric, str] = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "End-to-end"}
-_TICKS_S = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1000.0)
+
+
+def axis_lines(edges_lo_s: float, edges_hi_s: float, bins: int) -> tuple[str, str]:
+    """The axis under a ``bins``-column log chart: a baseline with a mark at every tick (``┴`` decades,
+    ``╵`` the 2s and 5s), and the labels centred under their marks, decades first, none overlapping."""
+    lo, hi = math.log10(edges_lo_s), math.log10(edges_hi_s)
+    marks = ["─"] * bins
+    labels = [" "] * bins
+    ticks = log_ticks(edges_lo_s, edges_hi_s)
+    for major in (True, False):
+        for value, is_major in ticks:
+            if is_major != major:
+                continue
+            c = min(bins - 1, int((math.log10(value) - lo) / (hi - lo) * bins))
+            marks[c] = "┴" if major else "╵"
+            label = seconds_label(value, space="")
+            start = min(max(0, c - len(label) // 2), bins - len(label))
+            if start >= 0 and all(ch == " " for ch in labels[max(0, start - 1) : start + len(label) + 1]):
+                labels[start : start + len(label)] = label
+    return "".join(marks), "".join(labels)
 
 
 class LatencyHistogram(Widget):
@@ -105,7 +125,7 @@ class LatencyHistogram(Widget):
             style=pal.muted,
         )
         text.append("\n")
-        self._chart(text, pal, stats, sla, width, max(1, height - 4))
+        self._chart(text, pal, stats, sla, width, max(1, height - 5))
         return text
 
     def _chart(
@@ -137,7 +157,7 @@ class LatencyHistogram(Widget):
             text.append(f"SLA {seconds_ms(sla)}", style=pal.bad)
             text.append(" ✗ p99 over" if breach else " ✓ p99 under", style=pal.bad if breach else pal.good)
         text.append("\n")
-        counts = hist.counts.astype(np.float64)
+        counts = hist.counts
         top = float(counts.max()) if counts.size else 1.0
         chart = column_rows(np.where(counts > 0, counts, np.nan), 0.0, top or 1.0, rows)
         for line in chart:
@@ -150,14 +170,6 @@ class LatencyHistogram(Widget):
                 else:
                     text.append(ch, style=pal.bar)
             text.append("\n")
-        axis = [" "] * bins
-        for tick in _TICKS_S:
-            c = column(tick)
-            label = seconds_label(tick, space="")
-            if (
-                c >= 0
-                and c + len(label) <= bins
-                and all(ch == " " for ch in axis[max(0, c - 1) : c + len(label) + 1])
-            ):
-                axis[c : c + len(label)] = label
-        text.append("".join(axis), style=pal.muted)
+        baseline, labels = axis_lines(float(hist.edges_s[0]), float(hist.edges_s[-1]), bins)
+        text.append(baseline + "\n", style=pal.muted)
+        text.append(labels, style=pal.muted)

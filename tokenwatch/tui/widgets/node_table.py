@@ -41,7 +41,7 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("node", "Node", 9, 0, right=False),
-    Column("status", "Status", 10, 0, right=False),
+    Column("status", "Status", 12, 0, right=False),
     Column("now", "tok/s now", 10, 0),
     Column("mean", "tok/s mean", 10, 2),
     Column("delta", "Δ median", 8, 1),
@@ -56,14 +56,25 @@ SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key != "trend")
 _GAP = 1
 _TREND_WIDTH = 12
 # Status rank for sorting: the worst first.
-_RANK = {"down": 0, "stale": 1, "straggler": 2, "throttling": 3, "up": 4, "finished": 5}
+_RANK = {
+    "down": 0,
+    "stale": 1,
+    "slow_throttling": 2,
+    "straggler": 3,
+    "throttling": 4,
+    "up": 5,
+    "finished": 6,
+}
 
 
 def node_condition(rows: NodeRows, i: int) -> str:
-    """down, stale, straggler, throttling, up or finished (what the status cell and colour say)."""
+    """down, stale, slow_throttling (both marks), straggler, throttling, up or finished: what the
+    status cell and colour say."""
     state = rows.state[i]
     if state in ("down", "stale", "finished"):
         return state
+    if rows.straggler[i] and rows.throttling[i]:  # slow *because* throttled, most likely: show both
+        return "slow_throttling"
     if rows.straggler[i]:
         return "straggler"
     if rows.throttling[i]:
@@ -75,11 +86,13 @@ def node_condition(rows: NodeRows, i: int) -> str:
 STATUS_LABEL = {
     "down": "✗ DOWN",
     "stale": "◌ stale",
+    "slow_throttling": "▼ slow ◆ thr",
     "straggler": "▼ slow",
     "throttling": "◆ throttle",
     "up": "● up",
     "finished": "✓ done",
 }
+_MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp")
 
 
 def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
@@ -328,6 +341,7 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         status_style = {
             "down": pal.bad,
             "stale": pal.warn,
+            "slow_throttling": pal.warn,
             "straggler": pal.warn,
             "throttling": pal.warn,
             "up": pal.good,
@@ -340,7 +354,9 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
             text = cells[col.key]
             text = text.rjust(col.width)[-col.width :] if col.right else text.ljust(col.width)[: col.width]
             style = row_style
-            if col.key == "status":
+            if text.strip() == DASH and col.key in _MISSING_COLUMNS:
+                style = row_style + pal.muted  # a missing value is greyed, never drawn like a reading
+            elif col.key == "status":
                 style = row_style + status_style
             elif col.key == "delta" and rows.straggler[i]:
                 style = row_style + pal.bad

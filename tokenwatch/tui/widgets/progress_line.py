@@ -21,6 +21,7 @@ class RunProgress:
     pct: float | None
     eta_s: float | None
     ended: bool
+    end_word: str = "done"  # what the ETA's place says once ended: done, ended (nodes missing), interrupted
 
 
 class ProgressLine(Widget):
@@ -41,7 +42,11 @@ class ProgressLine(Widget):
             return text
         pal = palette(self.app)
         clock = f"{format_clock(p.elapsed_s)} / {format_clock(p.nominal_s) if p.nominal_s else '--:--'}"
-        eta = "done" if p.ended else (f"ETA {format_clock(p.eta_s)}" if p.eta_s is not None else "ETA --:--")
+        eta = (
+            p.end_word
+            if p.ended
+            else (f"ETA {format_clock(p.eta_s)}" if p.eta_s is not None else "ETA --:--")
+        )
         tail = f" {p.pct:5.1f}%  {eta}" if p.pct is not None else f"  {eta}"
         width = max(0, self.content_size.width - len(clock) - len(tail) - 4)
         text.append(clock, style="bold")

@@ -14,9 +14,10 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import DASH, group, kilowatts
+from tokenwatch.formatting import DASH, format_clock, group, kilowatts
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.widgets.big_figure import BigFigure
+from tokenwatch.tui.widgets.end_banner import end_kind
 from tokenwatch.tui.widgets.progress_line import ProgressLine, RunProgress
 from tokenwatch.tui.widgets.stat_columns import StatColumns
 
@@ -89,7 +90,7 @@ class RunHeader(Widget):
         if snap is None or not self.is_mounted:
             return
         self._sync_badge()
-        run, agg = snap.run, snap.aggregate
+        run = snap.run
         started = bool(run.nodes)
         pal = palette(self.app)
         title = f"{run.name} · {run.scenario}" if started else run.name
@@ -98,38 +99,80 @@ class RunHeader(Widget):
         self._set("#title", title)
         state = Text()
         if snap.ended:
-            state.append(f"■ ended: {snap.end_reason}", style=pal.muted)
+            interrupted = snap.end_reason == "interrupted"
+            state.append(
+                "■ INTERRUPTED" if interrupted else "■ ended", style=pal.bad if interrupted else pal.muted
+            )
         elif started:
             state.append("● running", style=pal.good)
         self._set("#state", state)
+        self.query_one(StatColumns).pairs = (
+            self._figures(snap) if snap.summary is None else self._result(snap)
+        )
+        end_word = {"complete": "done", "partial": "ended", "interrupted": "interrupted"}.get(
+            end_kind(snap), ""
+        )
+        self.query_one(ProgressLine).progress = RunProgress(
+            snap.t, snap.run.nominal_duration_s, snap.progress_pct, snap.eta_s, snap.ended, end_word
+        )
 
-        final = snap.ended and math.isfinite(agg.tokens_per_s_cumulative)
-        rate = agg.tokens_per_s_cumulative if final else agg.tokens_per_s
+    def _figures(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
+        """While the run goes: the figures of now (the last window), beside the run's mean so far."""
+        agg = snap.aggregate
+        pal = palette(self.app)
+        rate = agg.tokens_per_s
         self.query_one("#rate", BigFigure).value = group(rate) if math.isfinite(rate) else "-"
-        self._set("#rate-unit", "tok/s\nfinal" if final else "tok/s\nnow")
-
-        up_style = pal.good if agg.nodes_up == agg.nodes else pal.bad
-        nodes = Text(f"{agg.nodes_up}/{agg.nodes} up", style=up_style + Style(bold=True))
-        samples = group(agg.samples_done)
-        if run.total_samples:
-            samples += f" / {group(run.total_samples)}"
+        self._set("#rate-unit", "tok/s\nnow")
         per_gpu = (
             f"{group(agg.per_gpu_tokens_per_s)} tok/s" if math.isfinite(agg.per_gpu_tokens_per_s) else DASH
         )
         tpj = f"{agg.tokens_per_joule:.2f}" if math.isfinite(agg.tokens_per_joule) else DASH
-        self.query_one(StatColumns).pairs = (
+        up_style = pal.good if agg.nodes_up == agg.nodes else pal.bad
+        return (
             ("per GPU", per_gpu),
             ("power", kilowatts(agg.power_w)),
-            ("nodes", nodes),
+            ("nodes", Text(f"{agg.nodes_up}/{agg.nodes} up", style=up_style + Style(bold=True))),
             ("run mean", f"{group(agg.tokens_per_s_cumulative)} tok/s"),
             ("tok/J", tpj),
-            ("samples", samples),
-            ("GPUs", f"{agg.gpus_reporting}/{agg.gpus} reporting"),
+            ("samples", self._samples(snap)),
+            ("GPUs", self._reporting(snap)),
             ("energy", f"{agg.energy_j / 3.6e6:,.1f} kWh"),
         )
-        self.query_one(ProgressLine).progress = RunProgress(
-            snap.t, snap.run.nominal_duration_s, snap.progress_pct, snap.eta_s, snap.ended
+
+    def _result(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
+        """Once the run has ended: every headline figure is a run figure (the summary's), not the last
+        window's (which, at the end, is the drain of the last few nodes)."""
+        summary = snap.summary
+        assert summary is not None
+        pal = palette(self.app)
+        self.query_one("#rate", BigFigure).value = group(summary.tokens_per_s)
+        self._set("#rate-unit", "tok/s\nfinal")
+        finished = sum(state == "finished" for state in snap.nodes.state)
+        total = len(snap.nodes.names)
+        nodes_style = (pal.good if finished == total else pal.bad) + Style(bold=True)
+        tpj = summary.tokens_per_joule
+        return (
+            ("per GPU", f"{group(summary.per_gpu_tokens_per_s)} tok/s"),
+            ("mean power", kilowatts(summary.power_mean_w)),
+            ("nodes", Text(f"{finished}/{total} finished", style=nodes_style)),
+            ("run time", format_clock(summary.duration_s)),
+            ("tok/J", f"{tpj:.2f}" if tpj is not None and math.isfinite(tpj) else DASH),
+            ("samples", self._samples(snap)),
+            ("GPUs", self._reporting(snap)),
+            ("energy", f"{snap.aggregate.energy_j / 3.6e6:,.1f} kWh"),
         )
+
+    @staticmethod
+    def _samples(snap: RackSnapshot) -> str:
+        samples = group(snap.aggregate.samples_done)
+        return f"{samples} / {group(snap.run.total_samples)}" if snap.run.total_samples else samples
+
+    def _reporting(self, snap: RackSnapshot) -> Text:
+        """GPUs with a fresh reading, of all: a silent or down GPU is not reporting."""
+        agg = snap.aggregate
+        pal = palette(self.app)
+        style = pal.text if agg.gpus_reporting == agg.gpus else pal.warn
+        return Text(f"{agg.gpus_reporting}/{agg.gpus} reporting", style=style + Style(bold=True))
 
     def _set(self, selector: str, content: str | Text) -> None:
         """Update a line only when it changed (most header lines stay the same between refreshes)."""
