@@ -12,7 +12,7 @@ from tests.conftest import SAMPLE_RUNS
 from tokenwatch.events import ProgressBatch, RunStarted
 from tokenwatch.recording import read_events
 
-JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "nodes", "alerts"}
+JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "nodes", "alerts", "verdict"}
 AGGREGATE_KEYS = {"tokens_per_s", "per_gpu_tokens_per_s", "nodes", "nodes_up", "gpus", "power_w"}
 NODE_KEYS = {
     "name",

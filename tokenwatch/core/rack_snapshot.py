@@ -20,6 +20,7 @@ from tokenwatch.core.snapshot import (
 )
 from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import summarize_state
+from tokenwatch.core.verdict_view import verdict_view
 from tokenwatch.durations import format_clock
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 
@@ -165,6 +166,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
         summary=summarize_state(state) if state.ended else None,
         banner=end_banner(state, state_codes) if state.ended else "",
+        verdict=verdict_view(state, now),
     )
 
 

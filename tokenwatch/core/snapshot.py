@@ -15,6 +15,7 @@ from tokenwatch.core.alerts import Alert
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
+from tokenwatch.core.verdict_view import VerdictView
 from tokenwatch.events import FloatArray, IntArray, LatencyMetric, NodeState
 
 # Why a GPU's telemetry is (not) shown, per GPU: the codes of GpuTable.freshness.
@@ -137,3 +138,4 @@ class RackSnapshot:
     sla_s: Mapping[LatencyMetric, float]
     summary: RunSummary | None = None  # the run's result in the published-table form, once it has ended
     banner: str = ""  # what happened, once it has ended ("ended: 17 of 18 nodes finished, ...")
+    verdict: VerdictView | None = None  # the MLPerf verdict: forecast, rules, start-of-run check

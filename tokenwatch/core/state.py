@@ -20,6 +20,7 @@ from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
+from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, FloatArray, IntArray, LatencyMetric, RunStarted
 
 _STALE = STATE_CODE["stale"]
@@ -122,6 +123,7 @@ class RackState:
     rules: RuleMemory
     layout: BatchLayout
     bucket_memo: BucketMemo
+    verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict_state.py)
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""
@@ -236,6 +238,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         rules=RuleMemory.for_rack(n, g),
         layout=BatchLayout(n, g),
         bucket_memo=BucketMemo(),
+        verdict=new_verdict_state(ev, cfg),
         now=ev.t,
         last_sample_t=ev.t,
     )

@@ -7,6 +7,7 @@ aggregate is the sum of the nodes' tokens/s, as the published rack figure sums i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_final import RunVerdict, final_verdict
 from tokenwatch.durations import format_clock
 from tokenwatch.events import LATENCY_METRICS
 
@@ -50,6 +52,7 @@ class RunSummary:
     power_mean_w: float | None
     tokens_per_joule: float | None
     warnings: tuple[str, ...] = ()
+    verdict: RunVerdict | None = None  # the MLPerf verdict, each rule as LoadGen judges it
 
     @property
     def gpus(self) -> int:
@@ -89,6 +92,8 @@ class RunSummary:
             }
         if self.warnings:
             out["warnings"] = list(self.warnings)
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
         return out
 
 
@@ -179,6 +184,7 @@ def summarize_state(state: RackState) -> RunSummary:
     tokens_per_joule = (
         float(state.tokens.sum()) / state.energy_j if has_power and state.energy_j > 0 else None
     )
-    return summarize_nodes(
+    summary = summarize_nodes(
         run.name, run.scenario, duration, nodes, latency, power_mean, tokens_per_joule, warnings
     )
+    return dataclasses.replace(summary, verdict=final_verdict(state))

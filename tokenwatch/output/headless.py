@@ -8,7 +8,7 @@ import orjson
 
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.formatting import format_clock, group, kilowatts, pct
+from tokenwatch.formatting import format_clock, group, kilowatts, pct, projection, verdict_word
 
 MAX_ALERTS_IN_LINE = 4
 
@@ -28,8 +28,18 @@ def human_line(snap: RackSnapshot) -> str:
         f"{kilowatts(agg.power_w):>9}",
         f"spread {pct(snap.node_spread.spread_pct)}",
     ]
+    if snap.verdict is not None:
+        parts.append(verdict_part(snap))
     line = "  ".join(parts)
     return f"{line}  alerts: {'; '.join(alerts)}" if alerts else line
+
+
+def verdict_part(snap: RackSnapshot) -> str:
+    """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict."""
+    assert snap.verdict is not None
+    band = snap.verdict.forecast.tokens_per_s
+    shown = projection(band.value, band.low, band.high) if band is not None else "—"
+    return f"proj {shown} {verdict_word(snap.verdict.valid)}"
 
 
 class HeadlessLogger:

@@ -1,0 +1,161 @@
+"""The forecast's inputs read off a :class:`RackState` (see :mod:`tokenwatch.mlperf.forecast`).
+
+Per node: cumulative tokens over the run (the whole-run series, then the 1-s recent ring, then now),
+its LoadGen start (the query plan's arrival, else its first data), when it last made progress, whether it
+finished, how many samples or queries its LoadGen issues (its detail log; the simulator's quota; else the
+config's total split evenly, as the core's progress figures do) and when its query schedule ends.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_state import LIMIT_METRICS
+from tokenwatch.events import FloatArray
+from tokenwatch.mlperf.figures import RunSettings
+from tokenwatch.mlperf.forecast import NodeProgress, OverLimit
+from tokenwatch.mlperf.rules import latency_limits
+
+_FINISHED = STATE_CODE["finished"]
+
+
+def start_times(state: RackState, now: float) -> FloatArray:
+    """Each node's LoadGen start: its query plan's arrival or its first data, whichever came first."""
+    start = np.fmin(state.verdict.plan_t, state.t_first)
+    return np.where(np.isnan(start), now, start)
+
+
+def joined_tokens(state: RackState, now: float) -> tuple[FloatArray, FloatArray]:
+    """(times, tokens (K, n)): the whole-run series before the recent ring's first point, the ring, and
+    the counters now. Without series (a summary) just the run's start and now."""
+    n = len(state.run.nodes)
+    recent_t, recent_v = state.recent_tokens.view()
+    hist_t, hist_v = state.history_tokens.view()
+    if recent_t.size:
+        older = hist_t < recent_t[0]
+        times = np.concatenate((hist_t[older], recent_t))
+        tokens = np.concatenate((hist_v[older], recent_v))
+    else:
+        times, tokens = np.zeros(1), np.zeros((1, n))
+    keep = times <= now
+    times, tokens = times[keep], tokens[keep]
+    if not times.size or times[-1] < now:
+        times = np.append(times, now)
+        tokens = np.vstack((tokens, state.tokens.astype(np.float64)))
+    return times, tokens
+
+
+def _number(values: dict[str, Any], key: str) -> float:
+    value = values.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)
+
+
+def planned_totals(state: RackState) -> tuple[FloatArray | None, FloatArray | None]:
+    """(samples each node's LoadGen issues, its query schedule's length in s) from the detail logs; a
+    node without one takes the run's total split evenly. None where some node's is unknown."""
+    run = state.run
+    n = len(run.nodes)
+    total = np.full(n, np.nan)
+    schedule = np.full(n, np.nan)
+    for i, values in enumerate(state.verdict.details):
+        queries = _number(values, "generated_query_count")
+        per_query = _number(values, "generated_samples_per_query")
+        if run.scenario == "Offline":
+            total[i] = queries * per_query if math.isfinite(queries) else per_query
+        else:
+            total[i] = queries
+        schedule[i] = _number(values, "generated_query_duration") / 1e9
+    if run.total_samples:
+        total = np.where(np.isnan(total), run.total_samples / n, total)
+    if run.scenario != "Offline" and run.nominal_duration_s:
+        # A run that ends at a fixed time (no query count): its nominal length is its schedule.
+        schedule = np.where(np.isnan(schedule), run.nominal_duration_s, schedule)
+    return (
+        None if np.isnan(total).any() else total,
+        None if np.isnan(schedule).any() else schedule,
+    )
+
+
+def node_progress(state: RackState, now: float) -> NodeProgress:
+    run = state.run
+    start = start_times(state, now)
+    times, tokens = joined_tokens(state, now)
+    last = np.where(np.isnan(state.t_last_change), start, state.t_last_change)
+    finished = state.effective_state(now) == _FINISHED
+    total, schedule = planned_totals(state)
+    latency = None
+    if run.scenario != "Offline":
+        latency = np.array([_quantile(h, 0.5) for h in state.latency["e2e"]])
+        latency = np.where(np.isfinite(latency), latency, 0.0)
+    return NodeProgress(
+        run.scenario,
+        now,
+        times,
+        tokens,
+        state.tokens.astype(np.float64),
+        state.samples.astype(np.float64),
+        start,
+        last,
+        finished,
+        total,
+        None if schedule is None else start + schedule,
+        None,
+        latency,
+    )
+
+
+def _quantile(hist: Any, q: float) -> float:
+    return float(hist.quantiles([q])[0]) if hist.total else math.nan
+
+
+def over_limits(state: RackState) -> list[OverLimit]:
+    """Each latency metric's counts against its limit, for the metrics some source has sent."""
+    out = []
+    for metric in LIMIT_METRICS:
+        counts = state.verdict.counts[metric]
+        judged, low, high = counts.totals()
+        if not judged.any():
+            continue
+        p99 = np.array([_quantile(h, 0.99) for h in state.latency[metric]])
+        limit = counts.limit_s[np.isfinite(counts.limit_s)]
+        out.append(
+            OverLimit(
+                metric,
+                float(limit.max()) if limit.size else math.nan,
+                judged.astype(np.float64),
+                low.astype(np.float64),
+                high.astype(np.float64),
+                p99,
+            )
+        )
+    return out
+
+
+def run_settings(state: RackState) -> tuple[RunSettings | None, str]:
+    """The settings the nodes are judged by, and whose they are: the nodes' LoadGen's (their detail
+    logs), else the benchmark's rules, else none."""
+    for settings in state.verdict.settings:
+        if settings is not None:
+            return settings, "LoadGen"
+    ref = state.verdict.benchmark
+    if ref is None:
+        return None, ""
+    return RunSettings.for_benchmark(ref, state.run.scenario), ref.benchmark.name
+
+
+def limits_origin(state: RackState) -> str:
+    """Who set the TTFT/TPOT limits counted against, in words."""
+    verdict = state.verdict
+    if any(c.loadgen_limit.all() for c in verdict.counts.values()):
+        return "LoadGen's own (detail log)"
+    ref = verdict.benchmark
+    if ref is not None and latency_limits(ref, state.run.scenario) is not None:
+        return f"{ref.benchmark.name}{' Interactive' if ref.interactive else ''}"
+    return "the --ttft-sla / --tpot-sla alert limits (not LoadGen's)"
