@@ -19,6 +19,7 @@ from tokenwatch.tui.palette import palette
 from tokenwatch.tui.widgets.big_figure import BigFigure
 from tokenwatch.tui.widgets.progress_line import ProgressLine, RunProgress
 from tokenwatch.tui.widgets.stat_columns import StatColumns
+from tokenwatch.tui.widgets.verdict_badge import VerdictBadge
 
 
 class RunHeader(Widget):
@@ -61,6 +62,7 @@ class RunHeader(Widget):
             yield Static(self.badge, id="badge")
             yield Static("waiting for a run…", id="title")
             yield Static("", id="state")
+            yield VerdictBadge(id="verdict-badge")
         with Horizontal(id="figure-row"):
             yield BigFigure("-", id="rate")
             yield Static("tok/s\nnow", id="rate-unit")
@@ -102,6 +104,7 @@ class RunHeader(Widget):
         elif started:
             state.append("● running", style=pal.good)
         self._set("#state", state)
+        self.query_one(VerdictBadge).show(snap)
 
         final = snap.ended and math.isfinite(agg.tokens_per_s_cumulative)
         rate = agg.tokens_per_s_cumulative if final else agg.tokens_per_s
