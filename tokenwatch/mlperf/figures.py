@@ -144,7 +144,7 @@ def tpot_per_sample(
     divisor = np.where(n > 1, n, 0) - 1
     span = lat - first
     quotient = np.abs(span) // np.abs(divisor)
-    return np.where((span < 0) != (divisor < 0), -quotient, quotient)
+    return np.asarray(np.where((span < 0) != (divisor < 0), -quotient, quotient), np.int64)
 
 
 def figures_from_samples(
