@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_inputs import plan_of
 from tokenwatch.core.verdict_state import LIMIT_METRICS
 from tokenwatch.events import LatencyBatch, LatencyLimitCounts, LoadGenDetail
 from tokenwatch.formatting import group
@@ -19,6 +20,7 @@ from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.settings_check import SettingCheck, check_settings
 
 PLAN_KEYS = ("generated_query_count", "generated_samples_per_query", "generated_query_duration")
+NOT_CHECKED = 3
 
 
 def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
@@ -29,8 +31,10 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
     verdict = state.verdict
     values = verdict.details[i]
     values.update(ev.values)
-    if np.isnan(verdict.plan_t[i]) and any(key in ev.values for key in PLAN_KEYS):
-        verdict.plan_t[i] = ev.t  # written right before the first query: the node's LoadGen start
+    if any(key in ev.values for key in PLAN_KEYS):
+        if np.isnan(verdict.plan_t[i]):
+            verdict.plan_t[i] = ev.t  # written right before the first query: the node's LoadGen start
+        verdict.plan_samples[i], verdict.plan_schedule_s[i] = plan_of(values, state.run.scenario)
     if "effective_scenario" not in values:
         return
     try:
@@ -44,7 +48,11 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
                 counts = verdict.counts[metric]  # type: ignore[index]
                 counts.set_limit(i, limit_ns / 1e9, state.latency[metric][i], loadgen=True)  # type: ignore[index]
     scenario = verdict.scenario_label or str(values["effective_scenario"])
-    for check in check_settings(verdict.benchmark, scenario, values):
+    checks = check_settings(verdict.benchmark, scenario, values)
+    verdict.setting_checks[i] = {check.name: check for check in checks}
+    for check in checks:
+        rank = verdict.setting_rank.setdefault(check.name, np.full(len(state.index), NOT_CHECKED, np.int8))
+        rank[i] = 0 if check.ok is False else 1 if check.ok is None else 2
         if check.ok is False and check.name not in verdict.settings_alerted:
             verdict.settings_alerted.add(check.name)
             # Once per setting, however many nodes share it: a fact of the run's start, not a condition.

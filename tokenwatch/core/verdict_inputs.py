@@ -57,21 +57,23 @@ def _number(values: dict[str, Any], key: str) -> float:
     return float(value)
 
 
+def plan_of(values: dict[str, Any], scenario: str) -> tuple[float, float]:
+    """(samples or queries LoadGen issues, its schedule's length in s) from a node's detail records."""
+    queries = _number(values, "generated_query_count")
+    per_query = _number(values, "generated_samples_per_query")
+    if scenario == "Offline":
+        total = queries * per_query if math.isfinite(queries) else per_query
+    else:
+        total = queries
+    return total, _number(values, "generated_query_duration") / 1e9
+
+
 def planned_totals(state: RackState) -> tuple[FloatArray | None, FloatArray | None]:
     """(samples each node's LoadGen issues, its query schedule's length in s) from the detail logs; a
     node without one takes the run's total split evenly. None where some node's is unknown."""
-    run = state.run
+    run, verdict = state.run, state.verdict
     n = len(run.nodes)
-    total = np.full(n, np.nan)
-    schedule = np.full(n, np.nan)
-    for i, values in enumerate(state.verdict.details):
-        queries = _number(values, "generated_query_count")
-        per_query = _number(values, "generated_samples_per_query")
-        if run.scenario == "Offline":
-            total[i] = queries * per_query if math.isfinite(queries) else per_query
-        else:
-            total[i] = queries
-        schedule[i] = _number(values, "generated_query_duration") / 1e9
+    total, schedule = verdict.plan_samples, verdict.plan_schedule_s
     if run.total_samples:
         total = np.where(np.isnan(total), run.total_samples / n, total)
     if run.scenario != "Offline" and run.nominal_duration_s:

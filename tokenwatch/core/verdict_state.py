@@ -23,6 +23,7 @@ from tokenwatch.core.ring import DownsampledSeries
 from tokenwatch.events import FloatArray, IntArray, LatencyMetric, RunStarted
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark
+from tokenwatch.mlperf.settings_check import SettingCheck
 
 LIMIT_METRICS: tuple[LatencyMetric, ...] = ("ttft", "tpot")
 # The forecast over time: projected tokens/s, its band, the projected end, the verdict (1, 0, -1; NaN).
@@ -121,11 +122,17 @@ class VerdictState:
     limit_origin: str  # where limits come from before a node's detail log says: "benchmark" or "sla"
     details: list[dict[str, Any]]  # per node: its detail log's records so far
     plan_t: FloatArray  # run time each node's query plan arrived (its LoadGen start); NaN: not yet
+    plan_samples: FloatArray  # samples (Offline) or queries (Server) each node's LoadGen issues; NaN unknown
+    plan_schedule_s: FloatArray  # each node's query schedule length (generated_query_duration); NaN unknown
     settings: list[RunSettings | None]  # per node, from its detail log
     counts: dict[LatencyMetric, LimitCounts]
     history: DownsampledSeries
     interval_s: float
     next_due_s: float = 0.0
+    # The start-of-run check of each node (made once its settings arrive) and, per setting, each node's
+    # rank (0 fails, 1 undecided, 2 passes, 3 not checked): the view shows each setting's worst node.
+    setting_checks: list[dict[str, SettingCheck]] = field(default_factory=list)
+    setting_rank: dict[str, np.ndarray] = field(default_factory=dict)
     last_valid: bool | None = None  # the latest decided projection, for the "verdict turned" alert
     margin_alerted: set[str] = field(default_factory=set)
     settings_alerted: set[str] = field(default_factory=set)
@@ -159,10 +166,13 @@ def new_verdict_state(ev: RunStarted, config: CoreConfig) -> VerdictState:
         limit_origin="benchmark" if limits is not None else "sla",
         details=[{} for _ in range(n)],
         plan_t=np.full(n, np.nan),
+        plan_samples=np.full(n, np.nan),
+        plan_schedule_s=np.full(n, np.nan),
         settings=[None] * n,
         counts=counts,  # type: ignore[arg-type]
         history=DownsampledSeries(
             _HISTORY_POINTS, (len(HISTORY_COLUMNS),), config.verdict_interval_s, "last"
         ),
         interval_s=config.verdict_interval_s,
+        setting_checks=[{} for _ in range(n)],
     )

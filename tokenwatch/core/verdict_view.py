@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_ingest import NOT_CHECKED
 from tokenwatch.core.verdict_inputs import limits_origin, node_progress, over_limits, run_settings
 from tokenwatch.events import FloatArray
 from tokenwatch.formatting import group, seconds_ms
 from tokenwatch.mlperf.forecast import Forecast, RuleForecast, forecast
-from tokenwatch.mlperf.settings_check import SettingCheck, check_settings
+from tokenwatch.mlperf.settings_check import SettingCheck
 
 MARGIN_ALERT = 0.10  # a rule projected to pass with less than this share of its limit to spare
 _MARGIN_CLEAR = 0.12  # ...is back to normal above this (noise at the threshold is one alert, not ten)
@@ -84,20 +85,12 @@ def verdict_view(state: RackState, now: float) -> VerdictView:
 def settings_checks(state: RackState) -> tuple[SettingCheck, ...]:
     """The start-of-run check over the nodes whose settings arrived: per setting, the worst node's."""
     verdict = state.verdict
-    worst: dict[str, SettingCheck] = {}
-    for values in verdict.details:
-        if "effective_scenario" not in values:
-            continue
-        scenario = verdict.scenario_label or str(values["effective_scenario"])
-        for check in check_settings(verdict.benchmark, scenario, values):
-            shown = worst.get(check.name)
-            if shown is None or _rank(check.ok) < _rank(shown.ok):
-                worst[check.name] = check
-    return tuple(worst.values())
-
-
-def _rank(ok: bool | None) -> int:
-    return 0 if ok is False else 1 if ok is None else 2
+    worst = []
+    for name, rank in verdict.setting_rank.items():
+        i = int(np.argmin(rank))
+        if rank[i] < NOT_CHECKED:
+            worst.append(verdict.setting_checks[i][name])
+    return tuple(worst)
 
 
 def verdict_tick(state: RackState, t: float) -> None:
