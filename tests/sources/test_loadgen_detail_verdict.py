@@ -58,3 +58,20 @@ def test_the_last_event_holds_every_verdict_record_exactly(chunk: int) -> None:
     # Seeds above 2**63 stay exact.
     assert last["effective_schedule_rng_seed"] == expected["effective_schedule_rng_seed"]
     assert all(d.node == "node01" for d in details)
+
+
+def test_escapes_that_are_not_unicode_never_reach_a_recording_as_such() -> None:
+    """JSON lets ``\\ud800`` through (a lone surrogate); a recording cannot hold it: left out or replaced."""
+    from tokenwatch.recording.codec import dumps, loads
+
+    lines = (
+        b':::MLLOG {"key": "result_x\\ud800", "value": 1}\n'
+        b':::MLLOG {"key": "result_reason", "value": "a\\udc00b"}\n'
+        b':::MLLOG {"key": "w", "value": "x\\ud800", "metadata": {"is_warning": true}}\n'
+        b':::MLLOG {"key": "result_validity", "value": "INVALID\\ud800"}\n'
+    )
+    events = DetailLogParser("n").feed(lines, 1.0)
+    details = [e for e in events if isinstance(e, LoadGenDetail)]
+    assert [dict(d.values) for d in details] == [{}]  # neither key nor value could be recorded as read
+    for event in events:
+        assert dumps(loads(dumps(event))) == dumps(event)

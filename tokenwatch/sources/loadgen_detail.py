@@ -198,7 +198,7 @@ def verdict_values(values: dict[str, Any]) -> dict[str, Any]:
     recording could not hold exactly (a structure, an integer beyond 64 bits, NaN) is left out."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        if not (key.startswith(VERDICT_PREFIXES) or key in VERDICT_KEYS):
+        if not (key.startswith(VERDICT_PREFIXES) or key in VERDICT_KEYS) or not _encodable(key):
             continue
         if value is None or isinstance(value, bool):
             out[key] = value
@@ -208,9 +208,24 @@ def verdict_values(values: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, float):
             if math.isfinite(value):
                 out[key] = value
-        elif isinstance(value, str) and len(value) <= _MAX_TEXT:
+        elif isinstance(value, str) and len(value) <= _MAX_TEXT and _encodable(value):
             out[key] = value
     return out
+
+
+def _printable(text: str) -> str:
+    """``text`` with anything that is not valid Unicode replaced (a recording must be able to hold it)."""
+    return text if _encodable(text) else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (a lone surrogate, which Python's JSON reader lets through from
+    ``\\ud800`` escapes, cannot be written to a recording)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class DetailLogParser(LineParser):
@@ -248,9 +263,10 @@ class DetailLogParser(LineParser):
             self._send = self._settings_sent = True
         if record.is_error or record.is_warning:
             level: NoticeLevel = "error" if record.is_error else "warning"
-            out.append(Notice(t, level, f"LoadGen {level}: {record.value}", self.node, self.source))
+            message = _printable(f"LoadGen {level}: {record.value}")
+            out.append(Notice(t, level, message, self.node, self.source))
         elif record.key == "result_validity":
             valid = str(record.value).upper() == "VALID"
             reason = self.log.values.get("result_invalid_reason")
             text = f"LoadGen result {record.value}" + (f" ({reason})" if reason and not valid else "")
-            out.append(Notice(t, "info" if valid else "warning", text, self.node, self.source))
+            out.append(Notice(t, "info" if valid else "warning", _printable(text), self.node, self.source))
