@@ -255,3 +255,21 @@ def test_without_loadgen_settings_the_rules_say_what_they_need(benchmark: str | 
     assert "TTFT" in rules["ttft_p99"].missing
     assert "TPOT" in rules["early_stopping_tpot"].missing
     assert view.valid is None
+
+
+def test_a_node_down_from_the_start_is_left_out_of_the_projection_and_named() -> None:
+    core = RackCore()
+    for event in run_sim("Server", 300.0, "node09:down@0s"):
+        core.ingest(event)
+        if event.t >= 150.0:
+            break
+    view = core.snapshot().verdict
+    assert view is not None
+    band = view.forecast.tokens_per_s
+    assert band is not None  # the other 17 nodes are projected
+    means = core.snapshot().nodes.mean_tokens_per_s
+    assert band.value == pytest.approx(float(np.nansum(np.delete(means, 8))), rel=0.05)
+    every = view.forecast.rule("every_node")
+    assert (every.now, every.limit, every.ok) == (17.0, 18.0, None)
+    assert "node09" in every.missing
+    assert view.valid is not True  # every other rule may pass: the run cannot be VALID without node09

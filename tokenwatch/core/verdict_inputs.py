@@ -22,6 +22,7 @@ from tokenwatch.mlperf.forecast import NodeProgress, OverLimit
 from tokenwatch.mlperf.rules import latency_limits
 
 _FINISHED = STATE_CODE["finished"]
+_DOWN = STATE_CODE["down"]
 
 
 def start_times(state: RackState, now: float) -> FloatArray:
@@ -85,29 +86,36 @@ def planned_totals(state: RackState) -> tuple[FloatArray | None, FloatArray | No
     )
 
 
-def node_progress(state: RackState, now: float) -> NodeProgress:
+def never_ran(state: RackState, now: float) -> np.ndarray:
+    """Nodes down that have made no progress at all: no figure of theirs can be projected (they are left
+    out of the projection, and the verdict cannot be VALID while they are)."""
+    return (state.effective_state(now) == _DOWN) & (state.tokens == 0) & (state.samples == 0)
+
+
+def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgress:
+    """The forecast's inputs for the nodes ``keep`` selects."""
     run = state.run
-    start = start_times(state, now)
+    start = start_times(state, now)[keep]
     times, tokens = joined_tokens(state, now)
-    last = np.where(np.isnan(state.t_last_change), start, state.t_last_change)
-    finished = state.effective_state(now) == _FINISHED
+    last = np.where(np.isnan(state.t_last_change), start_times(state, now), state.t_last_change)[keep]
+    finished = (state.effective_state(now) == _FINISHED)[keep]
     total, schedule = planned_totals(state)
     latency = None
     if run.scenario != "Offline":
         latency = np.array([_quantile(h, 0.5) for h in state.latency["e2e"]])
-        latency = np.where(np.isfinite(latency), latency, 0.0)
+        latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
     return NodeProgress(
         run.scenario,
         now,
         times,
-        tokens,
-        state.tokens.astype(np.float64),
-        state.samples.astype(np.float64),
+        tokens[:, keep],
+        state.tokens[keep].astype(np.float64),
+        state.samples[keep].astype(np.float64),
         start,
         last,
         finished,
-        total,
-        None if schedule is None else start + schedule,
+        None if total is None else total[keep],
+        None if schedule is None else start + schedule[keep],
         None,
         latency,
     )
@@ -117,8 +125,8 @@ def _quantile(hist: Any, q: float) -> float:
     return float(hist.quantiles([q])[0]) if hist.total else math.nan
 
 
-def over_limits(state: RackState) -> list[OverLimit]:
-    """Each latency metric's counts against its limit, for the metrics some source has sent."""
+def over_limits(state: RackState, keep: np.ndarray) -> list[OverLimit]:
+    """Each latency metric's counts against its limit (nodes ``keep``), for the metrics some source sent."""
     out = []
     for metric in LIMIT_METRICS:
         counts = state.verdict.counts[metric]
@@ -131,10 +139,10 @@ def over_limits(state: RackState) -> list[OverLimit]:
             OverLimit(
                 metric,
                 float(limit.max()) if limit.size else math.nan,
-                judged.astype(np.float64),
-                low.astype(np.float64),
-                high.astype(np.float64),
-                p99,
+                judged[keep].astype(np.float64),
+                low[keep].astype(np.float64),
+                high[keep].astype(np.float64),
+                p99[keep],
             )
         )
     return out

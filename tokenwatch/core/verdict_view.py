@@ -8,6 +8,7 @@ chart) and judges the alerts: the projected verdict turning, a rule's margin und
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -15,7 +16,13 @@ import numpy as np
 
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_ingest import NOT_CHECKED
-from tokenwatch.core.verdict_inputs import limits_origin, node_progress, over_limits, run_settings
+from tokenwatch.core.verdict_inputs import (
+    limits_origin,
+    never_ran,
+    node_progress,
+    over_limits,
+    run_settings,
+)
 from tokenwatch.events import FloatArray
 from tokenwatch.formatting import group, seconds_ms
 from tokenwatch.mlperf.forecast import Forecast, RuleForecast, forecast
@@ -60,8 +67,27 @@ class VerdictView:
 
 
 def current_forecast(state: RackState, now: float) -> Forecast:
+    """The forecast at ``now`` over the nodes that have run; a node down without any progress is left out,
+    named in a rule of its own, and keeps the verdict from being VALID."""
     settings, _ = run_settings(state)
-    return forecast(node_progress(state, now), settings, over_limits(state), state.config.forecast)
+    absent = never_ran(state, now)
+    keep = ~absent if not absent.all() else np.ones(len(absent), bool)
+    fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
+    if not absent.any():
+        return fc
+    names = [state.run.nodes[i] for i in np.flatnonzero(absent)]
+    shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+    every = RuleForecast(
+        "every_node",
+        float(keep.sum()) if not absent.all() else 0.0,
+        None,
+        float(len(absent)),
+        None,
+        None,
+        "nodes",
+        f"data from {shown} (down, no progress yet): not in the projection",
+    )
+    return dataclasses.replace(fc, rules=(*fc.rules, every), valid=None if fc.valid else fc.valid)
 
 
 def verdict_view(state: RackState, now: float) -> VerdictView:

@@ -24,6 +24,7 @@ RULE_NAMES = {
     "tpot_p99": "TPOT p99",
     "early_stopping_ttft": "early stop TTFT",
     "early_stopping_tpot": "early stop TPOT",
+    "every_node": "every node",
 }
 
 
