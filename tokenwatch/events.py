@@ -170,6 +170,41 @@ class LatencyBatch:
         _read_only(self.values_s, self.counts)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class LatencyLimitCounts:
+    """Per node, cumulative: samples judged against a latency limit and how many exceeded it.
+
+    "Exceeded" is ``latency > limit``, strictly, as LoadGen counts for its percentile and early-stopping
+    rules. Sent by sources that see every sample but ship latencies as histograms (the simulator), so the
+    MLPerf verdict's latency rules stay exact; arrays are aligned on ``node_index``; ``limit_s`` in seconds.
+    """
+
+    t: float
+    metric: LatencyMetric
+    limit_s: float
+    node_index: IntArray
+    judged: IntArray
+    over: IntArray
+
+    def __post_init__(self) -> None:
+        _read_only(self.node_index, self.judged, self.over)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadGenDetail:
+    """Records of a node's LoadGen detail log (``mlperf_log_detail.txt``), key -> the log's own value.
+
+    The settings (``requested_*``, ``effective_*``) and the queries LoadGen generated (``generated_*``) are
+    sent as soon as the query plan is written, before the first query; the result (``result_*``,
+    ``early_stopping_*``) once LoadGen has judged the run. Values are JSON scalars (seeds above 2**63
+    stay exact). A simulated run sends its plan at t = 0. The MLPerf verdict is made from these.
+    """
+
+    t: float
+    node: str
+    values: Mapping[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeStatus:
     """A source's verdict on a node: up, stale, down or finished, with a human reason."""
@@ -220,6 +255,8 @@ Event: TypeAlias = (
     | Progress
     | ProgressBatch
     | LatencyBatch
+    | LatencyLimitCounts
+    | LoadGenDetail
     | NodeStatus
     | LogLine
     | Notice

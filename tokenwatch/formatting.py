@@ -6,7 +6,18 @@ import math
 
 from tokenwatch.durations import format_clock
 
-__all__ = ["format_clock", "group", "kilowatts", "pct", "rate", "seconds_label", "seconds_ms", "si"]
+__all__ = [
+    "format_clock",
+    "group",
+    "kilowatts",
+    "pct",
+    "projection",
+    "rate",
+    "seconds_label",
+    "seconds_ms",
+    "si",
+    "verdict_word",
+]
 
 DASH = "—"
 _SI_PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
@@ -60,3 +71,20 @@ def seconds_label(seconds: float, space: str = " ") -> str:
     if seconds < 1:
         return f"{seconds * 1000:g}{space}ms"
     return f"{seconds:g}{space}s"
+
+
+def projection(value: float | None, low: float | None, high: float | None) -> str:
+    """A projected tokens/s and its band: ``1,094k ±0.4 %`` (half the band's width, as a share)."""
+    if not (_ok(value) and _ok(low) and _ok(high)) or not value:
+        return DASH
+    assert value is not None
+    assert low is not None
+    assert high is not None
+    half = 100.0 * (high - low) / 2.0 / value
+    figure = f"{group(value / 1000)}k" if abs(value) >= 10_000 else group(value)
+    return f"{figure} ±{half:.1f} %" if half < 10 else f"{figure} ±{half:.0f} %"
+
+
+def verdict_word(valid: bool | None) -> str:
+    """VALID, INVALID or UNDECIDED: a projected (or final) MLPerf verdict."""
+    return "VALID" if valid else "INVALID" if valid is False else "UNDECIDED"

@@ -12,7 +12,7 @@ from tests.conftest import SAMPLE_RUNS
 from tokenwatch.events import NodeStatus, ProgressBatch, RunStarted
 from tokenwatch.recording import read_events
 
-JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "stopped_nodes", "nodes", "alerts"}
+JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "stopped_nodes", "nodes", "alerts", "verdict"}
 END_KEYS = {
     "reason",
     "banner",

@@ -25,6 +25,7 @@ LINE = re.compile(
     r"^(?P<clock>\d{2,}:\d{2})\s+(?P<progress>[\d.]+)%\s+(?P<rate>[\d,]+) tok/s"
     r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
     r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
+    r"  proj (?:—|(?P<proj>[\d,]+)(?P<k>k?) ±(?P<half>[\d.]+) %) (?P<verdict>VALID|INVALID|UNDECIDED)"
     r"(?:  run figures; (?P<banner>.*?))?(?:  alerts: (?P<alerts>.*))?$"
 )
 ROW = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ()/-]*?)\s{2,}(?P<value>[\d,.]+)(?: (?P<unit>%|kW))?$")
@@ -94,6 +95,14 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
             assert shown(m["rate"], agg["tokens_per_s"]), line
             assert shown(m["per_gpu"], agg["per_gpu_tokens_per_s"]), line
             assert shown(m["kw"], agg["power_w"], 1e-3), line
+        verdict = snap["verdict"]
+        assert m["verdict"] == {True: "VALID", False: "INVALID", None: "UNDECIDED"}[verdict["valid"]]
+        projected = verdict["projected"]
+        assert (m["proj"] is None) == (projected is None), line
+        if projected is not None:
+            assert shown(m["proj"], projected["tokens_per_s"], 1e-3 if m["k"] else 1.0), line
+            half = (projected["high"] - projected["low"]) / 2 / projected["tokens_per_s"]
+            assert shown(m["half"], half, 100.0), line
         messages = [a["message"] for a in snap["alerts"]]
         expected = messages[:MAX_ALERTS_IN_LINE]
         if len(messages) > MAX_ALERTS_IN_LINE:
@@ -164,3 +173,17 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
         assert rest[0] == f"Flagged node results (see the warnings): {', '.join(flagged)}"
         rest = rest[1:]
     assert rest == [f"warning: {w}" for w in summary.get("warnings", [])]
+
+
+@each_case
+def test_the_last_projection_is_the_final_figure(produced: Produced, case: HeadlessCase) -> None:
+    """Once every node has finished nothing is left to project: the verdict's figure is the run's
+    aggregate as ``summarize`` reports it (each node's tokens over its own span, summed)."""
+    snaps = [orjson.loads(raw) for raw in produced(case).artefacts[SNAPSHOTS].splitlines()]
+    last = snaps[-1]
+    if any(node["status"] != "finished" for node in last["nodes"]):
+        return  # a node that never finished: its figure is still a projection
+    summary = summary_of(produced, case)
+    projected = last["verdict"]["projected"]
+    assert projected["low"] == projected["tokens_per_s"] == projected["high"]
+    assert projected["tokens_per_s"] == pytest.approx(summary["aggregate"]["tokens_per_s"], abs=1e-3)

@@ -28,7 +28,25 @@ from tests.golden.recording_facts import RecordingFacts, node_figures, recording
 
 Types = tuple[type, ...]
 NUM: Types = (float, type(None))  # every measured figure: a float, or null when it is missing
-SNAPSHOT_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "stopped_nodes", "nodes", "alerts"}
+SNAPSHOT_KEYS = {
+    "t",
+    "progress_pct",
+    "aggregate",
+    "node_spread",
+    "stopped_nodes",
+    "nodes",
+    "alerts",
+    "verdict",
+}
+VERDICT_KEYS = {"benchmark", "projected", "end_s", "valid", "checks"}
+CHECK_TYPES: dict[str, Types] = {
+    "name": (str,),
+    "now": NUM,
+    "projected": NUM,
+    "limit": NUM,
+    "ok": (bool, type(None)),
+    "margin": NUM,
+}
 AGGREGATE_TYPES: dict[str, Types] = {
     "tokens_per_s": NUM,
     "per_gpu_tokens_per_s": NUM,
@@ -69,7 +87,19 @@ NODE_TYPES: dict[str, Types] = {
     "temp_c": NUM,
 }
 ALERT_TYPES: dict[str, Types] = {"t": (float,), "node": (str, type(None)), "kind": (str,), "message": (str,)}
-ALERT_KINDS = {"down", "stale", "throttle", "straggler", "sla_ttft", "sla_tpot", "warning", "error"}
+ALERT_KINDS = {
+    "down",
+    "stale",
+    "throttle",
+    "straggler",
+    "sla_ttft",
+    "sla_tpot",
+    "warning",
+    "error",
+    "verdict_invalid",
+    *(f"margin_{rule}" for rule in ("min_duration", "min_queries", "ttft_p99", "tpot_p99")),
+    *(f"margin_early_stopping_{m}" for m in ("ttft", "tpot")),
+}
 ROUNDING = 1e-3  # the contract rounds figures to 3 decimals
 
 each_case = pytest.mark.parametrize("case", HEADLESS_CASES, ids=[c.name for c in HEADLESS_CASES])
@@ -136,6 +166,26 @@ def test_keys_and_types(produced: Produced, case: HeadlessCase) -> None:
                 assert isinstance(alert[key], types), key
             assert alert["kind"] in ALERT_KINDS
             assert alert["t"] <= snap["t"]
+        check_verdict(snap["verdict"])
+
+
+def check_verdict(verdict: dict[str, Any]) -> None:
+    """The verdict's keys and types; the band around its projection; VALID only when every rule is."""
+    assert set(verdict) == VERDICT_KEYS
+    assert isinstance(verdict["benchmark"], str | type(None))
+    projected = verdict["projected"]
+    if projected is not None:
+        assert set(projected) == {"tokens_per_s", "low", "high"}
+        assert projected["low"] - ROUNDING <= projected["tokens_per_s"] <= projected["high"] + ROUNDING
+    assert isinstance(verdict["end_s"], NUM)
+    flags = []
+    for check in verdict["checks"]:
+        assert set(CHECK_TYPES) <= set(check) <= {*CHECK_TYPES, "missing"}
+        for key, types in CHECK_TYPES.items():
+            assert isinstance(check[key], types), (check["name"], key)
+        assert ("missing" in check) <= (check["ok"] is None)  # a rule missing its source is undecided
+        flags.append(check["ok"])
+    assert verdict["valid"] is (False if False in flags else None if None in flags else True)
 
 
 @each_case

@@ -47,7 +47,16 @@ AGGREGATE_TYPES: dict[str, Types] = {
     "covers": (dict,),
 }
 SPREAD_KEYS = ("max", "min", "mean", "median", "spread_pct")
-OPTIONAL_TOP = {"latency_ms", "power", "warnings"}
+OPTIONAL_TOP = {"latency_ms", "power", "warnings", "verdict"}
+VERDICT_TYPES: dict[str, Types] = {
+    "benchmark": (str, type(None)),
+    "scenario": (str,),
+    "valid": (bool, type(None)),
+    "judged_by": (str,),
+    "result_lines": (list,),
+    "checks": (list,),
+    "nodes": (list,),
+}
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 HISTOGRAM_ERROR = 0.02  # the core's log buckets hold 1 % relative error; quantile ranks may differ by one
 
@@ -85,6 +94,25 @@ def check_shape(doc: dict[str, Any]) -> None:
         assert set(PERCENTILES) <= set(pcts)
         assert all(isinstance(v, float) for v in pcts.values())
     assert all(isinstance(w, str) for w in doc.get("warnings", []))
+    if "verdict" in doc:
+        check_verdict(doc)
+
+
+def check_verdict(doc: dict[str, Any]) -> None:
+    """The verdict's shape, and the rack's validity as every node's (LoadGen's own where it said)."""
+    verdict = doc["verdict"]
+    assert set(verdict) == set(VERDICT_TYPES)
+    for key, types in VERDICT_TYPES.items():
+        assert isinstance(verdict[key], types), key
+    assert [n["name"] for n in verdict["nodes"]] == [n["name"] for n in doc["nodes"]]
+    flags = [n["valid"] for n in verdict["nodes"]]
+    rack = False if False in flags else None if None in flags else True
+    assert verdict["valid"] is rack
+    assert verdict["result_lines"][0] == "Result is : " + {True: "VALID", False: "INVALID", None: "?"}[rack]
+    for check in verdict["checks"]:
+        assert {"name", "value", "limit", "ok", "margin", "detail"} == set(check)
+        if check["value"] is not None and check["limit"] is not None and check["name"] == "min_duration":
+            assert check["ok"] is (check["value"] >= check["limit"])
 
 
 def check_rack_figures(doc: dict[str, Any]) -> None:

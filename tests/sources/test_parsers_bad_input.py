@@ -19,11 +19,13 @@ from tokenwatch.events import (
     GPU_METRICS,
     GpuBatch,
     LatencyBatch,
+    LoadGenDetail,
     LogLine,
     NodeStatus,
     Notice,
     Progress,
 )
+from tokenwatch.recording.codec import dumps, loads
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.result_folders import summarize_result_dirs
 from tokenwatch.sources.errors import SourceFormatError
@@ -148,7 +150,12 @@ def test_detail_log_anything(data: bytes, truncate: int, chunks: list[int]) -> N
     assert all(s.startswith("d.txt:") for s in log.skipped)
     parser = DetailLogParser("n")
     events = [e for piece in chunked(DETAIL[:truncate] + data, chunks) for e in parser.feed(piece, 1.0)]
-    assert all(isinstance(e, Notice) for e in events)
+    assert all(isinstance(e, Notice | LoadGenDetail) for e in events)
+    for event in events:  # whatever the log held, the verdict's records can be recorded and read back
+        if isinstance(event, LoadGenDetail):
+            back = loads(dumps(event))
+            assert isinstance(back, LoadGenDetail)
+            assert back.values == event.values
 
 
 @settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.too_slow])

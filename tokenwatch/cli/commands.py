@@ -32,6 +32,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
             nodes=profile.nodes * args.racks,
             total_samples=profile.total_samples * args.racks,
         )
+    if args.benchmark is not None:  # the simulated LoadGen runs the benchmark asked for
+        profile = dataclasses.replace(profile, benchmark=args.benchmark)
     faults = parse_faults(args.faults, profile.node_names())
     settings = SimSettings(
         profile, scenario=args.scenario, seed=args.seed, duration_s=args.duration, faults=faults

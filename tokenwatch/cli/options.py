@@ -31,6 +31,7 @@ class RunOptions:
     prometheus_port: int | None = None
     speed: float | None = None
     start_s: float = 0.0
+    benchmark: str | None = None  # MLPerf rules for the verdict (None: the run's own)
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
 
     @classmethod
@@ -47,6 +48,7 @@ class RunOptions:
             prometheus_port=args.prometheus_port,
             speed=getattr(args, "speed", None),
             start_s=getattr(args, "start", 0.0),
+            benchmark=getattr(args, "benchmark", None),
         )
 
     @property
@@ -59,10 +61,12 @@ class RunOptions:
         return (not self.headless and sys.stdout.isatty()) or self.force_dashboard
 
     def core_config(self, base: CoreConfig | None = None) -> CoreConfig:
-        """``base`` (default settings when None) with --ttft-sla / --tpot-sla applied."""
+        """``base`` (default settings when None) with --ttft-sla / --tpot-sla / --benchmark applied."""
         config = base or CoreConfig()
         if self.ttft_sla_s is not None:
             config = dataclasses.replace(config, ttft_sla_s=self.ttft_sla_s)
         if self.tpot_sla_s is not None:
             config = dataclasses.replace(config, tpot_sla_s=self.tpot_sla_s)
+        if self.benchmark is not None:
+            config = dataclasses.replace(config, benchmark=self.benchmark)
         return config

@@ -70,6 +70,16 @@ def tdp_arg(text: str) -> float:
     return value
 
 
+def benchmark_arg(text: str) -> str:
+    """An MLPerf benchmark name (``llama2-70b``, ``llama3.1-405b``, ``llama2-70b-interactive``...)."""
+    from tokenwatch.mlperf.rules import BENCHMARKS, normalize_benchmark
+
+    if normalize_benchmark(text) is None:
+        known = ", ".join([*BENCHMARKS, "llama2-70b", "<name>-interactive"])
+        raise argparse.ArgumentTypeError(f"unknown MLPerf benchmark {text!r} (known: {known})")
+    return text
+
+
 def add_output_options(p: argparse.ArgumentParser) -> None:
     """What every run command (sim, replay, watch) shares: where the snapshots go."""
     p.add_argument("--headless", action="store_true", help="no dashboard: one line per --interval on stdout")
@@ -104,6 +114,13 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         type=port_arg,
         metavar="N",
         help="serve /metrics on 127.0.0.1:N (0: a free port); the address is printed on stderr",
+    )
+    p.add_argument(
+        "--benchmark",
+        type=benchmark_arg,
+        metavar="NAME",
+        help="MLPerf benchmark whose rules the verdict applies, e.g. llama2-70b, llama3.1-405b, "
+        "llama2-70b-interactive (default: the run's own: a sim profile's, a watch config's run.benchmark)",
     )
 
 

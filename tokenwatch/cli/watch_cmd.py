@@ -41,7 +41,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             where += f" of Slurm job {config.nodes.slurm_job}"
     gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else None
     out.write(f"{config.path}: ok\n")
-    out.write(f"  run       {config.run.name} ({config.run.scenario})\n")
+    rules = f", judged by {config.run.benchmark}'s rules" if config.run.benchmark else ""
+    out.write(f"  run       {config.run.name} ({config.run.scenario}{rules})\n")
     out.write(f"  nodes     {where}" + (f", {gpus} GPUs each" if gpus else "") + "\n")
     gpu = config.gpu
     out.write(

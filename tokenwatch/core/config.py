@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tokenwatch.events import NODE_STATES, NodeState
+from tokenwatch.mlperf.pace import Assumptions
 
 # GPU metrics kept as time series (limits and totals are constants, not worth a series).
 GPU_SERIES_METRICS: tuple[str, ...] = (
@@ -50,3 +51,8 @@ class CoreConfig:
     # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
     # live-view work (series, alerts) off and reads a recording several times faster.
     live_view: bool = True
+    # The MLPerf verdict (issue 12): the benchmark judged by (None: the run's own, if it names one), how
+    # often the forecast is recorded and its alerts judged, and what the projection assumes.
+    benchmark: str | None = None
+    verdict_interval_s: float = 10.0
+    forecast: Assumptions = field(default_factory=Assumptions)

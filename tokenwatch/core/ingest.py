@@ -13,12 +13,15 @@ import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_ingest import apply_detail, apply_limit_counts, count_latency
 from tokenwatch.events import (
     GPU_METRICS,
     NODE_STATES,
     GpuBatch,
     GpuSample,
     LatencyBatch,
+    LatencyLimitCounts,
+    LoadGenDetail,
     LogLine,
     NodeStatus,
     Notice,
@@ -28,7 +31,18 @@ from tokenwatch.events import (
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
 
-DataEvent = GpuBatch | ProgressBatch | GpuSample | Progress | LatencyBatch | NodeStatus | LogLine | Notice
+DataEvent = (
+    GpuBatch
+    | ProgressBatch
+    | GpuSample
+    | Progress
+    | LatencyBatch
+    | NodeStatus
+    | LogLine
+    | Notice
+    | LoadGenDetail
+    | LatencyLimitCounts
+)
 
 
 def apply_event(state: RackState, ev: DataEvent) -> None:
@@ -47,6 +61,10 @@ def apply_event(state: RackState, ev: DataEvent) -> None:
         _status(state, ev)
     elif isinstance(ev, LogLine):
         _log_line(state, ev)
+    elif isinstance(ev, LoadGenDetail):
+        apply_detail(state, ev)
+    elif isinstance(ev, LatencyLimitCounts):
+        apply_limit_counts(state, ev)
     else:
         kind = "warning" if ev.level == "warning" else ("error" if ev.level == "error" else "info")
         state.alerts.event(ev.t, ev.node, kind, ev.message, "critical" if kind == "error" else kind)
@@ -181,6 +199,7 @@ def _latency(state: RackState, ev: LatencyBatch) -> None:
         return
     state.latency[ev.metric][i].add(ev.values_s, ev.counts)
     state.rack_latency[ev.metric].add(ev.values_s, ev.counts)
+    count_latency(state, i, ev)
     finite = ev.values_s[np.isfinite(ev.values_s)]
     if finite.size:
         state.latency_max[ev.metric] = float(np.fmax(state.latency_max[ev.metric], finite.max()))

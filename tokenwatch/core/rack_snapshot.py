@@ -24,6 +24,7 @@ from tokenwatch.core.snapshot import (
 )
 from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
+from tokenwatch.core.verdict_view import verdict_view
 from tokenwatch.durations import format_clock
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 
@@ -162,6 +163,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
         summary=summary,
         banner=end_banner(state, state_codes) if state.ended else "",
+        verdict=verdict_view(state, now),
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
     )

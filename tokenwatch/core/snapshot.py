@@ -15,6 +15,7 @@ from tokenwatch.core.alerts import Alert
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
+from tokenwatch.core.verdict_view import VerdictView
 from tokenwatch.events import FloatArray, IntArray, LatencyMetric, NodeState
 
 # Why a GPU's telemetry is (not) shown, per GPU: the codes of GpuTable.freshness.
@@ -185,3 +186,4 @@ class RackSnapshot:
     banner: str = ""  # what happened, once it has ended ("ended: 17 of 18 nodes finished, ...")
     stopped_nodes: tuple[StoppedNode, ...] = ()  # down and stale nodes, in node order
     run_figures: RunFigures | None = None  # once ended: the headline figures over the whole run
+    verdict: VerdictView | None = None  # the MLPerf verdict: forecast, rules, start-of-run check

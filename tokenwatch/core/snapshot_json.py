@@ -7,6 +7,7 @@ from typing import Any
 
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import spread_json
+from tokenwatch.core.verdict_json import verdict_json
 
 
 def _num(value: float | None, digits: int = 3) -> float | None:
@@ -59,6 +60,7 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
         "alerts": [
             {"t": _num(a.t), "node": a.node, "kind": a.kind, "message": a.message} for a in snap.active_alerts
         ],
+        "verdict": None if snap.verdict is None else verdict_json(snap.verdict),
     }
     figures = snap.run_figures
     if snap.ended and figures is not None:

@@ -20,6 +20,7 @@ from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
+from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
 from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, FloatArray, IntArray, LatencyMetric, RunStarted
 
 _STALE = STATE_CODE["stale"]
@@ -126,6 +127,7 @@ class RackState:
     # (nodes, gpus) uint64 clock-event reasons per tick, beside recent_gpu (same capacity and times);
     # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
     recent_throttle: RecentRing
+    verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict_state.py)
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""
@@ -251,6 +253,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         layout=BatchLayout(n, g),
         bucket_memo=BucketMemo(),
         recent_throttle=RecentRing(gpu_recent, (n, g), np.uint64),
+        verdict=new_verdict_state(ev, cfg),
         now=ev.t,
         last_sample_t=ev.t,
     )

@@ -18,6 +18,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_final import RunVerdict, final_verdict
 from tokenwatch.durations import format_clock
 from tokenwatch.events import LATENCY_METRICS
 
@@ -64,6 +65,7 @@ class RunSummary:
     complete: bool = True  # False: interrupted, or a recording that stops with no run end
     end_reason: str | None = None  # the run end's reason (None: no run end seen, or not a recording)
     status: str = ""  # what a cut-off run reads as (``INTERRUPTED at 07:44 (8.8 % of samples)``)
+    verdict: RunVerdict | None = None  # the MLPerf verdict, each rule as LoadGen judges it
 
     @property
     def gpus(self) -> int:
@@ -135,6 +137,8 @@ class RunSummary:
             }
         if self.warnings:
             out["warnings"] = list(self.warnings)
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
         return out
 
 
@@ -176,6 +180,7 @@ def summarize_nodes(
     complete: bool = True,
     end_reason: str | None = None,
     status: str = "",
+    verdict: RunVerdict | None = None,
 ) -> RunSummary:
     """Rack figures from node results; invalid nodes stay listed but are flagged, not hidden. The
     spread is over the nodes that finished their work (see :class:`RunSummary`)."""
@@ -194,6 +199,7 @@ def summarize_nodes(
         complete,
         end_reason,
         status,
+        verdict,
     )
 
 
@@ -300,6 +306,7 @@ def summarize_state(state: RackState) -> RunSummary:
         complete=complete,
         end_reason=state.end_reason if state.ended else None,
         status=status,
+        verdict=final_verdict(state),
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from tokenwatch.core.alert_rules import evaluate_rules
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_view import verdict_tick
 from tokenwatch.events import GPU_METRICS
 
 _SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
@@ -56,3 +57,4 @@ def sample(state: RackState, t: float) -> None:
     state.history_gpu.add(t, gpu_now)
     state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))
     evaluate_rules(state, t, codes)
+    verdict_tick(state, t)

@@ -35,6 +35,7 @@ def core_config(config: WatchConfig) -> CoreConfig:
         stale_after_s=a.stale_after_s,
         ttft_sla_s=a.ttft_sla_s,
         tpot_sla_s=a.tpot_sla_s,
+        benchmark=config.run.benchmark,
     )
 
 

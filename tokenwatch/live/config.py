@@ -20,7 +20,9 @@ from tokenwatch.live.hostlist import HostListError, expand_hostlist
 from tokenwatch.yaml_schema import KeyPath, Reader, duration_field, load_yaml
 
 GpuSourceKind = Literal["nvidia-smi", "nvml", "dcgm-exporter", "prometheus", "none"]
-ProgressKind = Literal["loadgen-trace", "endpoints-events", "log", "prometheus", "prometheus-query"]
+ProgressKind = Literal[
+    "loadgen-trace", "loadgen-detail", "endpoints-events", "log", "prometheus", "prometheus-query"
+]
 DEFAULT_DCGM_URL = "http://localhost:9400/metrics"
 _SECRET_KEYS = ("password", "passphrase", "secret", "token")
 
@@ -31,6 +33,7 @@ class RunConfig:
     scenario: Scenario = "Offline"
     duration_s: float | None = duration_field(None, key="duration")
     total_samples: int | None = None
+    benchmark: str | None = None  # MLPerf benchmark whose rules the verdict applies (llama2-70b, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,7 @@ class WatchConfig:
 # Which keys each progress kind needs (all) and accepts (beyond ``kind``).
 _PROGRESS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "loadgen-trace": (("path",), ("path", "tokens_per_sample")),
+    "loadgen-detail": (("path",), ("path",)),
     "endpoints-events": (("path",), ("path", "tokens_per_sample")),
     "log": (("path",), ("path", "preset", "patterns")),
     "prometheus": (("url", "preset"), ("url", "preset", "interval")),
@@ -151,6 +155,14 @@ def _check(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -> None
         raise reader.error(("run", "duration"), "must be longer than zero")
     if run.total_samples is not None and run.total_samples < 1:
         raise reader.error(("run", "total_samples"), "must be at least 1")
+    if run.benchmark is not None:
+        from tokenwatch.mlperf.rules import BENCHMARKS, normalize_benchmark
+
+        if normalize_benchmark(run.benchmark) is None:
+            known = ", ".join([*BENCHMARKS, "llama2-70b", "<name>-interactive"])
+            raise reader.error(
+                ("run", "benchmark"), f"unknown MLPerf benchmark {run.benchmark!r} (known: {known})"
+            )
     _check_nodes(reader, config)
     ssh = config.ssh
     if ssh.max_concurrent < 1:

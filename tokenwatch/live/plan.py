@@ -78,6 +78,11 @@ def _progress_source(
         return FileTailSource(
             f"trace {path}", path, lambda: TraceTailParser(node, tokens_per_sample=per_sample), tail_poll_s
         )
+    if entry.kind == "loadgen-detail":
+        from tokenwatch.sources.loadgen_detail import DetailLogParser
+
+        path = target.expand(entry.path or "")
+        return FileTailSource(f"detail {path}", path, lambda: DetailLogParser(node), tail_poll_s)
     if entry.kind == "endpoints-events":
         from tokenwatch.sources.endpoints_events import EndpointsEventsParser
 

@@ -33,6 +33,9 @@ class LiveOptions:
     heartbeat_s: float = 1.0
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 30.0
+    # Once every node has finished, the tails keep reading this long: LoadGen writes its detail log's
+    # result at the end too, maybe after the trace's last event (the verdict reads LoadGen's own).
+    finish_grace_s: float = 1.0
 
 
 class LiveCollector:
@@ -86,6 +89,8 @@ class LiveCollector:
             "progress": [p.kind for p in config.progress],
             "local": config.local,
         }
+        if run.benchmark is not None:  # a replay of the recording judges by the same rules
+            meta["benchmark"] = run.benchmark
         return RunStarted(
             0.0,
             run.name,
@@ -143,6 +148,7 @@ class LiveCollector:
             for task in waits:
                 task.cancel()
         if waits[0] in done:
+            await self.clock.sleep(self.options.finish_grace_s)
             return "every node finished"
         return f"stopped after {self.options.stop_after_s:g} s (--stop-after)"
 

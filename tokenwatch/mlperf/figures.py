@@ -18,6 +18,14 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tokenwatch.mlperf.rules import (
+    DEFAULT_MIN_QUERY_COUNT,
+    MIN_DURATION_S,
+    SERVER_PERCENTILE,
+    BenchmarkRef,
+    latency_limits,
+)
+
 LoadGenScenario = Literal["Offline", "Server"]
 
 
@@ -60,6 +68,26 @@ class RunSettings:
             tokens,
         )
 
+    @classmethod
+    def for_benchmark(cls, ref: BenchmarkRef, scenario: str) -> RunSettings:
+        """What the rules of ``ref`` require of a run, for when its LoadGen settings are unknown: 600 s,
+        the benchmark's Offline sample minimum (Server: LoadGen's default query minimum) and its
+        TTFT/TPOT limits."""
+        server = scenario != "Offline"
+        limits = latency_limits(ref, "Server") if server else None
+        # Offline issues one query of at least min_query_count samples (test_settings_internal.cc:
+        # effective min_query_count 1, min_sample_count the samples); Server counts queries.
+        samples = (ref.benchmark.offline_min_samples if not server else None) or DEFAULT_MIN_QUERY_COUNT
+        return cls(
+            "Server" if server else "Offline",
+            MIN_DURATION_S,
+            samples if server else 1,
+            samples,
+            SERVER_PERCENTILE,
+            None if limits is None else round(limits.ttft_s * 1e9),
+            None if limits is None else round(limits.tpot_s * 1e9),
+        )
+
 
 def _number(values: Mapping[str, Any], key: str) -> float:
     value = values[key]
@@ -88,11 +116,14 @@ class FinalFigures:
     sample_count: int
     tokens_per_s: float | None
     samples_per_s: float | None
-    min_duration_basis_s: float  # Offline: max latency; Server: the final query's scheduled time
+    min_duration_basis_s: float  # Offline: max latency; Server: the final query's scheduled time; NaN unknown
     ttft_p99_ns: int | None = None
     tpot_p99_ns: int | None = None
     ttft_over: Count | None = None
     tpot_over: Count | None = None
+    # False when the p99 values are read off a histogram (1 % buckets): shown, but a rule is then decided
+    # by the over-limit counts alone, never by a value that may sit on the wrong side of the limit.
+    p99_exact: bool = True
 
 
 def percentile_index(n: int, percentile: float) -> int:
@@ -113,8 +144,7 @@ def tpot_per_sample(
     divisor = np.where(n > 1, n, 0) - 1
     span = lat - first
     quotient = np.abs(span) // np.abs(divisor)
-    signed: np.ndarray = np.where((span < 0) != (divisor < 0), -quotient, quotient)
-    return signed
+    return np.asarray(np.where((span < 0) != (divisor < 0), -quotient, quotient), np.int64)
 
 
 def figures_from_samples(

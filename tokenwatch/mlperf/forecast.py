@@ -46,6 +46,8 @@ from tokenwatch.mlperf.pace import Assumptions
 from tokenwatch.mlperf.rules_forecast import OverLimit, RuleForecast, combine, latency_rules, missing_rule
 from tokenwatch.mlperf.throughput_forecast import NodeProgress, project_nodes, rack_band
 
+_Z_COUNT = 3.0  # a time-bounded run's final query count: the pace so far, +- this many Poisson SDs
+
 __all__ = ["Assumptions", "Band", "Forecast", "NodeProgress", "OverLimit", "RuleForecast", "forecast"]
 
 
@@ -152,13 +154,26 @@ def _duration_and_count_rules(
 
 
 def _count_rule(p: NodeProgress, settings: RunSettings) -> list[RuleForecast]:
-    if p.total_samples is None:
-        return [missing_rule("min_queries", "queries", "the generated query count (generated_query_count)")]
     # Offline: one query of ``total`` samples vs min_sample_count; Server: queries vs min_query_count.
     need = settings.min_sample_count if p.scenario == "Offline" else settings.min_query_count
-    total = p.total_samples
+    unit = "samples" if p.scenario == "Offline" else "queries"
+    if p.total_samples is not None:
+        total = p.total_samples
+        flags = np.where(total >= need, 1, -1)
+    elif p.scenario != "Offline" and p.schedule_end_s is not None:
+        # A time-bounded run (queries arrive until a fixed end): the count at the pace so far, and as
+        # Poisson arrivals may land within _Z_COUNT standard deviations of it.
+        elapsed = np.maximum(p.now_s - p.start_s, 1e-9)
+        total = np.where(
+            p.finished,
+            p.samples_done,
+            p.samples_done * np.maximum(p.schedule_end_s - p.start_s, elapsed) / elapsed,
+        )
+        spread = np.where(p.finished, 0.0, _Z_COUNT * np.sqrt(np.maximum(total - p.samples_done, 0.0)))
+        flags = np.where(total - spread >= need, 1, np.where(total + spread < need, -1, 0))
+    else:
+        return [missing_rule("min_queries", unit, "the generated query count (generated_query_count)")]
     worst = int(np.argmin(total))
-    ok = bool(np.all(total >= need))
     return [
         RuleForecast(
             "min_queries",
@@ -166,8 +181,8 @@ def _count_rule(p: NodeProgress, settings: RunSettings) -> list[RuleForecast]:
             float(total[worst]),
             float(need),
             float((total[worst] - need) / need) if need else None,
-            ok,
-            "samples" if p.scenario == "Offline" else "queries",
+            combine(flags),
+            unit,
         )
     ]
 

@@ -41,8 +41,13 @@ def _int(values: Mapping[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def check_settings(ref: BenchmarkRef, scenario: str, values: Mapping[str, Any]) -> tuple[SettingCheck, ...]:
-    """``values``: a detail log's records (key -> value). ``scenario``: Offline, Server or Interactive."""
+def check_settings(
+    ref: BenchmarkRef | None, scenario: str, values: Mapping[str, Any]
+) -> tuple[SettingCheck, ...]:
+    """``values``: a detail log's records (key -> value). ``scenario``: Offline, Server or Interactive.
+
+    Without a benchmark (``ref`` None) the rules that depend on it (Offline sample minimum, latency
+    limits) are undecided and say so; the others are checked all the same."""
     checks: list[SettingCheck] = []
     duration_ms = _int(values, "effective_min_duration_ms")
     need_ms = int(MIN_DURATION_S * 1000)
@@ -65,7 +70,17 @@ def check_settings(ref: BenchmarkRef, scenario: str, values: Mapping[str, Any]) 
             "enable use_token_latencies (mlperf.conf sets it for every LLM benchmark)",
         )
     )
-    if scenario == "Offline":
+    if ref is None:
+        checks.append(
+            SettingCheck(
+                "offline_samples" if scenario == "Offline" else "latency_limits",
+                None,
+                None,
+                None,
+                "name the benchmark (--benchmark, run.benchmark) to check it against its rules",
+            )
+        )
+    elif scenario == "Offline":
         samples = _int(values, "effective_samples_per_query")
         need = ref.benchmark.offline_min_samples
         checks.append(

@@ -153,6 +153,10 @@ def _work_bounded(
     # (a silent source whose next report makes up the gap): its end then comes that much sooner.
     late_sys = late_sys + np.where(stalled, a.outage_s, 0.0)
     early_sys = early_sys + np.where(stalled, p.now_s - p.last_change_s, 0.0)
+    # However it went unheard or the pace turns, a node cannot end before it was last heard still working.
+    earliest = np.maximum(end - p.last_change_s, 0.0)
+    early_rand = np.clip(early_rand, 0.0, earliest)
+    early_sys = np.clip(early_sys, 0.0, earliest)
     duration = np.maximum(end - p.start_s, 1e-9)
     figure = total / duration
     # More tokens than expected move the end too where the pace decides it (not where a schedule does).

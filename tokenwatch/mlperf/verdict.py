@@ -19,10 +19,13 @@ with the reason in ``detail``: the overall result is then None unless another ch
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tokenwatch.mlperf.early_stopping import early_stopping_result, overlatency_budget, passes
-from tokenwatch.mlperf.figures import Count, FinalFigures, RunSettings
+from tokenwatch.mlperf.figures import Count, FinalFigures, RunSettings, percentile_index
 
 CHECK_NAMES = (
     "min_duration",
@@ -68,19 +71,59 @@ class Verdict:
 
     def summary_lines(self) -> list[str]:
         """The "Result is" block of LoadGen's summary (results.cc lines 510-517), as LoadGen prints it."""
+        return result_lines(
+            self.scenario,
+            self.valid,
+            self.perf_constraints_met,
+            self.min_duration_met,
+            self.min_queries_met,
+            self.early_stopping_met,
+        )
 
-        def yes(flag: bool | None) -> str:
-            return "Yes" if flag else "NO" if flag is False else "?"
 
-        lines = ["Result is : " + ("VALID" if self.valid else "INVALID" if self.valid is False else "?")]
-        if self.scenario == "Server":
-            lines.append("  Performance constraints satisfied : " + yes(self.perf_constraints_met))
-        lines += [
-            "  Min duration satisfied : " + yes(self.min_duration_met),
-            "  Min queries satisfied : " + yes(self.min_queries_met),
-            "  Early stopping satisfied: " + yes(self.early_stopping_met),
-        ]
-        return lines
+def result_lines(
+    scenario: str,
+    valid: bool | None,
+    perf_constraints_met: bool | None,
+    min_duration_met: bool | None,
+    min_queries_met: bool | None,
+    early_stopping_met: bool | None,
+) -> list[str]:
+    """LoadGen's "Result is" block from its flags ("?" where a flag is undecided)."""
+
+    def yes(flag: bool | None) -> str:
+        return "Yes" if flag else "NO" if flag is False else "?"
+
+    lines = ["Result is : " + ("VALID" if valid else "INVALID" if valid is False else "?")]
+    if scenario == "Server":
+        lines.append("  Performance constraints satisfied : " + yes(perf_constraints_met))
+    lines += [
+        "  Min duration satisfied : " + yes(min_duration_met),
+        "  Min queries satisfied : " + yes(min_queries_met),
+        "  Early stopping satisfied: " + yes(early_stopping_met),
+    ]
+    return lines
+
+
+def loadgen_result_lines(values: Mapping[str, Any]) -> list[str] | None:
+    """The "Result is" block as LoadGen itself decided it, from its detail log's ``result_*`` records
+    (None when the log has no result: the run has not ended, or the log was cut)."""
+    validity = values.get("result_validity")
+    if not isinstance(validity, str):
+        return None
+
+    def flag(key: str) -> bool | None:
+        value = values.get(key)
+        return value if isinstance(value, bool) else None
+
+    return result_lines(
+        str(values.get("effective_scenario", "")),
+        validity.upper() == "VALID",
+        flag("result_perf_constraints_met"),
+        flag("result_min_duration_met"),
+        flag("result_min_queries_met"),
+        flag("early_stopping_met"),
+    )
 
 
 def _all(flags: list[bool | None]) -> bool | None:
@@ -93,13 +136,35 @@ def _relative(spare: float, scale: float) -> float | None:
     return spare / scale if scale else None
 
 
-def _latency_check(name: str, p99_ns: int | None, limit_ns: int | None, source: str) -> Check:
+def _latency_check(
+    name: str,
+    p99_ns: int | None,
+    limit_ns: int | None,
+    source: str,
+    over: Count | None = None,
+    n: int = 0,
+    percentile: float = 0.99,
+    p99_exact: bool = True,
+) -> Check:
+    """LoadGen fails ``sorted[int(n * p)] > limit``, i.e. ``n - int(n * p)`` or more samples over the
+    limit: decided by the over-limit count where it is known, else by the percentile's value."""
     if limit_ns is None:
         return Check(name, None, None, None, None, "s", "no limit configured for this run")
-    if p99_ns is None:
-        return Check(name, None, limit_ns / 1e9, None, None, "s", f"needs {source}")
-    ok = p99_ns <= limit_ns
-    return Check(name, p99_ns / 1e9, limit_ns / 1e9, ok, _relative(limit_ns - p99_ns, limit_ns), "s")
+    shown = None if p99_ns is None else p99_ns / 1e9
+    margin = None if p99_ns is None else _relative(limit_ns - p99_ns, limit_ns)
+    if over is not None and n > 0:
+        allowed = n - percentile_index(n, percentile) - 1
+        detail = f"{over.low}" if over.exact is not None else f"{over.low}..{over.high}"
+        detail += f" of {n} samples over the limit, at most {allowed} allowed"
+        if over.high is not None and over.high <= allowed:
+            return Check(name, shown, limit_ns / 1e9, True, margin, "s", detail)
+        if over.low > allowed:
+            return Check(name, shown, limit_ns / 1e9, False, margin, "s", detail)
+        if not p99_exact:
+            return Check(name, shown, limit_ns / 1e9, None, margin, "s", detail)
+    if p99_ns is None or not p99_exact:
+        return Check(name, shown, limit_ns / 1e9, None, margin, "s", f"needs {source}")
+    return Check(name, shown, limit_ns / 1e9, p99_ns <= limit_ns, margin, "s")
 
 
 def _early_stopping_check(name: str, n: int, over: Count | None, limit_ns: int | None, source: str) -> Check:
@@ -134,43 +199,66 @@ def _early_stopping_check(name: str, n: int, over: Count | None, limit_ns: int |
 def judge(settings: RunSettings, figures: FinalFigures) -> Verdict:
     """LoadGen's verdict on a run judged by ``settings``, with every check's value, limit and margin."""
     basis = figures.min_duration_basis_s
-    duration_ok = bool(basis >= settings.min_duration_s)
-    checks = [
-        Check(
+    duration_ok: bool | None
+    if math.isfinite(basis):
+        duration_ok = bool(basis >= settings.min_duration_s)
+        duration = Check(
             "min_duration",
             basis,
             settings.min_duration_s,
             duration_ok,
             _relative(basis - settings.min_duration_s, settings.min_duration_s),
             "s",
-        ),
-    ]
+        )
+    else:
+        duration_ok = None
+        duration = Check(
+            "min_duration",
+            None,
+            settings.min_duration_s,
+            None,
+            None,
+            "s",
+            "needs the final query's scheduled time (the detail log's generated_query_duration)",
+        )
+    checks = [duration]
     queries_ok = bool(
         figures.queries_issued >= settings.min_query_count
         and figures.sample_count >= settings.min_sample_count
     )
-    checks.append(
-        Check(
-            "min_queries",
-            figures.queries_issued,
-            settings.min_query_count,
-            queries_ok,
-            _relative(figures.queries_issued - settings.min_query_count, settings.min_query_count),
-            "queries",
-            f"{figures.sample_count} samples of at least {settings.min_sample_count}",
-        )
-    )
+    if settings.scenario == "Offline":  # one query: what can fall short is its samples
+        count, need, unit = figures.sample_count, settings.min_sample_count, "samples"
+        detail = f"{figures.queries_issued} query of {figures.sample_count} samples"
+    else:
+        count, need, unit = figures.queries_issued, settings.min_query_count, "queries"
+        detail = f"{figures.sample_count} samples of at least {settings.min_sample_count}"
+    checks.append(Check("min_queries", count, need, queries_ok, _relative(count - need, need), unit, detail))
     perf: bool | None = None
     early: bool | None = True
     checker: bool | None = True
     if settings.scenario == "Server":
+        n = figures.queries_issued
+        p, exact = settings.target_latency_percentile, figures.p99_exact
         ttft = _latency_check(
-            "ttft_p99", figures.ttft_p99_ns, settings.ttft_limit_ns, "first-token latencies"
+            "ttft_p99",
+            figures.ttft_p99_ns,
+            settings.ttft_limit_ns,
+            "first-token latencies",
+            figures.ttft_over,
+            n,
+            p,
+            exact,
         )
         tpot = _latency_check(
-            "tpot_p99", figures.tpot_p99_ns, settings.tpot_limit_ns, "output tokens per sample (TPOT)"
+            "tpot_p99",
+            figures.tpot_p99_ns,
+            settings.tpot_limit_ns,
+            "output tokens per sample (TPOT)",
+            figures.tpot_over,
+            n,
+            p,
+            exact,
         )
-        n = figures.queries_issued
         es_tpot = _early_stopping_check(
             "early_stopping_tpot", n, figures.tpot_over, settings.tpot_limit_ns, "per-sample TPOT"
         )

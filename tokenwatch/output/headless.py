@@ -8,7 +8,7 @@ import orjson
 
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.formatting import format_clock, group, kilowatts, pct
+from tokenwatch.formatting import format_clock, group, kilowatts, pct, projection, verdict_word
 
 MAX_ALERTS_IN_LINE = 4
 
@@ -31,6 +31,8 @@ def human_line(snap: RackSnapshot) -> str:
         f"{kilowatts(power):>9}",
         f"spread {pct(snap.node_spread.spread_pct)}",
     ]
+    if snap.verdict is not None:
+        parts.append(verdict_part(snap))
     line = "  ".join(parts)
     if figures is not None:
         line = f"{line}  run figures; {snap.banner}"
@@ -39,6 +41,14 @@ def human_line(snap: RackSnapshot) -> str:
     if more > 0:
         alerts.append(f"+{more} more")
     return f"{line}  alerts: {'; '.join(alerts)}" if alerts else line
+
+
+def verdict_part(snap: RackSnapshot) -> str:
+    """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict."""
+    assert snap.verdict is not None
+    band = snap.verdict.forecast.tokens_per_s
+    shown = projection(band.value, band.low, band.high) if band is not None else "—"
+    return f"proj {shown} {verdict_word(snap.verdict.valid)}"
 
 
 class HeadlessLogger:

@@ -25,6 +25,8 @@ from tokenwatch.events import (
     GpuSample,
     Heartbeat,
     LatencyBatch,
+    LatencyLimitCounts,
+    LoadGenDetail,
     LogLine,
     NodeStatus,
     Notice,
@@ -119,6 +121,18 @@ def _latency(e: LatencyBatch) -> dict[str, Any]:
     return out
 
 
+def _limit_counts(e: LatencyLimitCounts) -> dict[str, Any]:
+    return {
+        "k": "limit_counts",
+        "t": e.t,
+        "metric": e.metric,
+        "limit_s": e.limit_s,
+        "node_index": e.node_index,
+        "judged": e.judged,
+        "over": e.over,
+    }
+
+
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     RunStarted: _run_started,
     GpuSample: _gpu,
@@ -126,6 +140,8 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     Progress: _progress,
     ProgressBatch: _progress_batch,
     LatencyBatch: _latency,
+    LatencyLimitCounts: _limit_counts,
+    LoadGenDetail: lambda e: {"k": "loadgen_detail", "t": e.t, "node": e.node, "values": dict(e.values)},
     NodeStatus: lambda e: {"k": "status", "t": e.t, "node": e.node, "state": e.state, "reason": e.reason},
     LogLine: lambda e: {"k": "log", "t": e.t, "node": e.node, "text": e.text},
     Notice: lambda e: {
@@ -305,6 +321,29 @@ def _d_latency(r: Mapping[str, Any]) -> LatencyBatch:
     return LatencyBatch(_time(r), _text(r["node"], "node"), r["metric"], values, counts)
 
 
+def _d_limit_counts(r: Mapping[str, Any]) -> LatencyLimitCounts:
+    if r["metric"] not in LATENCY_METRICS:
+        raise CodecError(f"latency metric must be one of {LATENCY_METRICS}")
+    limit = _float(r["limit_s"])
+    if not (math.isfinite(limit) and limit > 0):
+        raise CodecError("limit_s must be a positive number")
+    node_index = _array(r["node_index"], np.int64, "node_index")
+    judged = _array(r["judged"], np.int64, "judged")
+    over = _array(r["over"], np.int64, "over")
+    if not len(node_index) == len(judged) == len(over):
+        raise CodecError("batch columns differ in length")
+    if (over < 0).any() or (over > judged).any():
+        raise CodecError("over-limit counts must be between 0 and the samples judged")
+    return LatencyLimitCounts(_time(r), r["metric"], limit, node_index, judged, over)
+
+
+def _d_loadgen_detail(r: Mapping[str, Any]) -> LoadGenDetail:
+    values = r["values"]
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise CodecError("values must map record keys to values")
+    return LoadGenDetail(_time(r), _text(r["node"], "node"), values)
+
+
 def _d_status(r: Mapping[str, Any]) -> NodeStatus:
     if r["state"] not in NODE_STATES:
         raise CodecError(f"state must be one of {NODE_STATES}")
@@ -329,6 +368,8 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "gpu": _d_gpu,
     "progress": _d_progress,
     "latency": _d_latency,
+    "limit_counts": _d_limit_counts,
+    "loadgen_detail": _d_loadgen_detail,
     "status": _d_status,
     "log": lambda r: LogLine(_time(r), _text(r["node"], "node"), _text(r["text"], "text")),
     "notice": _d_notice,

@@ -18,6 +18,7 @@ from tokenwatch.report.run_sections import (
     spread_section,
     throughput_section,
 )
+from tokenwatch.report.verdict_section import verdict_section
 from tokenwatch.runs.run_data import RunData
 
 MAX_WARNINGS_SHOWN = 20
@@ -150,6 +151,7 @@ def render_run_report(run: RunData, workloads: Sequence[Workload] = DEFAULT_WORK
         *warnings,
         headline_cards(run),
         summary_section(run),
+        verdict_section(run),
         throughput_section(run),
         spread_section(run),
         gpu_section(run),

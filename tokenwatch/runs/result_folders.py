@@ -12,6 +12,7 @@ runs are left out with a warning; result folders of different scenarios are an e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from tokenwatch.core.summary import PERCENTILES, NodeResult, RunSummary, summarize_nodes
 from tokenwatch.runs.errors import RunLoadError
+from tokenwatch.runs.result_verdict import result_verdict
 from tokenwatch.sources.loadgen_results import ResultFolder, load_result_folder
 from tokenwatch.sources.loadgen_summary import SUMMARY_NAME, LoadgenSummary
 
@@ -167,6 +169,7 @@ def read_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> ResultSet:
         rack_latency,
         warnings=warnings,
     )
+    summary = dataclasses.replace(summary, verdict=result_verdict(performance))  # LoadGen's own
     return ResultSet(tuple(folders), summary)
 
 

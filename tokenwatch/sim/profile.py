@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tokenwatch.mlperf.rules import BENCHMARKS, normalize_benchmark
 from tokenwatch.sim import DEFAULT_PROFILE
 from tokenwatch.yaml_schema import SchemaError, duration_field, load_dataclass
 
@@ -59,6 +60,9 @@ class Profile:
     tail_s: float = duration_field(8.0, key="tail")
     description: str = ""
     published: dict[str, Any] = field(default_factory=dict)
+    # The MLPerf benchmark the rack runs (its rules judge the simulated run: sample minimum, latency
+    # limits); None: no simulated LoadGen settings, the verdict says what it lacks.
+    benchmark: str | None = None
 
     def node_names(self) -> tuple[str, ...]:
         width = max(2, len(str(self.nodes)))
@@ -110,5 +114,8 @@ def _check(p: Profile, where: str) -> None:
         problems.append("gpu fractions must be in (0, 1]")
     if p.warmup_s + p.tail_s >= p.duration_s:
         problems.append("warmup + tail must be shorter than the duration")
+    if p.benchmark is not None and normalize_benchmark(p.benchmark) is None:
+        known = ", ".join(BENCHMARKS)
+        problems.append(f"benchmark: unknown MLPerf benchmark {p.benchmark!r} (known: {known})")
     if problems:
         raise SchemaError(f"{where}: {problems[0]}")

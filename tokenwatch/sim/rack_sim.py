@@ -8,7 +8,11 @@ generated tokens / own duration equals the drawn figure, as MLPerf measures a no
 Every duration gets the same shape: the warm-up and the drain scale with the run (a 10-s run has a
 half-second warm-up, not the profile's 90 s that it could never finish), and a short run steps in
 finer time steps (at least :data:`MIN_STEPS` of them), so its rates and finish times stay true.
-Server: Poisson arrivals per node with log-normal TTFT/TPOT; latencies travel as histogram deltas.
+Server: Poisson arrivals per node with log-normal TTFT/TPOT; latencies travel as histogram deltas, and
+the samples over the benchmark's TTFT/TPOT limits are counted exactly as they are drawn and sent as
+cumulative counters, so the verdict's latency rules and early stopping are judged as LoadGen would. With
+a benchmark (the profile's ``benchmark``) each node also sends its simulated LoadGen settings and query
+plan at t = 0, as a detail log would (see :mod:`tokenwatch.sim.loadgen_plan`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from tokenwatch.events import (
     Event,
     GpuBatch,
     LatencyBatch,
+    LatencyLimitCounts,
     LatencyMetric,
     NodeStatus,
     ProgressBatch,
@@ -34,6 +39,7 @@ from tokenwatch.events import (
 )
 from tokenwatch.sim.faults import Fault
 from tokenwatch.sim.gpu_model import THROTTLE_CLOCK_FACTOR, RackGpuModel
+from tokenwatch.sim.loadgen_plan import latency_limits_of, simulated_details
 from tokenwatch.sim.profile import Profile
 
 # The simulated run "starts" at a fixed instant (MLPerf Inference v5.1's publication day, 00:00 UTC)
@@ -112,6 +118,8 @@ class RackSimulation:
             "seed": s.seed,
             "faults": [f"{f.node}:{f.kind}@{f.start_s:g}-{f.end_s:g}" for f in s.faults],
         }
+        if p.benchmark is not None:
+            meta["benchmark"] = p.benchmark
         meta.update(s.extra_meta)
         total = self._offline_samples() if s.scenario == "Offline" else None
         return RunStarted(
@@ -147,6 +155,8 @@ class RackSimulation:
         )
         for i in range(n):
             yield NodeStatus(0.0, nodes[i], "up", "simulated node started")
+        quota = work.quota if isinstance(work, _OfflineWork) else None
+        yield from simulated_details(p, s.scenario, s.run_duration_s, nodes, quota, work.qps_of())
         noise = np.zeros(n)
         was_down = np.zeros(n, bool)
         done = np.zeros(n, bool)  # the node's work is complete
@@ -186,6 +196,7 @@ class RackSimulation:
                 yield ProgressBatch(t, all_nodes[report], work.samples[report], work.tokens_int()[report])
             for node_i, metric, values_s, counts in work.latency_deltas(t, report):
                 yield LatencyBatch(t, nodes[node_i], metric, values_s, counts)
+            yield from work.limit_counts(t, report)
             done |= work.finished(t)
             newly = done & ~finished & report
             for i in np.flatnonzero(newly).tolist():
@@ -276,6 +287,12 @@ class _OfflineWork:
     ) -> Iterator[tuple[int, LatencyMetric, np.ndarray, np.ndarray]]:
         return iter(())
 
+    def limit_counts(self, _t: float, _report: np.ndarray) -> Iterator[LatencyLimitCounts]:
+        return iter(())
+
+    def qps_of(self) -> np.ndarray | None:
+        return None
+
 
 class _ServerWork:
     """Poisson arrivals at each node's rate; completed samples count at their arrival tick."""
@@ -300,6 +317,10 @@ class _ServerWork:
         self.latency_interval = latency_interval_s
         self.next_flush = latency_interval_s
         self.duration = duration_s
+        # Samples over the benchmark's limits, counted exactly as drawn (cumulative, per node).
+        self.limits = latency_limits_of(p)
+        self.over = {m: np.zeros(n, np.int64) for m in self.limits}
+        self.counts_due = False
 
     def step(self, t: float, dt: float, factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         ramp = min(1.0, t / self.warmup) if self.warmup > 0 else 1.0
@@ -314,6 +335,9 @@ class _ServerWork:
         e2e = ttft + tpot * (out_tokens - 1)
         for metric, values in zip(LATENCY_METRICS, (ttft, tpot, e2e), strict=True):
             np.add.at(self.pending[metric], (owner, bucket_index(values)), 1)
+            if metric in self.limits:
+                over = values > self.limits[metric]
+                self.over[metric] += np.bincount(owner[over], minlength=len(arrivals))
         self.tokens += np.bincount(owner, weights=out_tokens, minlength=len(arrivals))
         self.samples += arrivals
         return np.asarray(ramp * factor)
@@ -330,8 +354,23 @@ class _ServerWork:
         if t + 1e-9 < self.next_flush and t < self.duration:
             return
         self.next_flush += self.latency_interval
+        self.counts_due = True
         for metric, pending in self.pending.items():  # keys are LatencyMetric names
             for i in np.flatnonzero(report & (pending.sum(axis=1) > 0)).tolist():
                 values, counts = compress(pending[i])
                 pending[i] = 0
                 yield int(i), metric, values, counts
+
+    def limit_counts(self, t: float, report: np.ndarray) -> Iterator[LatencyLimitCounts]:
+        """The over-limit counters of the reporting nodes, sent with each histogram flush."""
+        if not self.counts_due:
+            return
+        self.counts_due = False
+        nodes = np.flatnonzero(report)
+        for metric, limit in self.limits.items():
+            yield LatencyLimitCounts(
+                t, metric, limit, nodes, self.samples[nodes].copy(), self.over[metric][nodes].copy()
+            )
+
+    def qps_of(self) -> np.ndarray | None:
+        return np.asarray(self.qps)

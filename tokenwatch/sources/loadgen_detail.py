@@ -4,7 +4,9 @@ What we keep: the LoadGen version, the ``result_*`` keys (validity, throughput, 
 the ``effective_*`` settings the run really used, and every record LoadGen flagged as a warning or an
 error (``metadata.is_warning`` / ``is_error``). Values can be integers above 2**63 (RNG seeds), which
 the JSON reader keeps exact. A line that is not a record is skipped with a warning naming the file and
-line. :class:`DetailLogParser` reads the log while LoadGen writes it (Notices for its warnings/errors).
+line. :class:`DetailLogParser` reads the log while LoadGen writes it (Notices for its warnings/errors, and
+:class:`~tokenwatch.events.LoadGenDetail` events with the settings, the query plan and the result, which the
+MLPerf verdict is made from).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from tokenwatch.events import Event, Notice, NoticeLevel
+from tokenwatch.events import Event, LoadGenDetail, Notice, NoticeLevel
 from tokenwatch.sources.errors import SourceFormatError, read_bounded
 from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
 
@@ -27,6 +29,14 @@ MARKER = b":::MLLOG "
 MAX_DETAIL_BYTES = 256 << 20
 _MAX_LINE_BYTES = 64 << 20  # loaded_qsl_set lines of large runs reach megabytes
 _POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
+# What the verdict needs of a detail log (settings, the generated query plan, the result), not its bulk
+# (``loaded_qsl_set`` lists every sample index; ``loadgen_file_sha1`` every source file).
+VERDICT_PREFIXES = ("requested_", "effective_", "generated_", "result_", "early_stopping_")
+VERDICT_KEYS = frozenset({"power_begin", "power_end", "loadgen_version", "num_errors", "num_warnings"})
+# Records after which the verdict's values are sent: the query plan (written right before the first
+# query), LoadGen's judgement, and the log's last record.
+_SEND_AFTER = frozenset({"generated_query_duration", "result_validity", "num_errors"})
+_MAX_TEXT = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +194,47 @@ def read_detail(path: Path | str) -> DetailLog:
     return log
 
 
+def verdict_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The records the MLPerf verdict reads (see ``VERDICT_PREFIXES``), as plain JSON scalars: a value a
+    recording could not hold exactly (a structure, an integer beyond 64 bits, NaN) is left out."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if not (key.startswith(VERDICT_PREFIXES) or key in VERDICT_KEYS) or not _encodable(key):
+            continue
+        if value is None or isinstance(value, bool):
+            out[key] = value
+        elif isinstance(value, int):
+            if -(1 << 63) <= value < (1 << 64):
+                out[key] = value
+        elif isinstance(value, float):
+            if math.isfinite(value):
+                out[key] = value
+        elif isinstance(value, str) and len(value) <= _MAX_TEXT and _encodable(value):
+            out[key] = value
+    return out
+
+
+def _printable(text: str) -> str:
+    """``text`` with anything that is not valid Unicode replaced (a recording must be able to hold it)."""
+    return text if _encodable(text) else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (a lone surrogate, which Python's JSON reader lets through from
+    ``\\ud800`` escapes, cannot be written to a recording)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class DetailLogParser(LineParser):
     """Tail a detail log while LoadGen writes it: LoadGen's warnings and errors become Notices,
-    the result becomes an info (VALID) or warning (INVALID) Notice; ``log`` accumulates the rest."""
+    the result becomes an info (VALID) or warning (INVALID) Notice; ``log`` accumulates the rest.
+
+    A :class:`LoadGenDetail` with the verdict's records follows the settings, the query plan (before the
+    first query), LoadGen's judgement and the log's last record, once per chunk that holds them."""
 
     def __init__(self, node: str, source: str = "loadgen-detail") -> None:
         self.node = node
@@ -194,6 +242,13 @@ class DetailLogParser(LineParser):
         self.log = DetailLog(source)
         self._lines = LineSplitter(_MAX_LINE_BYTES)
         self.notices = NoticeLog(source, node)
+        self._send = False
+        self._settings_sent = False
+
+    def end_of_chunk(self, t: float, out: list[Event]) -> None:
+        if self._send:
+            self._send = False
+            out.append(LoadGenDetail(t, self.node, verdict_values(self.log.values)))
 
     def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
         if not line.strip():
@@ -203,11 +258,16 @@ class DetailLogParser(LineParser):
             self.notices.warn(out, t, f"line {number}: {why}: {snippet(line)}")
             return
         _add(self.log, record)
+        if record.key in _SEND_AFTER or (
+            not self._settings_sent and record.key.startswith("effective_")
+        ):  # the settings block arrives in one piece: one event for it, another with the plan
+            self._send = self._settings_sent = True
         if record.is_error or record.is_warning:
             level: NoticeLevel = "error" if record.is_error else "warning"
-            out.append(Notice(t, level, f"LoadGen {level}: {record.value}", self.node, self.source))
+            message = _printable(f"LoadGen {level}: {record.value}")
+            out.append(Notice(t, level, message, self.node, self.source))
         elif record.key == "result_validity":
             valid = str(record.value).upper() == "VALID"
             reason = self.log.values.get("result_invalid_reason")
             text = f"LoadGen result {record.value}" + (f" ({reason})" if reason and not valid else "")
-            out.append(Notice(t, "info" if valid else "warning", text, self.node, self.source))
+            out.append(Notice(t, "info" if valid else "warning", _printable(text), self.node, self.source))

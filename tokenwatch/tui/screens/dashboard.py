@@ -25,6 +25,7 @@ from tokenwatch.tui.widgets.node_table import NodeTable
 from tokenwatch.tui.widgets.replay_bar import ReplayBar, ReplayState
 from tokenwatch.tui.widgets.run_header import RunHeader
 from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
+from tokenwatch.tui.widgets.verdict_panel import VerdictPanel
 
 if TYPE_CHECKING:
     from tokenwatch.collectors.replay import ReplayPlayer
@@ -55,6 +56,7 @@ class DashboardScreen(ReplayScreen):
         if self._has_player:
             yield ReplayBar(id="replay-bar")
         with VerticalScroll(id="body", can_focus=False):  # tab goes panel to panel, scrolling to each
+            yield VerdictPanel(id="verdict")
             yield ThroughputTimeline(id="timeline")
             yield AlertsPanel(id="alerts")
             yield NodeTable(id="nodes")
@@ -79,6 +81,7 @@ class DashboardScreen(ReplayScreen):
         header.badge = badge
         header.snapshot = snap
         self.query_one(EndBanner).snapshot = snap
+        self.query_one(VerdictPanel).snapshot = snap
         self.query_one(ThroughputTimeline).snapshot = snap
         self.query_one(AlertsPanel).update_snapshot(snap)
         self.query_one(NodeTable).update_snapshot(snap)

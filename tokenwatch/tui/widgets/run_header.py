@@ -20,6 +20,7 @@ from tokenwatch.tui.widgets.big_figure import BigFigure
 from tokenwatch.tui.widgets.end_banner import end_kind
 from tokenwatch.tui.widgets.progress_line import ProgressLine, RunProgress
 from tokenwatch.tui.widgets.stat_columns import StatColumns
+from tokenwatch.tui.widgets.verdict_badge import VerdictBadge
 
 
 class RunHeader(Widget):
@@ -62,6 +63,7 @@ class RunHeader(Widget):
             yield Static(self.badge, id="badge")
             yield Static("waiting for a run…", id="title")
             yield Static("", id="state")
+            yield VerdictBadge(id="verdict-badge")
         with Horizontal(id="figure-row"):
             yield BigFigure("-", id="rate")
             yield Static("tok/s\nnow", id="rate-unit")
@@ -115,6 +117,7 @@ class RunHeader(Widget):
         self.query_one(ProgressLine).progress = RunProgress(
             snap.t, snap.run.nominal_duration_s, snap.progress_pct, snap.eta_s, snap.ended, end_word
         )
+        self.query_one(VerdictBadge).show(snap)
 
     def _figures(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
         """While the run goes: the figures of now (the last window), beside the run's mean so far."""
