@@ -17,7 +17,16 @@ import pytest
 from sshd_cluster import LoopbackCluster, missing_binaries
 
 from tokenwatch.core import RackCore, RackSnapshot
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus, Notice, RunStarted
+from tokenwatch.events import (
+    GPU_METRICS,
+    Event,
+    GpuBatch,
+    GpuSample,
+    NodeStatus,
+    Notice,
+    Progress,
+    RunStarted,
+)
 from tokenwatch.live.build import build_collector, core_config
 from tokenwatch.live.config import WatchConfig, load_watch_config
 from tokenwatch.live.supervisor import LiveCollector, LiveOptions
@@ -163,18 +172,38 @@ def gpu_rows(events: Sequence[Event], nodes: tuple[str, ...] = ()) -> list[GpuRo
     return rows
 
 
+VLLM_STEP = 865  # generated tokens each scrape of /<node>/vllm adds to the real scrape's lifetime count
+
+
+def vllm_scrape(k: int) -> bytes:
+    """The real vLLM scrape as a busy server serves it the k-th time (k = 0, 1, ...): its lifetime
+    generation counter grown by ``k * VLLM_STEP``."""
+    lifetime = expected_vllm_tokens()
+    text = VLLM.read_text()
+    line = re.search(r"^vllm:generation_tokens_total\{[^}]*\} \S+$", text, re.M)
+    assert line is not None
+    grown = line.group(0).rsplit(" ", 1)[0] + f" {lifetime + k * VLLM_STEP}.0"
+    return text.replace(line.group(0), grown).encode()
+
+
+def scraped_tokens(events: Sequence[Event], node: str) -> list[int | None]:
+    """The generated tokens each Progress of ``node`` credits the run."""
+    return [e.tokens_done for e in events if isinstance(e, Progress) and e.node == node]
+
+
 class MetricsServer:
-    """Serves ``/<node>/vllm`` and ``/<node>/dcgm`` on 127.0.0.1 and counts requests per path."""
+    """Serves ``/<node>/vllm`` (a busy server: see :func:`vllm_scrape`) and ``/<node>/dcgm`` on 127.0.0.1
+    and counts requests per path."""
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
-        bodies = {"vllm": VLLM.read_bytes(), "dcgm": DCGM.read_bytes()}
+        bodies = {"dcgm": DCGM.read_bytes()}
         hits = self.hits
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 kind = self.path.rsplit("/", 1)[-1]
-                body = bodies.get(kind)
+                body = vllm_scrape(hits[self.path]) if kind == "vllm" else bodies.get(kind)
                 hits[self.path] += 1
                 if body is None:
                     self.send_error(404)
@@ -199,5 +228,6 @@ class MetricsServer:
 
 
 def expected_vllm_tokens() -> int:
+    """The real scrape's lifetime generation counter (what a first scrape must not credit)."""
     text = VLLM.read_text()
     return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]

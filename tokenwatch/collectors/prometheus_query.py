@@ -7,6 +7,10 @@ maps the node label to the run's nodes, and emits the same events an SSH or NVML
 the cumulative ``le`` buckets, by the same rule as a scrape: :mod:`tokenwatch.sources.le_buckets`).
 An unreachable server or a bad query is a :class:`Notice`, once per problem, never an exception; nodes
 with no data simply go stale in the core. One pooled HTTP client serves the whole run.
+
+Counters in Prometheus count since each server started, not since the watch did: a node's first reading
+of a counter (and of a histogram's buckets) is its **baseline**, as ``rate()`` treats it, and what the run
+is credited is the growth since (a counter that falls restarted: what it had counted is kept).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class PrometheusQueryCollector:
         queries: Mapping[str, str] | None = None,
         timeout_s: float = 5.0,
         polls: int | None = None,
+        baseline: bool = True,
     ) -> None:
         """``now()`` gives run seconds for the events; ``queries`` overrides preset fields (see
         :mod:`tokenwatch.collectors.prometheus_presets`); ``polls`` stops after that many rounds."""
@@ -79,6 +84,11 @@ class PrometheusQueryCollector:
         )
         self.node_label, self.gpu_label = node_label, gpu_label
         self._index = {n: i for i, n in enumerate(self.nodes)}
+        self.baseline = baseline
+        # Per counter (tokens, samples, prompt tokens) and node: the last raw reading (-1 = none yet) and
+        # what to add to a raw reading to get the run's count (minus the baseline, plus counts before resets).
+        self._last_raw = np.full((3, len(self.nodes)), -1, np.int64)
+        self._offsets = np.zeros((3, len(self.nodes)), np.int64)
         self._last_counters = np.zeros((3, len(self.nodes)), np.int64)
         self._last_buckets: dict[tuple[str, int], BucketRead] = {}
         self._failing: dict[str, str] = {}  # field -> current error (notice on change only)
@@ -123,7 +133,7 @@ class PrometheusQueryCollector:
                 )
             results[field] = answer
         events += self._gpu_events(t, results)
-        events += self._progress_events(t, results)
+        events += self.progress_events(t, results)
         events += self.latency_events(t, results)
         return events + self._pending_notices(t)
 
@@ -200,7 +210,7 @@ class PrometheusQueryCollector:
             array.flags.writeable = False
         return [GpuBatch(t, node_index, gpu, values, reasons)]
 
-    def _progress_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
+    def progress_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
         if "tokens" not in results:
             return []
         seen: dict[int, list[int | None]] = {}
@@ -213,12 +223,18 @@ class PrometheusQueryCollector:
         nodes = sorted(i for i, v in seen.items() if v[0] is not None)
         if not nodes:
             return []
-        counters = self._last_counters
+        counters, last, offsets = self._last_counters, self._last_raw, self._offsets
         for i in nodes:
             for slot in range(3):
                 counter = seen[i][slot]
-                if counter is not None:
-                    counters[slot, i] = counter  # a node missing samples keeps the last value it had
+                if counter is None:
+                    continue  # a node missing samples keeps the last value it had
+                if last[slot, i] < 0:
+                    offsets[slot, i] = -counter if self.baseline else 0
+                elif counter < last[slot, i]:
+                    offsets[slot, i] += last[slot, i]  # restarted: keep what it had counted
+                last[slot, i] = counter
+                counters[slot, i] = offsets[slot, i] + counter
         index = np.array(nodes, np.int64)
         arrays = [index, counters[1, index], counters[0, index]]  # (fancy indexing copies)
         if "prompt_tokens" in results:
@@ -252,11 +268,12 @@ class PrometheusQueryCollector:
     ) -> LatencyBatch | None:
         """Node ``i``'s cumulative ``(le, count)`` pairs -> the observations added since the last poll."""
         key = (metric, i)
-        delta = bucket_delta(pairs, self._last_buckets.get(key))
+        before = self._last_buckets.get(key)
+        delta = bucket_delta(pairs, before)
         if delta.keep is not None:
             self._last_buckets[key] = delta.keep
         if delta.problem is not None:
             self._bucket_problems[f"prometheus {metric} of {self.nodes[i]}: {delta.problem}"] = None
-        if not len(delta.counts):
-            return None
+        if not len(delta.counts) or (before is None and self.baseline):
+            return None  # nothing new, or the first reading: the baseline
         return LatencyBatch(t, self.nodes[i], metric, delta.values_s, delta.counts)

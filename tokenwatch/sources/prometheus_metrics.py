@@ -14,7 +14,10 @@ Prometheus-query collector builds its PromQL from.
 * Gauges (running / waiting requests, KV-cache usage) are kept in :attr:`MetricsScrapeParser.gauges`.
 * GPU fields (dcgm-exporter) become one ``GpuBatch`` per scrape, a row per GPU (``gpu`` label).
 
-The first scrape counts everything the server has counted since it started.
+A server's counters count since it started, not since the watch did: by default each series' first
+reading is its **baseline**, as Prometheus' ``rate()`` treats it, so attaching to a server that has run
+for hours adds nothing at the first scrape, and every later figure is what it made since.
+``baseline=False`` counts the first reading in full (a scrape of a server that started with the run).
 """
 
 from __future__ import annotations
@@ -40,7 +43,12 @@ SeriesKey = tuple[str, str, tuple[tuple[str, str], ...]]  # node, family, labels
 @dataclass(slots=True)
 class _Counter:
     last: float = 0.0
-    offset: float = 0.0  # what earlier lives of this series counted (before resets)
+    offset: float = 0.0  # what earlier lives of this series counted (before resets), less its baseline
+
+    @classmethod
+    def first_reading(cls, value: float, baseline: bool) -> _Counter:
+        """A series seen for the first time: its value is the baseline (counts 0), or counts in full."""
+        return cls(value, -value) if baseline else cls(value, 0.0)
 
     def update(self, value: float) -> float:
         if value < self.last:
@@ -72,8 +80,11 @@ class MetricsScrapeParser:
         node_label: str | None = None,
         nodes: Sequence[str] = (),
         node_index: int | None = None,
+        *,
+        baseline: bool = True,
     ) -> None:
         self.preset = preset(preset_name)
+        self.baseline = baseline
         if node is None and node_label is None:
             raise ValueError("metrics: give the node, or the label that names it (node_label)")
         if self.preset.gpu and not nodes and (node_label is not None or node_index is None):
@@ -182,7 +193,11 @@ class MetricsScrapeParser:
         for item in items:
             if item.name == family and math.isfinite(item.value) and item.value >= 0:
                 key = self._key(node, family, item.labels)
-                self._counters.setdefault(key, _Counter()).update(item.value)
+                counter = self._counters.get(key)
+                if counter is None:
+                    self._counters[key] = _Counter.first_reading(item.value, self.baseline)
+                else:
+                    counter.update(item.value)
 
     def _counter_total(self, node: str, families: tuple[str, ...]) -> float | None:
         """Sum of the node's series of the first of ``families`` ever seen (None: none seen yet)."""
@@ -208,11 +223,14 @@ class MetricsScrapeParser:
         values: list[np.ndarray] = []
         counts: list[np.ndarray] = []
         for key, pairs in per_series.items():
-            delta = bucket_delta(pairs, self._buckets.get(key))
+            before = self._buckets.get(key)
+            delta = bucket_delta(pairs, before)
             if delta.keep is not None:
                 self._buckets[key] = delta.keep
             if delta.problem is not None:
                 self.notices.warn(out, t, f"{family}: {delta.problem}")
+            if before is None and self.baseline:
+                continue  # the first reading is the baseline: observations made before we looked
             values.append(delta.values_s)
             counts.append(delta.counts)
         if not sum(len(c) for c in counts):
