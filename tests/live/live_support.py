@@ -10,7 +10,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,54 @@ def expected_vllm_tokens() -> int:
     """The real scrape's lifetime generation counter (what a first scrape must not credit)."""
     text = VLLM.read_text()
     return round(float(re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M).group(1)))  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- a vLLM server's growing log
+@dataclass(slots=True)
+class VllmLog:
+    """A vLLM V1 server's log as it writes it (``vllm/v1/metrics/loggers.py``: one stats line per engine
+    per interval, stamped ``MM-DD hh:mm:ss`` in the server's local time); remembers every line's stamp
+    and generation rate, for the figures the lines themselves state."""
+
+    path: Path
+    lines: list[tuple[datetime, float]] = field(default_factory=list)
+
+    def write(self, stamp: datetime, generation: float) -> None:
+        stamp = stamp.replace(microsecond=0)
+        with open(self.path, "a") as fh:
+            fh.write(
+                f"(APIServer pid=4242) INFO {stamp:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
+                f"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {generation:.1f} tokens/s, "
+                "Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: 20.4%, Prefix cache hit rate: 0.0%\n"
+            )
+        self.lines.append((stamp, generation))
+
+    def backlog(self, minutes: float, interval_s: float, rates: Callable[[int], float]) -> None:
+        """``minutes`` of lines every ``interval_s``, the last one written now (at the start of a second,
+        as a writer whose stamps are true to the second)."""
+        count = int(minutes * 60 / interval_s)
+        time.sleep(1.0 - time.time() % 1.0 + 0.01)
+        now = datetime.now()
+        for k in range(count + 1):
+            self.write(now - timedelta(seconds=(count - k) * interval_s), rates(k))
+
+    def own_rate(self) -> float:
+        """What the lines say over the run: each rate held since the previous line, by the stamps."""
+        tokens = sum(
+            rate * (stamp - before).total_seconds()
+            for (before, _), (stamp, rate) in zip(self.lines, self.lines[1:], strict=False)
+        )
+        return tokens / (self.lines[-1][0] - self.lines[0][0]).total_seconds()
+
+
+async def next_second(after_s: float) -> datetime:
+    """Sleep ``after_s`` and on to the start of the next second: a line stamped then is true to the second."""
+    await asyncio.sleep(after_s)
+    await asyncio.sleep(1.0 - time.time() % 1.0 + 0.01)
+    return datetime.now()
+
+
+def attached_at(run: LiveRun) -> float | None:
+    """How far into the run the watch joined it (RunStarted.meta), once the run has started."""
+    start = next((e for e in run.events if isinstance(e, RunStarted)), None)
+    return None if start is None else float(start.meta["attached_at_s"])
