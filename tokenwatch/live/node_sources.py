@@ -8,11 +8,14 @@ on a fresh transport. Parsers come from factories, so this module knows nothing 
 from __future__ import annotations
 
 import asyncio
+import statistics
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tokenwatch.clock import Clock
+from tokenwatch.core.cadence import CADENCE_GAPS, MIN_GAP_S
 from tokenwatch.events import Emit, Event, NodeStatus, Notice
 from tokenwatch.live.backlog import (
     MAX_HISTORY_S,
@@ -64,6 +67,7 @@ class NodeContext:
     health: NodeHealth
     index: int = 0  # the node's place in RunStarted.nodes (for batch events)
     last_data: dict[str, float] = field(default_factory=dict)
+    gaps: dict[str, deque[float]] = field(default_factory=dict)  # recent gaps between a source's arrivals
     gpu_index: NodeGpuIndex = field(init=False)  # this node's batch index columns, kept across reconnects
 
     def __post_init__(self) -> None:
@@ -74,7 +78,20 @@ class NodeContext:
         return self.clock.time() - self.t0
 
     def saw(self, source: str) -> None:
+        now = self.clock.time()
+        last = self.last_data.get(source)
+        if last is not None and now - last > MIN_GAP_S:
+            self.gaps.setdefault(source, deque(maxlen=CADENCE_GAPS)).append(now - last)
+        self.last_data[source] = now
+
+    def restarted(self, source: str) -> None:
+        """A fresh stream: it gets its time to speak, and the wait before it is no gap of its cadence."""
         self.last_data[source] = self.clock.time()
+
+    def cadence(self, source: str) -> float | None:
+        """The source's observed interval: the median of its recent gaps (None before two arrivals)."""
+        gaps = self.gaps.get(source)
+        return statistics.median(gaps) if gaps else None
 
     async def emit_all(self, source: str, events: Sequence[Event]) -> None:
         """Emit a parser's events (GPU parsers emit one batch per read themselves)."""
