@@ -11,18 +11,25 @@ with no data simply go stale in the core. One pooled HTTP client serves the whol
 Counters in Prometheus count since each server started, not since the watch did: a node's first reading
 of a counter (and of a histogram's buckets) is its **baseline**, as ``rate()`` treats it, and what the run
 is credited is the growth since (a counter that falls restarted: what it had counted is kept).
+
+Prometheus keeps history, so a watch that attaches late fills in the run from its start
+(:meth:`PrometheusQueryCollector.history`, ``/api/v1/query_range`` at the poll interval): the same
+events, at the times Prometheus has them. Where no other source knows when the run began,
+:meth:`~PrometheusQueryCollector.run_start` says: the first step in the last ``lookback`` (3 h) at which
+the rack's generated-token counters grew.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.prometheus_api import PrometheusApi, Sample
+from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.events import (
     GPU_METRICS,
@@ -38,6 +45,8 @@ from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
 from tokenwatch.sources.metric_catalogue import throttle_mask
 
 MAX_NOTICES_PER_KIND = 20
+DEFAULT_LOOKBACK_S = 3 * 3600.0
+MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
 
 
 class PrometheusQueryCollector:
@@ -62,6 +71,7 @@ class PrometheusQueryCollector:
         timeout_s: float = 5.0,
         polls: int | None = None,
         baseline: bool = True,
+        lookback_s: float = DEFAULT_LOOKBACK_S,
     ) -> None:
         """``now()`` gives run seconds for the events; ``queries`` overrides preset fields (see
         :mod:`tokenwatch.collectors.prometheus_presets`); ``polls`` stops after that many rounds."""
@@ -85,6 +95,7 @@ class PrometheusQueryCollector:
         self.node_label, self.gpu_label = node_label, gpu_label
         self._index = {n: i for i, n in enumerate(self.nodes)}
         self.baseline = baseline
+        self.lookback_s = lookback_s
         # Per counter (tokens, samples, prompt tokens) and node: the last raw reading (-1 = none yet) and
         # what to add to a raw reading to get the run's count (minus the baseline, plus counts before resets).
         self._last_raw = np.full((3, len(self.nodes)), -1, np.int64)
@@ -136,6 +147,69 @@ class PrometheusQueryCollector:
         events += self.progress_events(t, results)
         events += self.latency_events(t, results)
         return events + self._pending_notices(t)
+
+    # -------------------------------------------------------------- history
+    def _step(self, start: float, end: float) -> float:
+        return max(self.interval_s, (end - start) / MAX_RANGE_POINTS)
+
+    async def run_start(self, watch_wall: float) -> float | None:
+        """When the run began (Unix time) as Prometheus can tell: the start of the first step in the last
+        ``lookback_s`` at which any node's generated-token counter grew; None without a token query, with
+        no growth, or when Prometheus cannot answer (a notice says why)."""
+        if "tokens" not in self.queries or self.lookback_s <= 0:
+            return None
+        start = watch_wall - self.lookback_s
+        step = self._step(start, watch_wall)
+        try:
+            async with PrometheusApi(self.url, self.timeout_s) as api:
+                series = await api.query_range(self.queries["tokens"], start, watch_wall, step)
+        except PromApiError as exc:
+            self._failing["history"] = f"prometheus: no history: {exc}"
+            return None
+        grew = [
+            later
+            for _, points in series
+            for (_, before), (later, after) in itertools.pairwise(points)
+            if after > before
+        ]
+        return max(start, min(grew) - step) if grew else None
+
+    async def history(self, start_wall: float, end_wall: float) -> list[Event]:
+        """Every query's answers from ``start_wall`` to ``end_wall`` at the poll interval, as the events a
+        poll makes, at Prometheus' own times (Unix time). The first point is each counter's baseline;
+        live polls then go on from the last one."""
+        step = self._step(start_wall, end_wall)
+        fields = list(self.queries)
+        async with PrometheusApi(self.url, self.timeout_s * 4) as api:
+            answers = await asyncio.gather(
+                *(api.query_range(self.queries[f], start_wall, end_wall, step) for f in fields),
+                return_exceptions=True,
+            )
+        at: dict[float, dict[str, list[Sample]]] = {}
+        events: list[Event] = []
+        for field, answer in zip(fields, answers, strict=True):
+            if isinstance(answer, BaseException):
+                events.append(
+                    Notice(
+                        end_wall,
+                        "warning",
+                        f"prometheus: no history of {field!r}: {answer}",
+                        source=self.name,
+                    )
+                )
+                continue
+            for labels, points in answer:
+                for stamp, value in points:
+                    at.setdefault(stamp, {}).setdefault(field, []).append((labels, value))
+        for stamp in sorted(at):
+            results = at[stamp]
+            events += self._gpu_events(stamp, results)
+            events += self.progress_events(stamp, results)
+            events += self.latency_events(stamp, results)
+        problem = self._failing.pop("history", None)
+        if problem is not None:
+            events.append(Notice(end_wall, "warning", problem, source=self.name))
+        return events + self._pending_notices(end_wall)
 
     # -------------------------------------------------------------- mapping
     def node_of(self, value: str | None) -> int | None:

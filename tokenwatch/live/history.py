@@ -27,8 +27,8 @@ class HistorySource(Protocol):
         """When this run started as the source can tell (Unix time), or None."""
         ...
 
-    async def history(self, start_wall: float, end_wall: float) -> Backfill:
-        """The source's events between the two Unix times, at their own times."""
+    async def history(self, start_wall: float, end_wall: float) -> list[Event]:
+        """The source's events between the two Unix times, at their own times (``t`` in Unix time)."""
         ...
 
 

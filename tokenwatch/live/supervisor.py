@@ -161,7 +161,9 @@ class LiveCollector:
             left = max(0.0, budget - (self.clock.time() - began))
             asks = [asyncio.create_task(h.history(self.run_clock.start_wall, watch_wall)) for h in histories]
             finished = await _settle(asks, left)
-            done += [task.result() for task in asks if task in finished]
+            for ask, source in zip(asks, histories, strict=True):
+                if ask in finished:
+                    done.append(Backfill(getattr(source, "name", "prometheus"), placed=ask.result()))
         return done, watch_mono
 
     def _make_runners(self) -> None:
