@@ -244,15 +244,20 @@ class VllmLog:
     path: Path
     lines: list[tuple[datetime, float]] = field(default_factory=list)
 
-    def write(self, stamp: datetime, generation: float) -> None:
+    def write(self, stamp: datetime, generation: float, *, engine: int = 0, pid: int = 4242) -> None:
         stamp = stamp.replace(microsecond=0)
         with open(self.path, "a") as fh:
             fh.write(
-                f"(APIServer pid=4242) INFO {stamp:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
+                f"(APIServer pid={pid}) INFO {stamp:%m-%d %H:%M:%S} [loggers.py:123] Engine {engine:03d}: "
                 f"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {generation:.1f} tokens/s, "
                 "Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: 20.4%, Prefix cache hit rate: 0.0%\n"
             )
-        self.lines.append((stamp, generation))
+        if (engine, pid) == (0, 4242):
+            self.lines.append((stamp, generation))
+
+    def write_raw(self, text: str) -> None:
+        with open(self.path, "a") as fh:
+            fh.write(text)
 
     def backlog(self, minutes: float, interval_s: float, rates: Callable[[int], float]) -> None:
         """``minutes`` of lines every ``interval_s``, the last one written now (at the start of a second,

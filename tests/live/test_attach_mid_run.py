@@ -5,6 +5,7 @@ seconds), the run's t = 0 is its first line, and the summary equals the lines' o
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +104,51 @@ async def test_watch_over_ssh_joins_every_node_s_growing_log_with_its_history(
     for result in summary.nodes:
         assert result.tokens_per_s == pytest.approx(logs[result.name].own_rate(), rel=0.01)
     assert summary.tokens_per_s == pytest.approx(sum(log.own_rate() for log in logs.values()), rel=0.01)
+
+
+async def test_bad_lines_across_the_attach_are_warnings_never_spikes(tmp_path: Path) -> None:
+    """An unknown vLLM line form, a clock that goes back an hour (in the backlog), an engine never seen
+    before and a second process writing the same log (live): each a warning or a stream of its own, the
+    line skipped or counted once; no 10-s window ever reads above what the writers state."""
+    log = VllmLog(tmp_path / "vllm.log")
+    log.backlog(2.0, INTERVAL_S, lambda k: NOW_RATE)
+    then = log.lines[-1][0]
+    log.write_raw(  # a form the preset does not know (another version?): skipped with a warning
+        f"(APIServer pid=4242) INFO {then:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt "
+        "throughput: 0.0 tok/s, Avg generation throughput: 99999.0 tok/s\n"
+    )
+    log.write(then - timedelta(hours=1), 99999.0, engine=0)  # the clock went back an hour
+    log.lines.pop()
+    cfg = tmp_path / "local.yaml"
+    cfg.write_text(
+        "run: {name: one-box}\ngpu: {source: none}\n"
+        f"progress:\n  - {{kind: log, preset: vllm, path: '{log.path}'}}\n"
+    )
+    config = load_watch_config(cfg)
+    run = LiveRun(config, build_collector(config))
+    node = run.collector.targets[0].name
+    async with run:
+        await run.wait_for("the history", lambda: (a := attached_at(run)) is not None and run.core.now >= a)
+        read = progress_count(run)
+        for k in range(4):
+            stamp = await next_second(LIVE_INTERVAL_S - 1.0)
+            log.write(stamp, NOW_RATE)
+            log.write(
+                stamp, 500.0 if k else 99999.0, engine=1
+            )  # a new engine: its first line starts its clock
+            log.write(stamp, 800.0, pid=5151)  # a second server process writing the same file
+        await run.wait_for("the new lines", lambda: progress_count(run) >= read + 4)
+    start = next(e for e in run.events if isinstance(e, RunStarted))
+    assert start.wall_epoch == pytest.approx(log.lines[0][0].timestamp(), abs=1.5)  # not an hour before
+    messages = [n.message for n in run.notices(node)]
+    assert any("a form no pattern of this preset reads" in m for m in messages)
+    assert any("clock went back" in m for m in messages)
+    assert any("new writer 'APIServer pid=4242 Engine 001'" in m for m in messages)
+    assert not any("parser failed" in m for m in messages)
+    history = run.core.history()
+    done = history.node_tokens_done[:, 0]
+    stated_max = NOW_RATE + 500.0 + 800.0  # the most the writers ever state at once
+    for k in range(10, len(done)):
+        window = history.times[k] - history.times[k - 10]
+        assert (done[k] - done[k - 10]) / window <= stated_max * 1.25, history.times[k]
+    assert run.state(node) != "down"

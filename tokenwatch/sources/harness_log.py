@@ -104,6 +104,7 @@ class LogProgressParser:
         self._backlog_stamps: tuple[float, float] | None = None  # first and last stamp of the backlog
         self._backlog_group: list[Piece] = []  # backlog pieces of one stamp, read together
         self._backlog_group_t = 0.0
+        self._latest_stamp = 0.0  # the stamp of the latest stamped backlog line (0.0 before any)
         self._covered = 0.0  # the longest interval a rate line of the current group covered
         self._spreader = ProgressSpreader()
 
@@ -151,9 +152,11 @@ class LogProgressParser:
         for piece in self._pieces.feed(data):
             stamp = self._stamp(_clean(piece.data)) if piece.kind != "cut" else None
             if stamp is not None:
-                first = stamp if self._backlog_stamps is None else self._backlog_stamps[0]
-                self._backlog_stamps = (first, stamp)
-            t = 0.0 if self._backlog_stamps is None else self._backlog_stamps[1]
+                self._latest_stamp = stamp
+                # the first line's stamp and the newest: a clock that went back moves neither
+                known = self._backlog_stamps or (stamp, stamp)
+                self._backlog_stamps = (known[0], max(known[1], stamp))
+            t = self._latest_stamp
             if self._backlog_group and t != self._backlog_group_t:
                 out += self._backlog_flush()
             self._backlog_group.append(piece)
@@ -161,8 +164,8 @@ class LogProgressParser:
         return out
 
     def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
-        """The backlog's last events, and its first and last stamps (None: no line had one, so it
-        cannot be placed in time)."""
+        """The backlog's last events, and its first line's stamp and the newest (None: no line had one,
+        so it cannot be placed in time)."""
         return self._backlog_flush(), self._backlog_stamps
 
     def _backlog_flush(self) -> list[Event]:
