@@ -105,6 +105,8 @@ class MetricsScrapeParser:
         self._unknown_nodes: set[str] = set()
         self._warned_unplaced = False
         self._warned_no_gpu = False
+        self._recognised_any = False  # some scrape held a family of the preset (else: said so, once)
+        self._known_names = self.preset.sample_names
         self.scrapes = 0
 
     # ------------------------------------------------------------------ parse
@@ -122,6 +124,8 @@ class MetricsScrapeParser:
                 by_node.setdefault(node, []).append(item)
             elif item.labels.get(self.node_label or "") is None:
                 unplaced += 1
+        if series and not self._recognised_any:
+            self._check_recognised(series, t, out)
         if unplaced and not self._warned_unplaced:
             self._warned_unplaced = True
             self.notices.warn(out, t, f"{unplaced} series without the {self.node_label!r} label skipped")
@@ -134,6 +138,18 @@ class MetricsScrapeParser:
             if batch is not None:
                 out.append(batch)
         return out
+
+    def _check_recognised(self, series: list[Series], t: float, out: list[Event]) -> None:
+        """A scrape of another server (or a renamed release) shows nothing: say so, once, with what it has."""
+        names = {item.name for item in series}
+        self._recognised_any = True  # either way, once: later scrapes of the same server say the same
+        if names & self._known_names:
+            return
+        families = sorted({_family(name) for name in names})
+        shown = ", ".join(families[:8]) + (f" and {len(families) - 8} more" if len(families) > 8 else "")
+        self.notices.warn(
+            out, t, f"the {self.preset_name} preset recognises none of this scrape's metrics: {shown}"
+        )
 
     def _node_of(self, labels: Mapping[str, str], t: float, out: list[Event]) -> str | None:
         node = labels.get(self.node_label) if self.node_label else None
@@ -279,3 +295,11 @@ class MetricsScrapeParser:
         for array in (node_index, gpu, values, reasons):
             array.flags.writeable = False
         return GpuBatch(t, node_index, gpu, values, reasons)
+
+
+def _family(sample: str) -> str:
+    """The family a sample belongs to, for messages (``x_bucket`` -> ``x``; counters keep ``_total``)."""
+    for suffix in ("_bucket", "_count", "_sum", "_created"):
+        if sample.endswith(suffix):
+            return sample[: -len(suffix)]
+    return sample
