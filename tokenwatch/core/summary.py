@@ -28,10 +28,11 @@ _STALE = STATE_CODE["stale"]
 
 @dataclass(frozen=True, slots=True)
 class NodeResult:
-    """One node's measured result. ``tokens_per_s`` = generated tokens / own measured duration."""
+    """One node's measured result. ``tokens_per_s`` = generated tokens / own measured duration.
+    ``gpus`` is None where nobody said (a LoadGen summary alone does not): never assumed."""
 
     name: str
-    gpus: int
+    gpus: int | None
     tokens_per_s: float
     samples_per_s: float
     valid: bool | None = None  # None: validity unknown (a recording); False: LoadGen said INVALID
@@ -50,10 +51,16 @@ class RunSummary:
     power_mean_w: float | None
     tokens_per_joule: float | None
     warnings: tuple[str, ...] = ()
+    # Result folders: "system" (one LoadGen run for the whole system) or "per-node" (one per node, summed);
+    # None for recordings. ``apart``: ranging and compliance runs, listed, never in the aggregate.
+    layout: str | None = None
+    apart: tuple[NodeResult, ...] = ()
 
     @property
-    def gpus(self) -> int:
-        return sum(node.gpus for node in self.nodes)
+    def gpus(self) -> int | None:
+        """The GPUs behind the aggregate; None when any node's count is unknown."""
+        counts = [node.gpus for node in self.nodes]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
     @property
     def tokens_per_s(self) -> float:
@@ -87,6 +94,10 @@ class RunSummary:
                 "mean_w": _num(self.power_mean_w),
                 "tokens_per_joule": _num(self.tokens_per_joule),
             }
+        if self.layout is not None:
+            out["layout"] = self.layout
+        if self.apart:
+            out["not_in_aggregate"] = [_node_json(node) for node in self.apart]
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
@@ -124,6 +135,8 @@ def summarize_nodes(
     power_mean_w: float | None = None,
     tokens_per_joule: float | None = None,
     warnings: Sequence[str] = (),
+    layout: str | None = None,
+    apart: Sequence[NodeResult] = (),
 ) -> RunSummary:
     """Rack figures from node results; invalid nodes stay listed but are flagged, not hidden."""
     spread = NodeSpread.of(np.array([n.tokens_per_s for n in nodes], dtype=np.float64))
@@ -137,6 +150,8 @@ def summarize_nodes(
         power_mean_w,
         tokens_per_joule,
         tuple(warnings),
+        layout,
+        tuple(apart),
     )
 
 
