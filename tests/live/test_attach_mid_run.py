@@ -5,6 +5,7 @@ seconds), the run's t = 0 is its first line, and the summary equals the lines' o
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import pytest
 from live_support import LiveRun, VllmLog, attached_at, live_run, needs_sshd, next_second, write_config
 from sshd_cluster import LoopbackCluster
 
-from tokenwatch.events import Progress, RunStarted
+from tokenwatch.events import Progress, RunEnded, RunStarted
 from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
 
 pytestmark = pytest.mark.timeout(120)
+GENERATED = Path(__file__).resolve().parent.parent / "data" / "sources" / "loadgen" / "generated"
+TRACE = GENERATED / "offline-short" / "mlperf_log_trace.json"
 
 BACKLOG_MIN = 5.0
 INTERVAL_S = 10.0  # vLLM V1's VLLM_LOG_STATS_INTERVAL
@@ -152,3 +155,33 @@ async def test_bad_lines_across_the_attach_are_warnings_never_spikes(tmp_path: P
         window = history.times[k] - history.times[k - 10]
         assert (done[k] - done[k - 10]) / window <= stated_max * 1.25, history.times[k]
     assert run.state(node) != "down"
+
+
+async def test_attaching_to_a_finished_loadgen_trace_places_its_run_and_ends(tmp_path: Path) -> None:
+    """A real LoadGen 6.0.17 trace (tests/data/sources/loadgen/generated) already written to its end: its
+    samples are placed on LoadGen's own clock, t = 0 is LoadGen's start, and the watch ends by itself."""
+    trace = tmp_path / "mlperf_log_trace.json"
+    trace.write_bytes(TRACE.read_bytes())
+    cfg = tmp_path / "local.yaml"
+    cfg.write_text(
+        "run: {name: one-box}\ngpu: {source: none}\n"
+        f"progress:\n  - {{kind: loadgen-trace, path: '{trace}'}}\n"
+    )
+    config = load_watch_config(cfg)
+    run = LiveRun(config, build_collector(config))
+    async with run:
+        await run.wait_for("the run's end", lambda: any(isinstance(e, RunEnded) for e in run.events))
+    completions = [
+        json.loads(line.rstrip(b","))
+        for line in TRACE.read_bytes().splitlines()
+        if line.startswith(b'{"name":"Sample"') and b'"ph":"b"' in line
+    ]
+    first_ts = json.loads(TRACE.read_bytes().splitlines()[1].rstrip(b","))["ts"]
+    last = max(c["ts"] + c["args"]["complete_ns"] / 1e3 for c in completions)
+    start = next(e for e in run.events if isinstance(e, RunStarted))
+    assert start.meta["t0"].startswith("trace ")
+    assert start.meta["attached_at_s"] == pytest.approx((last - first_ts) / 1e6, abs=0.5)  # plus the wait
+    progress = [e for e in run.events if isinstance(e, Progress)]
+    assert progress[-1].samples_done == len(completions)
+    assert all(e.t <= start.meta["attached_at_s"] for e in progress)  # history, not live
+    assert next(e for e in run.events if isinstance(e, RunEnded)).reason == "every node finished"
