@@ -179,7 +179,7 @@ async def test_attaching_to_a_finished_loadgen_trace_places_its_run_and_ends(tmp
     first_ts = json.loads(TRACE.read_bytes().splitlines()[1].rstrip(b","))["ts"]
     last = max(c["ts"] + c["args"]["complete_ns"] / 1e3 for c in completions)
     start = next(e for e in run.events if isinstance(e, RunStarted))
-    assert start.meta["t0"].startswith("trace ")
+    assert start.meta["t0"] == f"trace of {run.collector.targets[0].name}"
     assert start.meta["attached_at_s"] == pytest.approx((last - first_ts) / 1e6, abs=0.5)  # plus the wait
     progress = [e for e in run.events if isinstance(e, Progress)]
     assert progress[-1].samples_done == len(completions)

@@ -198,7 +198,9 @@ class FileTailSource:
         else:
             state = await read_remote_backlog(transport, self.path, consume, ctx.clock.wall)
         self.settled = True
-        done = Backfill(self.name)
+        done = Backfill(
+            f"{self.name.split()[0]} of {ctx.node}"
+        )  # "log of node03": no paths in the run's meta
         if state is None:
             return done  # no file yet: all it will hold is this run's
         self.inode, self.offset = state.inode, state.size
