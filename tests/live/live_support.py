@@ -39,7 +39,9 @@ N_NODES = 8
 VLLM = DATA / "vllm-bloom-560m.excerpt.prom"  # a real, non-idle vLLM scrape
 DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # a real 4 x V100 dcgm-exporter scrape
 
-needs_sshd = pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries()))
+needs_sshd: pytest.MarkDecorator = pytest.mark.skipif(
+    missing_binaries() is not None, reason=str(missing_binaries())
+)
 
 
 def captured_h100() -> dict[str, str]:
@@ -264,7 +266,7 @@ class VllmLog:
         as a writer whose stamps are true to the second)."""
         count = int(minutes * 60 / interval_s)
         time.sleep(1.0 - time.time() % 1.0 + 0.01)
-        now = datetime.now()
+        now = datetime.now().astimezone()  # the server's local time, as vLLM stamps its lines
         for k in range(count + 1):
             self.write(now - timedelta(seconds=(count - k) * interval_s), rates(k))
 
@@ -281,7 +283,7 @@ async def next_second(after_s: float) -> datetime:
     """Sleep ``after_s`` and on to the start of the next second: a line stamped then is true to the second."""
     await asyncio.sleep(after_s)
     await asyncio.sleep(1.0 - time.time() % 1.0 + 0.01)
-    return datetime.now()
+    return datetime.now().astimezone()
 
 
 def attached_at(run: LiveRun) -> float | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from live_support import LiveRun, VllmLog, attached_at, live_run, needs_sshd, next_second, write_config
-from sshd_cluster import LoopbackCluster
+from live_support import LiveRun, VllmLog, attached_at, live_run, next_second, write_config
+from sshd_cluster import LoopbackCluster, missing_binaries
 
 from tokenwatch.events import Progress, RunEnded, RunStarted
 from tokenwatch.live.build import build_collector
@@ -79,7 +79,7 @@ async def test_local_watch_of_a_growing_vllm_log_starts_true_and_covers_the_whol
     assert result.tokens_per_s == pytest.approx(log.own_rate(), rel=0.01)
 
 
-@needs_sshd
+@pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries()))
 async def test_watch_over_ssh_joins_every_node_s_growing_log_with_its_history(
     healthy: LoopbackCluster, tmp_path: Path
 ) -> None:
@@ -114,7 +114,7 @@ async def test_bad_lines_across_the_attach_are_warnings_never_spikes(tmp_path: P
     before and a second process writing the same log (live): each a warning or a stream of its own, the
     line skipped or counted once; no 10-s window ever reads above what the writers state."""
     log = VllmLog(tmp_path / "vllm.log")
-    log.backlog(2.0, INTERVAL_S, lambda k: NOW_RATE)
+    log.backlog(2.0, INTERVAL_S, lambda _k: NOW_RATE)
     then = log.lines[-1][0]
     log.write_raw(  # a form the preset does not know (another version?): skipped with a warning
         f"(APIServer pid=4242) INFO {then:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt "

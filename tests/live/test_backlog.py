@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,8 @@ import pytest
 
 from tokenwatch.events import Event, LatencyBatch, LogLine, NodeStatus, Notice, Progress
 from tokenwatch.live import backlog as backlog_module
-from tokenwatch.live.backlog import Backfill, Baseline, place, read_local_backlog
-from tokenwatch.live.history import MAX_HISTORY_S, merged, run_clock
+from tokenwatch.live.backlog import MAX_HISTORY_S, Backfill, Baseline, place, read_local_backlog
+from tokenwatch.live.history import merged, run_clock
 from tokenwatch.live.remote_commands import backlog_command
 from tokenwatch.sources.harness_log import LogProgressParser
 from tokenwatch.sources.loadgen_trace import TraceTailParser
@@ -29,7 +29,11 @@ STAMP = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 
 def stamps_of(text: str) -> list[datetime]:
     """Every vLLM-stamped line's time, read with a plain regex (year 2000, as the parser's axis)."""
-    return [datetime(2000, *map(int, m.groups())) for m in STAMP.finditer(text)]
+    out = []
+    for m in STAMP.finditer(text):
+        month, day, hour, minute, second = (int(g) for g in m.groups())
+        out.append(datetime(2000, month, day, hour, minute, second, tzinfo=UTC))
+    return out
 
 
 def progress(events: list[Event]) -> list[Progress]:
@@ -43,7 +47,7 @@ def test_a_real_vllm_log_backlog_is_placed_at_its_own_stamps() -> None:
     last, clock = parser.end_backlog()
     events += last
     stamps = stamps_of(data.decode())
-    epoch = datetime(2000, 1, 1)
+    epoch = datetime(2000, 1, 1, tzinfo=UTC)
     assert clock == ((stamps[0] - epoch).total_seconds(), (stamps[-1] - epoch).total_seconds())
     mtime = 1_754_000_000.0
     placed, start = place(events, clock, mtime)
@@ -67,7 +71,7 @@ def _v1_line(stamp: datetime, gen: float, engine: int) -> str:
 
 
 def test_two_engines_logging_in_the_same_second_are_spread_over_their_interval() -> None:
-    start = datetime(2025, 9, 2, 13, 0, 0)
+    start = datetime(2025, 9, 2, 13, 0, 0, tzinfo=UTC)
     text = "".join(
         _v1_line(start + timedelta(seconds=10 * k), gen, engine)
         for k in range(6)
@@ -90,7 +94,7 @@ def test_two_engines_logging_in_the_same_second_are_spread_over_their_interval()
 
 
 def test_the_first_live_line_is_credited_from_the_last_backlog_line() -> None:
-    start = datetime(2025, 9, 2, 13, 0, 0)
+    start = datetime(2025, 9, 2, 13, 0, 0, tzinfo=UTC)
     backlog = "".join(_v1_line(start + timedelta(seconds=10 * k), 500.0, 0) for k in range(4))
     parser = LogProgressParser.preset("vllm", "n")
     parser.feed_backlog(backlog.encode())
@@ -137,6 +141,7 @@ def test_a_loadgen_trace_backlog_runs_on_loadgen_s_own_clock() -> None:
     events = parser.feed_backlog(data)
     rest, clock = parser.end_backlog()
     assert rest == []
+    assert clock is not None
     starts, ends = [], []
     for line in data.splitlines():
         if line.startswith(b'{"name":'):
@@ -148,7 +153,8 @@ def test_a_loadgen_trace_backlog_runs_on_loadgen_s_own_clock() -> None:
                 starts.append(event["ts"])
             if event["name"] == "Sample" and event["ph"] == "b":
                 ends.append(event["ts"] + event["args"]["complete_ns"] / 1e3)
-    assert clock == (0.0, pytest.approx((max(ends) - starts[0]) / 1e6))
+    assert clock[0] == 0.0
+    assert clock[1] == pytest.approx((max(ends) - starts[0]) / 1e6)
     placed, _ = place(events, clock, 5_000.0)
     assert progress(placed)[-1].samples_done == len(ends)
     assert sum(len(e.values_s) for e in placed if isinstance(e, LatencyBatch) and e.metric == "e2e") == len(

@@ -22,8 +22,8 @@ class Periodic:
         self.name = name
         self.periodic_s: float | None = periodic_s
 
-    async def run(self, transport: Transport, ctx: NodeContext) -> None:  # never started here
-        raise AssertionError("not run in this test")
+    async def run(self, transport: Transport, ctx: NodeContext) -> None:
+        raise AssertionError(f"{self.name} on {ctx.node} ({transport!r}) is never started in this test")
 
 
 def setup(*sources: Periodic) -> tuple[ManualClock, NodeContext, SourceSupervisor, list[Event]]:

@@ -36,7 +36,7 @@ def system_gpus(folder: Path) -> int:
     return int(doc["accelerators_per_node"]) * int(doc["number_of_nodes"])
 
 
-def test_a_submission_with_an_accuracy_stub_summarises_its_performance_run(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_submission_with_an_accuracy_stub_summarises_its_performance_run(run_cli) -> None:
     folder = SUBMISSIONS / "dell-xe9680l-b200x8"
     summary, _ = summarize_result_dirs([folder], None)
     (node,) = summary.nodes
@@ -60,7 +60,7 @@ def test_a_multi_node_system_result_counts_every_node_s_gpus() -> None:
     assert summary.to_json()["layout"] == "system"
 
 
-def test_a_ranging_run_is_listed_apart_and_never_summed(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_ranging_run_is_listed_apart_and_never_summed(run_cli) -> None:
     folder = SUBMISSIONS / "lenovo-sr680a-b200x8-ranging"
     ranging = folder / "Server" / "performance" / "ranging" / "mlperf_log_summary.txt"
     run_1 = folder / "Server" / "performance" / "run_1" / "mlperf_log_summary.txt"
@@ -107,7 +107,7 @@ def test_single_stream_llm_summaries_read_as_stated() -> None:
     )
 
 
-def test_per_node_results_are_told_from_a_system_result(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_per_node_results_are_told_from_a_system_result(run_cli) -> None:
     summary, _ = summarize_result_dirs([ASUSTEK], gpus_per_node=1)
     assert summary.layout == "per-node"
     head = run_cli("summarize", str(ASUSTEK), "--gpus-per-node", "1").stdout.splitlines()[0]
@@ -118,7 +118,7 @@ def test_per_node_results_are_told_from_a_system_result(run_cli) -> None:  # typ
     assert data["aggregate"]["per_gpu_tokens_per_s"] is None
 
 
-def test_an_aborted_run_s_empty_summary_alone_is_one_line_error(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_aborted_run_s_empty_summary_alone_is_one_line_error(run_cli) -> None:
     result = run_cli("summarize", str(SUBMISSIONS / "aborted-run-empty"))
     assert result.returncode == 2
     assert result.stderr.count("\n") <= 2  # the skip warning and the error, no traceback

@@ -28,7 +28,7 @@ from tokenwatch.core.summary import PERCENTILES, NodeResult, RunSummary, summari
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.submission import SystemInfo, read_system, run_kind, system_file
 from tokenwatch.sources.loadgen_results import ResultFolder, load_result_folder
-from tokenwatch.sources.loadgen_summary import SUMMARY_NAME, LoadgenSummary, SummaryStub
+from tokenwatch.sources.loadgen_summary import SUMMARY_NAME, LoadgenSummary, SummaryStubError
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ def collect_result_folders(dirs: list[Path]) -> tuple[list[ResultFolder], list[s
             names.add(name)
             try:
                 result, more = load_result_folder(name, folder)
-            except SummaryStub:
+            except SummaryStubError:
                 stubs += 1
                 warnings.append(
                     f"{name}: skipped: its {SUMMARY_NAME} holds no summary (an accuracy run's stub, "

@@ -13,7 +13,7 @@ overhead, as Offline's and Server's are).
 A line whose number does not parse is skipped with a warning naming the file and line; a file with
 no scenario, no result line or no throughput figure is not a summary (:class:`SourceFormatError`), and
 one that holds nothing of a summary at all (an accuracy run's 74-byte stub, an aborted run's empty file)
-is a :class:`SummaryStub`.
+is a :class:`SummaryStubError`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ _FIGURES = {
 }
 
 
-class SummaryStub(SourceFormatError):
+class SummaryStubError(SourceFormatError):
     """A ``mlperf_log_summary.txt`` that holds no summary (an accuracy run's stub, an empty file)."""
 
 
@@ -188,7 +188,7 @@ def check_summary(summary: LoadgenSummary) -> None:
     where = summary.path
     nothing = math.isnan(summary.samples_per_s) and math.isnan(summary.tokens_per_s)
     if not summary.scenario and not summary.result and nothing and not summary.latency_ns:
-        raise SummaryStub(f"{where}: holds no LoadGen summary (no Scenario, result or figure)")
+        raise SummaryStubError(f"{where}: holds no LoadGen summary (no Scenario, result or figure)")
     if not summary.scenario:
         raise SourceFormatError(f"{where}: not a LoadGen summary: no 'Scenario :' line")
     if not summary.result:
