@@ -167,6 +167,15 @@ RESULT_FOLDER_CASES = (
     ),
     # One whole-system Server result: its percentiles are the rack's.
     ResultFoldersCase("results-amd-server", (f"{LOADGEN}/amd-8xmi325x-server",), gpus_per_node=8),
+    # A published submission: its accuracy/ stub skipped, the GPUs from its systems/*.json (issue 10).
+    ResultFoldersCase("results-dell-submission", (f"{LOADGEN}/submissions/dell-xe9680l-b200x8",), table=True),
+    # A ranging run beside run_1: listed apart, never summed.
+    ResultFoldersCase(
+        "results-lenovo-ranging",
+        (f"{LOADGEN}/submissions/lenovo-sr680a-b200x8-ranging",),
+        gpus_per_node=8,
+        table=True,
+    ),
 )
 
 ALL_CASES: tuple[Case, ...] = (*HEADLESS_CASES, *RECORDING_SUMMARY_CASES, *RESULT_FOLDER_CASES)

@@ -4,6 +4,7 @@ here with a few regular expressions."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -43,11 +44,11 @@ AGGREGATE_TYPES: dict[str, Types] = {
     "tokens_per_s": NUM,
     "per_gpu_tokens_per_s": NUM,
     "nodes": (int,),
-    "gpus": (int,),
+    "gpus": (int, type(None)),  # null: the GPUs behind LoadGen results nobody described (never assumed)
     "covers": (dict,),
 }
 SPREAD_KEYS = ("max", "min", "mean", "median", "spread_pct")
-OPTIONAL_TOP = {"latency_ms", "power", "warnings", "verdict"}
+OPTIONAL_TOP = {"latency_ms", "power", "warnings", "verdict", "layout", "not_in_aggregate"}
 VERDICT_TYPES: dict[str, Types] = {
     "benchmark": (str, type(None)),
     "scenario": (str,),
@@ -85,7 +86,7 @@ def check_shape(doc: dict[str, Any]) -> None:
     assert set(doc["node_spread"]["covers"]) == {"nodes", "left_out"}
     for node in doc["nodes"]:
         assert isinstance(node["name"], str)
-        assert isinstance(node["gpus"], int)
+        assert isinstance(node["gpus"], int | None)
         assert isinstance(node["tokens_per_s"], NUM)
         assert isinstance(node["samples_per_s"], NUM)
         assert isinstance(node.get("valid", False), bool)
@@ -122,16 +123,21 @@ def check_rack_figures(doc: dict[str, Any]) -> None:
     counted = [n for n in nodes if n["tokens_per_s"] is not None and n["tokens_per_s"] > 0]
     whole = [n for n in counted if n.get("finished", True)]
     rates = [n["tokens_per_s"] for n in counted]
-    gpus = sum(n["gpus"] for n in counted)
+    counted_gpus = [n["gpus"] for n in counted]
+    gpus = None if None in counted_gpus else sum(counted_gpus)
     assert agg["nodes"] == len(nodes)
-    assert agg["gpus"] == sum(n["gpus"] for n in nodes)
+    counts = [n["gpus"] for n in nodes]
+    assert agg["gpus"] == (None if None in counts else sum(counts))
     assert agg["covers"] == {
         "nodes": len(counted),
         "gpus": gpus,
         "left_out": [n["name"] for n in nodes if n not in counted],
     }
     assert agg["tokens_per_s"] == pytest.approx(sum(rates), abs=1e-6 * len(nodes))
-    assert agg["per_gpu_tokens_per_s"] == pytest.approx(sum(rates) / gpus, abs=1e-6)
+    if gpus is None:
+        assert agg["per_gpu_tokens_per_s"] is None
+    else:
+        assert agg["per_gpu_tokens_per_s"] == pytest.approx(sum(rates) / gpus, abs=1e-6)
     values = [n["tokens_per_s"] for n in whole]
     assert spread == {
         "max": approx(max(values)),
@@ -247,8 +253,10 @@ def read_loadgen_summary(path: Path) -> dict[str, Any]:
     }
 
 
-def result_nodes(case: ResultFoldersCase) -> list[tuple[str, str, dict[str, Any]]]:
-    """(name, path as given, summary) per folder holding a LoadGen summary, in sorted order.
+def result_nodes(case: ResultFoldersCase, *, apart: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, path as given, summary) per folder holding a LoadGen performance summary, in sorted order
+    (``apart``: the ranging and compliance runs instead). A summary file without a Scenario line (an
+    accuracy run's stub) is no result.
 
     A node is named by its folder's path below the DIR given, or by DIR's own name when DIR is the folder.
     """
@@ -259,8 +267,23 @@ def result_nodes(case: ResultFoldersCase) -> list[tuple[str, str, dict[str, Any]
             below = found.relative_to(root)
             name = root.name if below == Path() else below.as_posix()
             path = (Path(folder) / below).as_posix()
-            out.append((name, path, read_loadgen_summary(found / SUMMARY_FILE)))
+            summary = read_loadgen_summary(found / SUMMARY_FILE)
+            other = "ranging" in found.parts or any(re.fullmatch(r"TEST\d+", p) for p in found.parts)
+            if summary["scenario"] is not None and other == apart:
+                out.append((name, path, summary))
     return out
+
+
+def described_gpus(case: ResultFoldersCase, path: str) -> int | None:
+    """The GPUs a submission's systems/<system>.json gives a result (<submitter>/results/<system>/...)."""
+    parts = Path(path).parts
+    if "results" in parts:
+        at = parts.index("results")
+        system = REPO_ROOT / Path(*parts[:at]) / "systems" / f"{parts[at + 1]}.json"
+        if system.is_file():
+            doc = json.loads(system.read_text())
+            return int(doc["accelerators_per_node"]) * int(doc["number_of_nodes"])
+    return case.gpus_per_node
 
 
 @pytest.mark.parametrize("case", RESULT_FOLDER_CASES, ids=[c.name for c in RESULT_FOLDER_CASES])
@@ -269,12 +292,18 @@ def test_result_folder_summary_follows_the_loadgen_files(produced: Produced, cas
     check_shape(doc)
     check_rack_figures(doc)
     expected = result_nodes(case)
-    gpus = case.gpus_per_node or 1
+    gpus = [described_gpus(case, path) for _, path, _ in expected]  # systems/*.json, the flag, else unknown
+    assert doc["layout"] == ("system" if len(expected) == 1 else "per-node")
+    others = result_nodes(case, apart=True)
+    assert [n["name"] for n in doc.get("not_in_aggregate", [])] == [name for name, _, _ in others]
+    for node, (_, _, want) in zip(doc.get("not_in_aggregate", []), others, strict=True):
+        assert node["tokens_per_s"] == pytest.approx(want["tokens_per_s"])
+        assert node["valid"] is (want["result"] == "VALID")
     assert doc["name"] == " + ".join(Path(f).name for f in case.folders)
     assert {doc["scenario"]} == {s["scenario"] for _, _, s in expected}
     assert [n["name"] for n in doc["nodes"]] == [name for name, _, _ in expected]
     for node, (name, path, want) in zip(doc["nodes"], expected, strict=True):
-        assert node["gpus"] == gpus
+        assert node["gpus"] == described_gpus(case, path)
         assert node["path"] == path
         assert node["result"] == want["result"]
         assert node["valid"] is (want["result"] == "VALID"), name
@@ -290,7 +319,16 @@ def test_result_folder_summary_follows_the_loadgen_files(produced: Produced, cas
         }
     else:
         assert "latency_ms" not in doc
-    assert any(n.get("valid") is False for n in doc["nodes"]) == ("warnings" in doc)
+    # warnings: an invalid node, or GPUs nobody described
+    stubs = [
+        d
+        for f in case.folders
+        for d, _, files in os.walk(REPO_ROOT / f)
+        if SUMMARY_FILE in files and read_loadgen_summary(Path(d) / SUMMARY_FILE)["scenario"] is None
+    ]
+    invalid = any(n.get("valid") is False for n in doc["nodes"])
+    assert (invalid or None in gpus or bool(stubs)) == ("warnings" in doc)
+    assert sum("holds no summary" in w for w in doc.get("warnings", [])) == len(stubs)
     assert (doc["complete"], doc["end_reason"]) == (True, None)  # a LoadGen summary is written at the end
 
 
@@ -301,11 +339,20 @@ def test_result_folder_table_says_what_the_json_says(produced: Produced, case: R
     doc = summary(produced, case)
     table = produced(case).artefacts[SUMMARY_TABLE].decode().splitlines()
     agg = doc["aggregate"]
-    head = f"{doc['name']} · {doc['scenario']} · {agg['nodes']} nodes, {agg['gpus']} GPUs"
-    assert table[0].startswith(head)
+    gpus = "GPUs unknown" if agg["gpus"] is None else f"{agg['gpus']} GPUs"
+    what = (
+        f"system result: one LoadGen run for the whole system, {gpus}"
+        if doc["layout"] == "system"
+        else f"{agg['nodes']} per-node results (one LoadGen run each), {gpus}"
+    )
+    assert table[0].startswith(f"{doc['name']} · {doc['scenario']} · {what}")
     (total,) = [line.split()[-1] for line in table if line.startswith("Total aggregate ")]
     assert total == f"{agg['tokens_per_s']:,.1f}"
     flagged = [n["name"] for n in doc["nodes"] if n.get("valid") is False]
-    assert f"Flagged node results (see the warnings): {', '.join(flagged)}" in table
+    assert (f"Flagged node results (see the warnings): {', '.join(flagged)}" in table) == bool(flagged)
+    for other in doc.get("not_in_aggregate", []):
+        assert any(
+            line.startswith(f"Not in the aggregate: {other['name']} ({other['kind']} run") for line in table
+        )
     warnings = [line.removeprefix("warning: ") for line in table if line.startswith("warning: ")]
-    assert warnings == doc["warnings"]
+    assert warnings == doc.get("warnings", [])

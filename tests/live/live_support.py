@@ -10,14 +10,24 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sshd_cluster import LoopbackCluster, missing_binaries
 
 from tokenwatch.core import RackCore, RackSnapshot
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, GpuSample, NodeStatus, Notice, RunStarted
+from tokenwatch.events import (
+    GPU_METRICS,
+    Event,
+    GpuBatch,
+    GpuSample,
+    NodeStatus,
+    Notice,
+    Progress,
+    RunStarted,
+)
 from tokenwatch.live.build import build_collector, core_config
 from tokenwatch.live.config import WatchConfig, load_watch_config
 from tokenwatch.live.supervisor import LiveCollector, LiveOptions
@@ -29,7 +39,9 @@ N_NODES = 8
 VLLM = DATA / "vllm-bloom-560m.excerpt.prom"  # a real, non-idle vLLM scrape
 DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # a real 4 x V100 dcgm-exporter scrape
 
-needs_sshd = pytest.mark.skipif(missing_binaries() is not None, reason=str(missing_binaries()))
+needs_sshd: pytest.MarkDecorator = pytest.mark.skipif(
+    missing_binaries() is not None, reason=str(missing_binaries())
+)
 
 
 def captured_h100() -> dict[str, str]:
@@ -163,18 +175,38 @@ def gpu_rows(events: Sequence[Event], nodes: tuple[str, ...] = ()) -> list[GpuRo
     return rows
 
 
+VLLM_STEP = 865  # generated tokens each scrape of /<node>/vllm adds to the real scrape's lifetime count
+
+
+def vllm_scrape(k: int) -> bytes:
+    """The real vLLM scrape as a busy server serves it the k-th time (k = 0, 1, ...): its lifetime
+    generation counter grown by ``k * VLLM_STEP``."""
+    lifetime = expected_vllm_tokens()
+    text = VLLM.read_text()
+    line = re.search(r"^vllm:generation_tokens_total\{[^}]*\} \S+$", text, re.M)
+    assert line is not None
+    grown = line.group(0).rsplit(" ", 1)[0] + f" {lifetime + k * VLLM_STEP}.0"
+    return text.replace(line.group(0), grown).encode()
+
+
+def scraped_tokens(events: Sequence[Event], node: str) -> list[int | None]:
+    """The generated tokens each Progress of ``node`` credits the run."""
+    return [e.tokens_done for e in events if isinstance(e, Progress) and e.node == node]
+
+
 class MetricsServer:
-    """Serves ``/<node>/vllm`` and ``/<node>/dcgm`` on 127.0.0.1 and counts requests per path."""
+    """Serves ``/<node>/vllm`` (a busy server: see :func:`vllm_scrape`) and ``/<node>/dcgm`` on 127.0.0.1
+    and counts requests per path."""
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
-        bodies = {"vllm": VLLM.read_bytes(), "dcgm": DCGM.read_bytes()}
+        bodies = {"dcgm": DCGM.read_bytes()}
         hits = self.hits
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 kind = self.path.rsplit("/", 1)[-1]
-                body = bodies.get(kind)
+                body = vllm_scrape(hits[self.path]) if kind == "vllm" else bodies.get(kind)
                 hits[self.path] += 1
                 if body is None:
                     self.send_error(404)
@@ -199,7 +231,64 @@ class MetricsServer:
 
 
 def expected_vllm_tokens() -> int:
+    """The real scrape's lifetime generation counter (what a first scrape must not credit)."""
     text = VLLM.read_text()
     total = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M)
     assert total is not None
     return round(float(total.group(1)))
+
+
+# ---------------------------------------------------------------- a vLLM server's growing log
+@dataclass(slots=True)
+class VllmLog:
+    """A vLLM V1 server's log as it writes it (``vllm/v1/metrics/loggers.py``: one stats line per engine
+    per interval, stamped ``MM-DD hh:mm:ss`` in the server's local time); remembers every line's stamp
+    and generation rate, for the figures the lines themselves state."""
+
+    path: Path
+    lines: list[tuple[datetime, float]] = field(default_factory=list)
+
+    def write(self, stamp: datetime, generation: float, *, engine: int = 0, pid: int = 4242) -> None:
+        stamp = stamp.replace(microsecond=0)
+        with open(self.path, "a") as fh:
+            fh.write(
+                f"(APIServer pid={pid}) INFO {stamp:%m-%d %H:%M:%S} [loggers.py:123] Engine {engine:03d}: "
+                f"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {generation:.1f} tokens/s, "
+                "Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: 20.4%, Prefix cache hit rate: 0.0%\n"
+            )
+        if (engine, pid) == (0, 4242):
+            self.lines.append((stamp, generation))
+
+    def write_raw(self, text: str) -> None:
+        with open(self.path, "a") as fh:
+            fh.write(text)
+
+    def backlog(self, minutes: float, interval_s: float, rates: Callable[[int], float]) -> None:
+        """``minutes`` of lines every ``interval_s``, the last one written now (at the start of a second,
+        as a writer whose stamps are true to the second)."""
+        count = int(minutes * 60 / interval_s)
+        time.sleep(1.0 - time.time() % 1.0 + 0.01)
+        now = datetime.now().astimezone()  # the server's local time, as vLLM stamps its lines
+        for k in range(count + 1):
+            self.write(now - timedelta(seconds=(count - k) * interval_s), rates(k))
+
+    def own_rate(self) -> float:
+        """What the lines say over the run: each rate held since the previous line, by the stamps."""
+        tokens = sum(
+            rate * (stamp - before).total_seconds()
+            for (before, _), (stamp, rate) in zip(self.lines, self.lines[1:], strict=False)
+        )
+        return tokens / (self.lines[-1][0] - self.lines[0][0]).total_seconds()
+
+
+async def next_second(after_s: float) -> datetime:
+    """Sleep ``after_s`` and on to the start of the next second: a line stamped then is true to the second."""
+    await asyncio.sleep(after_s)
+    await asyncio.sleep(1.0 - time.time() % 1.0 + 0.01)
+    return datetime.now().astimezone()
+
+
+def attached_at(run: LiveRun) -> float | None:
+    """How far into the run the watch joined it (RunStarted.meta), once the run has started."""
+    start = next((e for e in run.events if isinstance(e, RunStarted)), None)
+    return None if start is None else float(start.meta["attached_at_s"])

@@ -52,9 +52,10 @@ def last_tokens(run, node: str) -> int | None:
 
 async def test_every_node_streams_gpus_and_tails_its_log(healthy: LoopbackCluster, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    write_logs(logs, healthy, 3)
     cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
     async with live_run(cfg) as run:
+        await run.wait_for("the watch to start", lambda: run.core.started)
+        write_logs(logs, healthy, 3)  # written while watched (a backlog from before is a baseline)
         names = [n.name for n in healthy.nodes]
         await run.wait_for("4 GPUs from every node", lambda: all(rows_of(run, n) >= 8 for n in names))
         await run.wait_for("every log read", lambda: all(last_tokens(run, n.name) for n in healthy.nodes))
@@ -86,10 +87,11 @@ async def test_killed_node_goes_down_others_go_on_and_it_comes_back_without_doub
     healthy: LoopbackCluster, tmp_path: Path
 ) -> None:
     logs = tmp_path / "logs"
-    write_logs(logs, healthy, 2)
     victim = healthy["node03"]
     cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
     async with live_run(cfg, backoff_cap_s=1.0) as run:
+        await run.wait_for("the watch to start", lambda: run.core.started)
+        write_logs(logs, healthy, 2)
         names = [n.name for n in healthy.nodes]
         await run.wait_for("all nodes up with GPUs", lambda: all(rows_of(run, n) >= 4 for n in names))
         await run.wait_for("victim's log", lambda: last_tokens(run, "node03") == 2 * 3 * 100)
@@ -142,10 +144,11 @@ async def test_dropped_connection_reconnects_and_resumes_the_tail(
     import psutil
 
     logs = tmp_path / "logs"
-    write_logs(logs, healthy, 1)
     cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
     node = healthy["node05"]
     async with live_run(cfg) as run:
+        await run.wait_for("the watch to start", lambda: run.core.started)
+        write_logs(logs, healthy, 1)
         await run.wait_for("node05 log", lambda: last_tokens(run, "node05") == 500)
         assert node.proc is not None
         for child in psutil.Process(node.proc.pid).children():  # the per-connection sshd processes

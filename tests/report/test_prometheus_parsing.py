@@ -250,7 +250,7 @@ def test_one_pooled_client_keeps_its_connections(fake_prometheus: tuple[str, typ
 
     asyncio.run(collector.run(emit))
     batches = [e for e in events if isinstance(e, ProgressBatch)]
-    assert [e.tokens_done.tolist() for e in batches] == [[2]] * 5
+    assert [e.tokens_done.tolist() for e in batches] == [[0]] * 5  # a counter that stands still: 0 made
     assert not any(e.tokens_done.flags.writeable or e.node_index.flags.writeable for e in batches)
     # 15 queries over 5 polls; at most one connection per query in flight, kept open between polls.
     assert 1 <= handler.connections <= 3
@@ -277,3 +277,19 @@ def test_slow_and_huge_answers_are_one_line_errors(
     monkeypatch.undo()
     handler.delay_s = 1.0
     assert asyncio.run(ask(0.2)) == f"no answer from {url} within 0.2 s"
+
+
+def test_query_counters_start_from_a_baseline_and_survive_restarts() -> None:
+    """Lifetime counters read through Prometheus: the first reading is the baseline, a fall is a restart
+    (what was counted is kept), so the run is credited exactly the growth it saw."""
+    collector = PrometheusQueryCollector(
+        url="u", nodes=("a", "b"), gpus_per_node=1, gpu=False, now=lambda: 0.0
+    )
+    readings = [(1000, 50), (1500, 90), (200, 130), (300, 170)]  # node a restarts after 1500
+    credited = []
+    for k, (a, b) in enumerate(readings):
+        results = {"tokens": [({"node": "a"}, float(a)), ({"node": "b"}, float(b))]}
+        (batch,) = collector.progress_events(float(k), results)
+        assert isinstance(batch, ProgressBatch)
+        credited.append(batch.tokens_done.tolist())
+    assert credited == [[0, 0], [500, 40], [500 + 200, 80], [500 + 300, 120]]

@@ -100,6 +100,7 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
         gpu_preset="tokenwatch",
         progress_preset="tokenwatch",
         polls=1,
+        baseline=False,  # the fleet's totals as they stand, not the growth since this poll
     )
     events = _collect(collector)
     assert not [e for e in events if isinstance(e, Notice)], events
@@ -179,6 +180,7 @@ def test_collector_reads_real_vllm_counters_and_ttft(prom_fleet: PromFleet) -> N
         now=lambda: 3.0,
         clock=ManualClock(),
         polls=1,
+        baseline=False,  # the server's counters as they stand
     )
     events = _collect(collector)
     (progress,) = [e for e in events if isinstance(e, ProgressBatch)]
@@ -193,6 +195,22 @@ def test_collector_reads_real_vllm_counters_and_ttft(prom_fleet: PromFleet) -> N
     np.testing.assert_allclose(
         ttft.values_s, [math.sqrt(0.01 * 0.02), math.sqrt(0.02 * 0.04), math.sqrt(0.06 * 0.08)]
     )
+
+
+def test_a_watch_attaching_to_a_busy_server_takes_its_counters_as_a_baseline(prom_fleet: PromFleet) -> None:
+    """Watching: the first poll of a server that has served 218,152 tokens credits the run nothing."""
+    collector = PrometheusQueryCollector(
+        url=prom_fleet.url,
+        nodes=("vllm-node",),
+        gpus_per_node=1,
+        gpu=False,
+        now=lambda: 3.0,
+        clock=ManualClock(),
+        polls=2,
+    )
+    events = _collect(collector)
+    assert [e.tokens_done.tolist() for e in events if isinstance(e, ProgressBatch)] == [[0], [0]]
+    assert not [e for e in events if isinstance(e, LatencyBatch)]
 
 
 def test_collector_reports_bad_queries_once(prom_fleet: PromFleet) -> None:
@@ -274,7 +292,7 @@ def test_scrape_and_query_read_tokenwatch_metrics_alike(prom_fleet: PromFleet) -
 
     run = prom_fleet.core.run
     assert run is not None
-    scraped = MetricsScrapeParser("tokenwatch", node_label="node", nodes=run.nodes).parse(
+    scraped = MetricsScrapeParser("tokenwatch", node_label="node", nodes=run.nodes, baseline=False).parse(
         render(take_view(prom_fleet.core)).decode(), 1.0
     )
     collector = PrometheusQueryCollector(
@@ -286,6 +304,7 @@ def test_scrape_and_query_read_tokenwatch_metrics_alike(prom_fleet: PromFleet) -
         gpu_preset="tokenwatch",
         progress_preset="tokenwatch",
         polls=1,
+        baseline=False,
     )
     queried = _collect(collector)
     (scraped_gpu,) = [e for e in scraped if isinstance(e, GpuBatch)]

@@ -81,9 +81,11 @@ def _pairs(batch: LatencyBatch | None) -> list[tuple[float, int]]:
 def test_the_same_histogram_reads_the_same_both_ways() -> None:
     first = [0, 0, 0, 112, 211, 211, 213, 213, 220, 230, 231, 231, 232, 232, 233]
     second = [0, 1, 1, 150, 260, 262, 270, 270, 290, 300, 301, 301, 303, 303, 310]
-    zero = [0] * len(BOUNDS)
-    results = _both_paths([first, second])
-    for (scraped, queried), (before, now) in zip(results, [(zero, first), (first, second)], strict=True):
+    third = [1, 2, 2, 190, 300, 302, 310, 310, 330, 340, 341, 341, 343, 343, 350]
+    results = _both_paths([first, second, third])
+    assert results[0] == (None, None)  # both ways, the first reading is the baseline: nothing new yet
+    results = results[1:]
+    for (scraped, queried), (before, now) in zip(results, [(first, second), (second, third)], strict=True):
         assert scraped is not None
         assert queried is not None
         assert (scraped.t, scraped.node, scraped.metric) == (queried.t, queried.node, queried.metric)
@@ -97,7 +99,7 @@ def test_the_same_histogram_reads_the_same_both_ways() -> None:
         assert [c for _, c in _pairs(scraped)] == [c for _, c in expected]
         np.testing.assert_allclose([v for v, _ in _pairs(scraped)], [v for v, _ in expected], rtol=1e-12)
     # (0.1, 0.25] held 7, then 20: 13 new, read at sqrt(0.1 * 0.25) = 0.158 s (the old scrape rule: 0.175 s).
-    named = [c for v, c in _pairs(results[1][0]) if math.isclose(v, math.sqrt(0.1 * 0.25))]
+    named = [c for v, c in _pairs(results[0][0]) if math.isclose(v, math.sqrt(0.1 * 0.25))]
     assert named == [13]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import statistics
 from pathlib import Path
@@ -21,7 +22,7 @@ ASUSTEK_TPS = [4103.7, 4163.89, 4089.58, 4212.49, 4119.21, 4204.21, 4157.72, 418
 
 
 def test_asustek_set_in_the_published_form() -> None:
-    summary, stderr_warnings = summarize_result_dirs([ASUSTEK], gpus_per_node=None)
+    summary, stderr_warnings = summarize_result_dirs([ASUSTEK], gpus_per_node=1)  # ASUSTeK ran per GPU
     assert stderr_warnings == []
     assert summary.scenario == "Offline"
     assert [n.name for n in summary.nodes] == [
@@ -33,7 +34,8 @@ def test_asustek_set_in_the_published_form() -> None:
     assert summary.spread.min == min(ASUSTEK_TPS)
     assert summary.spread.median == pytest.approx(statistics.median(ASUSTEK_TPS))
     assert summary.spread.mean == pytest.approx(statistics.mean(ASUSTEK_TPS))
-    assert summary.gpus == 8  # default: one GPU behind each summary
+    assert summary.gpus == 8
+    assert summary.layout == "per-node"
     assert all(n.valid for n in summary.nodes)
     assert summary.warnings == ()
     # Four nodes have detail logs: their LoadGen version is reported; duration comes from them.
@@ -43,6 +45,15 @@ def test_asustek_set_in_the_published_form() -> None:
     node3 = summary.nodes[3].latency_ms["e2e"]
     assert node3["p99"] == pytest.approx(185438.999428)
     assert summary.latency_ms == {}  # node percentiles cannot be merged into a rack percentile
+
+
+def test_without_a_gpu_count_the_gpus_are_unknown_never_one() -> None:
+    summary, _ = summarize_result_dirs([ASUSTEK], gpus_per_node=None)
+    assert summary.gpus is None
+    assert math.isnan(summary.per_gpu_tokens_per_s)
+    assert all(n.gpus is None for n in summary.nodes)
+    assert summary.to_json()["aggregate"]["gpus"] is None
+    assert any("--gpus-per-node" in w for w in summary.warnings)
 
 
 def test_cli_json_and_table(run_cli) -> None:
@@ -95,7 +106,7 @@ def test_mixed_scenarios_are_an_error(run_cli) -> None:
 def test_no_summaries_is_an_error(tmp_path: Path, run_cli) -> None:
     result = run_cli("summarize", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.startswith("tokenwatch summarize: no mlperf_log_summary.txt found under")
+    assert result.stderr.startswith("tokenwatch summarize: no LoadGen result summary found under")
 
 
 def test_corrupt_summary_is_one_line_error(tmp_path: Path, run_cli) -> None:
@@ -114,7 +125,7 @@ def test_accuracy_runs_are_left_out(tmp_path: Path) -> None:
     accuracy.mkdir()
     text = (ASUSTEK / "llama2-70b_offline_performance_run_1_gpu_1" / "mlperf_log_summary.txt").read_text()
     (accuracy / "mlperf_log_summary.txt").write_text(text.replace("PerformanceOnly", "AccuracyOnly"))
-    summary, _ = summarize_result_dirs([tmp_path], None)
+    summary, _ = summarize_result_dirs([tmp_path], 1)
     assert [n.name for n in summary.nodes] == ["performance"]
     assert summary.warnings == ("accuracy: AccuracyOnly run left out (not a performance result)",)
 
@@ -136,7 +147,7 @@ def test_detail_disagreeing_with_summary_is_a_warning(tmp_path: Path) -> None:
     shutil.copytree(ASUSTEK / "llama2-70b_offline_performance_run_1_gpu_3", folder)
     detail = folder / "mlperf_log_detail.txt"
     detail.write_text(detail.read_text().replace('"value": 4212.49', '"value": 4000.0'))
-    summary, _ = summarize_result_dirs([tmp_path], None)
+    summary, _ = summarize_result_dirs([tmp_path], 1)
     assert summary.nodes[0].tokens_per_s == 4212.49
     assert summary.warnings == ("gpu3: summary says 4212.49 tokens/s, detail log says 4000 (summary used)",)
 

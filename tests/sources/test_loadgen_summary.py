@@ -130,7 +130,7 @@ def test_bad_number_line_is_skipped_with_file_and_line() -> None:
             lambda t: t.replace("Samples per second: 15.76\nTokens per second: 4103.7\n", ""),
             "samples or tokens",
         ),
-        (lambda _t: "", "no 'Scenario :' line"),
+        (lambda _t: "", "holds no LoadGen summary"),
     ],
 )
 def test_unusable_summary_is_one_line_error(tmp_path: Path, mutate, message: str) -> None:

@@ -279,7 +279,7 @@ def test_huge_lines_are_cut_reported_and_parsing_goes_on() -> None:
     assert [type(e) for e in smi.feed(huge + b"\n" + SMI_ROWS[:81], 1.0)] == [Notice, GpuBatch]
     log = LogProgressParser.preset("vllm", "n")
     assert isinstance(log.feed(huge + b"\nok\n", 1.0)[0], Notice)
-    scrape = MetricsScrapeParser("vllm", "n")
+    scrape = MetricsScrapeParser("vllm", "n", baseline=False)
     events = scrape.parse(SCRAPE.decode() + "x" * (1 << 20) + "\n", 1.0)
     assert [e.tokens_done for e in events if isinstance(e, Progress)] == [218152]
     assert any(isinstance(e, Notice) for e in events)

@@ -46,7 +46,7 @@ def test_real_idle_vllm_dumps(name: str) -> None:
 
 
 def test_real_busy_vllm_excerpt() -> None:
-    parser = MetricsScrapeParser("vllm", "node00")
+    parser = MetricsScrapeParser("vllm", "node00", baseline=False)  # counted in full: parsing alone
     events = parser.parse(BLOOM, 1.0)
     progress = [e for e in events if isinstance(e, Progress)]
     assert progress == [Progress(1.0, "node00", None, 218152, 1196)]
@@ -74,32 +74,58 @@ def _add_to_value(match: re.Match[str], extra: int) -> str:
     return f"{match.group(1)} {float(match.group(2)) + extra}"
 
 
+def test_the_first_scrape_of_a_busy_server_is_a_baseline() -> None:
+    """Attaching to a server that has run for hours: its lifetime counters are not this run's work."""
+    parser = MetricsScrapeParser("vllm", "node00")
+    events = parser.parse(BLOOM, 1.0)
+    assert events == [Progress(1.0, "node00", None, 0, 0)]  # 218,152 lifetime tokens, none of them ours
+
+
 def test_deltas_between_scrapes_and_counter_resets() -> None:
     parser = MetricsScrapeParser("vllm", "node00")
-    parser.parse(BLOOM, 1.0)
+    parser.parse(BLOOM, 1.0)  # the baseline: 218,152 tokens, 213 first tokens
     # 30 more first tokens land in (0.02, 0.04]: every cumulative bucket from 0.04 up grows by 30.
     second = _bump(BLOOM, 220000.0, {"0.04": 30, "0.06": 30, "0.08": 30})
     events = parser.parse(second, 2.0)
     (ttft,) = [e for e in events if isinstance(e, LatencyBatch)]
     assert ttft.values_s.tolist() == pytest.approx([math.sqrt(0.02 * 0.04)])
     assert _counts(ttft).tolist() == [30]
-    assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220000]
+    assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220000 - 218152]
     # The server restarts: counters fall to small values; nothing is lost or counted twice.
     restarted = _bump(BLOOM, 500.0, {})
     events = parser.parse(restarted, 3.0)
-    assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220500]
+    assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220000 - 218152 + 500]
     (ttft,) = [e for e in events if isinstance(e, LatencyBatch)]
-    assert int(_counts(ttft).sum()) == 213  # a reset histogram counts from zero again
+    assert int(_counts(ttft).sum()) == 213  # a reset histogram counts from zero again: all new
     # Same scrape again: no new observations, progress holds.
     events = parser.parse(restarted, 4.0)
     assert not [e for e in events if isinstance(e, LatencyBatch)]
-    assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220500]
+    assert [e.tokens_done for e in events if isinstance(e, Progress)] == [220000 - 218152 + 500]
+
+
+def test_attaching_to_a_long_running_server_shows_its_rate_not_its_lifetime() -> None:
+    """The issue's case: a server making 86.5 tok/s, scraped every 5 s from when we attach. The core's
+    10-s rate must be 86.5, not the lifetime counters spread over the first seconds."""
+    core = RackCore()
+    core.ingest(RunStarted(0.0, "t", "Server", ("node00",), 1, None, None, "live", 0.0))
+    parser = MetricsScrapeParser("vllm", "node00")
+    rate = 86.5
+    for k in range(7):
+        t = 1.0 + 5.0 * k
+        for event in parser.parse(_bump(BLOOM, 218152.0 + rate * 5.0 * k, {}), t):
+            core.ingest(event)
+        shown = core.snapshot().aggregate.tokens_per_s
+        if k >= 1:
+            assert shown <= rate * 1.01  # never a spike (without the baseline: 36,430 tok/s at k=1)
+        if k >= 2:  # the 10-s window lies wholly after the first scrape
+            assert shown == pytest.approx(rate, rel=0.01)
+    assert int(core.state.tokens[0]) == round(rate * 5.0 * 6)
 
 
 def test_histogram_deltas_merge_into_the_core() -> None:
     core = RackCore()
     core.ingest(RunStarted(0.0, "t", "Server", ("node00",), 1, None, None, "live", 0.0))
-    parser = MetricsScrapeParser("vllm", "node00")
+    parser = MetricsScrapeParser("vllm", "node00", baseline=False)
     for event in parser.parse(BLOOM, 1.0) + parser.parse(_bump(BLOOM, 220000.0, {"0.08": 5}), 2.0):
         core.ingest(event)
     hist = core.state.rack_latency["ttft"]
@@ -121,7 +147,7 @@ def test_series_are_summed_and_reset_one_by_one() -> None:
             f'vllm:request_success_total{{engine="0",finished_reason="length"}} {b / 100}\n'
         )
 
-    parser = MetricsScrapeParser("vllm", "n")
+    parser = MetricsScrapeParser("vllm", "n", baseline=False)
     first = parser.parse(scrape(1000, 2000), 1.0)[0]
     assert isinstance(first, Progress)
     assert (first.samples_done, first.tokens_done) == (30, 3000)
@@ -150,7 +176,7 @@ def test_bad_lines_cost_one_line_not_the_scrape() -> None:
     lines = BLOOM.splitlines()
     lines.insert(4, 'vllm:prompt_tokens_total{model_name="x} 12')
     lines.insert(9, "\x00\x01 binary junk")
-    parser = MetricsScrapeParser("vllm", "n")
+    parser = MetricsScrapeParser("vllm", "n", baseline=False)
     events = parser.parse("\n".join(lines), 1.0)
     notices = [e.message for e in events if isinstance(e, Notice)]
     assert len(notices) == 2
@@ -170,7 +196,7 @@ def test_sglang_and_trtllm_presets() -> None:
         'sglang:e2e_request_latency_seconds_bucket{le="1.0",model_name="m"} 40.0\n'
         'sglang:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 42.0\n'
     )
-    events = MetricsScrapeParser("sglang", "s").parse(sglang, 1.0)
+    events = MetricsScrapeParser("sglang", "s", baseline=False).parse(sglang, 1.0)
     assert events[0] == Progress(1.0, "s", 42, 7557, 812)
     e2e = events[1]
     assert isinstance(e2e, LatencyBatch)
@@ -183,7 +209,7 @@ def test_sglang_and_trtllm_presets() -> None:
         'trtllm_time_per_output_token_seconds_bucket{le="0.01"} 0.0\n'
         'trtllm_time_per_output_token_seconds_bucket{le="0.025"} 155.0\n'
     )
-    events = MetricsScrapeParser("trtllm", "t").parse(trtllm, 1.0)
+    events = MetricsScrapeParser("trtllm", "t", baseline=False).parse(trtllm, 1.0)
     assert events[0] == Progress(1.0, "t", 155, None, None)  # no token counter in trtllm-serve's metrics
     tpot = events[1]
     assert isinstance(tpot, LatencyBatch)

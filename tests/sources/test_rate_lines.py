@@ -205,6 +205,15 @@ def test_a_clock_that_goes_back_restarts_the_stream_with_a_warning() -> None:
     assert _last(events).tokens_done == 100 * 10 + 100 * 10  # never a negative or hour-long credit
 
 
+def test_after_one_misstamped_line_the_clock_counts_from_the_last_good_one() -> None:
+    """A line stamped an hour back, then the clock is right again: the next line is credited the 3 s
+    since the last good line, not a whole interval nor the hour back and forth."""
+    parser = LogProgressParser.preset("vllm", "n")
+    stamps = [START, START + timedelta(seconds=10), START - timedelta(hours=1), START + timedelta(seconds=13)]
+    events = _feed(parser, [_vllm_v1(s, 100.0, 0.0, 0) for s in stamps])
+    assert _last(events).tokens_done == 100 * 10 + 100 * 3
+
+
 def test_two_processes_writing_one_log_are_counted_once_each() -> None:
     parser = LogProgressParser.preset("vllm", "n")
     lines = []

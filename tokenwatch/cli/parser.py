@@ -194,7 +194,8 @@ def build_parser() -> OneLineParser:
         type=int,
         default=None,
         metavar="N",
-        help="result folders: GPUs behind each LoadGen summary (default 1)",
+        help="result folders: GPUs behind each LoadGen summary where the submission's systems/*.json "
+        "does not say (default: unknown, never assumed)",
     )
 
     sub.add_parser("profiles", help="list the simulator profiles")
@@ -213,7 +214,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="result folders: GPUs behind each LoadGen summary (default 1)",
+        help="result folders: GPUs behind each LoadGen summary where the submission's systems/*.json "
+        "does not say (default: unknown, never assumed)",
     )
 
 

@@ -54,7 +54,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.write(f"  progress  {p.kind:<16} {detail}" + (f" ({extra})" if extra else "") + "\n")
     a = config.alerts
     out.write(
-        f"  alerts    straggler {a.straggler_pct:g}%, stale after {a.stale_after_s:g} s, "
+        f"  alerts    straggler {a.straggler_pct:g}%, stale after {a.stale_after_s:g} s "
+        "(or 3 of a source's intervals, if longer), "
         f"TTFT SLA {a.ttft_sla_s:g} s, TPOT SLA {a.tpot_sla_s * 1000:g} ms\n"
     )
     return 0

@@ -1,4 +1,5 @@
-"""The Prometheus HTTP API, instant queries only: ``GET /api/v1/query`` and its JSON answer.
+"""The Prometheus HTTP API: instant queries (``GET /api/v1/query``) and, to fill in a run's history when
+the watch attaches late, range queries (``GET /api/v1/query_range``), and their JSON answers.
 
 One pooled ``httpx.AsyncClient`` per :class:`PrometheusApi`, kept for the life of a collector's run:
 a poll's queries go out side by side over HTTP/1.1 keep-alive connections that the next poll reuses,
@@ -23,6 +24,7 @@ KEEPALIVE_S = 60.0
 MAX_CONNECTIONS = 16  # one poll asks at most ~16 queries at once
 
 Sample = tuple[dict[str, str], float]
+RangeSeries = tuple[dict[str, str], list[tuple[float, float]]]  # labels, (Unix time, value) points
 
 
 class PromApiError(Exception):
@@ -65,15 +67,7 @@ class PrometheusApi:
 
     async def query(self, promql: str) -> list[Sample]:
         """The instant vector (or scalar) ``promql`` evaluates to now, as (labels, value) pairs."""
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                status, body = await self._get(promql)
-        except (TimeoutError, httpx.TimeoutException):
-            raise PromApiError(f"no answer from {self.base_url} within {self.timeout_s:g} s") from None
-        except httpx.TransportError as exc:
-            raise PromApiError(f"cannot reach {self.base_url}: {_one_line(exc)}") from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise PromApiError(f"query to {self.base_url} failed: {_one_line(exc)}") from None
+        status, body = await self._ask("/api/v1/query", {"query": promql})
         if status != 200:
             # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
             try:
@@ -82,9 +76,29 @@ class PrometheusApi:
                 raise PromApiError(f"HTTP {status}: {inner}") from None
         return parse_response(body)
 
-    async def _get(self, promql: str) -> tuple[int, bytes]:
-        url = self.base_url + "/api/v1/query"
-        async with self._client.stream("GET", url, params={"query": promql}) as response:
+    async def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
+        """``promql`` evaluated every ``step_s`` from ``start`` to ``end`` (Unix times): per series, its
+        labels and (time, value) points."""
+        params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
+        status, body = await self._ask("/api/v1/query_range", params)
+        try:
+            return parse_range_response(body)
+        except PromApiError as inner:
+            raise PromApiError(f"HTTP {status}: {inner}" if status != 200 else str(inner)) from None
+
+    async def _ask(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._get(path, params)
+        except (TimeoutError, httpx.TimeoutException):
+            raise PromApiError(f"no answer from {self.base_url} within {self.timeout_s:g} s") from None
+        except httpx.TransportError as exc:
+            raise PromApiError(f"cannot reach {self.base_url}: {_one_line(exc)}") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise PromApiError(f"query to {self.base_url} failed: {_one_line(exc)}") from None
+
+    async def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
+        async with self._client.stream("GET", self.base_url + path, params=params) as response:
             ok = response.status_code == 200
             limit = MAX_RESPONSE_BYTES if ok else MAX_ERROR_BYTES
             chunks: list[bytes] = []
@@ -108,8 +122,7 @@ def _value(pair: Any) -> float:
         raise PromApiError(f"a sample value is not a number: {pair[1][:40]!r}") from None
 
 
-def parse_response(body: bytes) -> list[Sample]:
-    """Parses an /api/v1/query answer; anything unexpected is a :class:`PromApiError`."""
+def _data(body: bytes) -> dict[str, Any]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -122,6 +135,39 @@ def parse_response(body: bytes) -> list[Sample]:
     data = doc.get("data")
     if not isinstance(data, dict):
         raise PromApiError("the answer has no data object")
+    return data
+
+
+def parse_range_response(body: bytes) -> list[RangeSeries]:
+    """Parses an /api/v1/query_range answer (a matrix); anything unexpected is a :class:`PromApiError`."""
+    data = _data(body)
+    if data.get("resultType") != "matrix":
+        raise PromApiError(f"expected a range matrix, got {str(data.get('resultType'))[:20]!r}")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise PromApiError("the matrix result is not a list")
+    series: list[RangeSeries] = []
+    for item in result:
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+            raise PromApiError("a matrix element has no metric labels")
+        values = item.get("values")
+        if not isinstance(values, list):
+            raise PromApiError("a matrix element has no values")
+        points = []
+        for pair in values:
+            value = _value(pair)
+            stamp = pair[0]
+            if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+                raise PromApiError(f"a point's time is not a number: {str(stamp)[:40]}")
+            if not math.isnan(value):
+                points.append((float(stamp), value))
+        series.append(({str(k): str(v) for k, v in item["metric"].items()}, points))
+    return series
+
+
+def parse_response(body: bytes) -> list[Sample]:
+    """Parses an /api/v1/query answer; anything unexpected is a :class:`PromApiError`."""
+    data = _data(body)
     kind = data.get("resultType")
     result = data.get("result")
     if kind == "scalar":

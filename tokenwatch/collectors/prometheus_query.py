@@ -7,18 +7,29 @@ maps the node label to the run's nodes, and emits the same events an SSH or NVML
 the cumulative ``le`` buckets, by the same rule as a scrape: :mod:`tokenwatch.sources.le_buckets`).
 An unreachable server or a bad query is a :class:`Notice`, once per problem, never an exception; nodes
 with no data simply go stale in the core. One pooled HTTP client serves the whole run.
+
+Counters in Prometheus count since each server started, not since the watch did: a node's first reading
+of a counter (and of a histogram's buckets) is its **baseline**, as ``rate()`` treats it, and what the run
+is credited is the growth since (a counter that falls restarted: what it had counted is kept).
+
+Prometheus keeps history, so a watch that attaches late fills in the run from its start
+(:meth:`PrometheusQueryCollector.history`, ``/api/v1/query_range`` at the poll interval): the same
+events, at the times Prometheus has them. Where no other source knows when the run began,
+:meth:`~PrometheusQueryCollector.run_start` says: the first step in the last ``lookback`` (3 h) at which
+the rack's generated-token counters grew.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.prometheus_api import PrometheusApi, Sample
+from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.events import (
     GPU_METRICS,
@@ -34,6 +45,8 @@ from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
 from tokenwatch.sources.metric_catalogue import throttle_mask
 
 MAX_NOTICES_PER_KIND = 20
+DEFAULT_LOOKBACK_S = 3 * 3600.0
+MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
 
 
 class PrometheusQueryCollector:
@@ -57,6 +70,8 @@ class PrometheusQueryCollector:
         queries: Mapping[str, str] | None = None,
         timeout_s: float = 5.0,
         polls: int | None = None,
+        baseline: bool = True,
+        lookback_s: float = DEFAULT_LOOKBACK_S,
     ) -> None:
         """``now()`` gives run seconds for the events; ``queries`` overrides preset fields (see
         :mod:`tokenwatch.collectors.prometheus_presets`); ``polls`` stops after that many rounds."""
@@ -79,6 +94,12 @@ class PrometheusQueryCollector:
         )
         self.node_label, self.gpu_label = node_label, gpu_label
         self._index = {n: i for i, n in enumerate(self.nodes)}
+        self.baseline = baseline
+        self.lookback_s = lookback_s
+        # Per counter (tokens, samples, prompt tokens) and node: the last raw reading (-1 = none yet) and
+        # what to add to a raw reading to get the run's count (minus the baseline, plus counts before resets).
+        self._last_raw = np.full((3, len(self.nodes)), -1, np.int64)
+        self._offsets = np.zeros((3, len(self.nodes)), np.int64)
         self._last_counters = np.zeros((3, len(self.nodes)), np.int64)
         self._last_buckets: dict[tuple[str, int], BucketRead] = {}
         self._failing: dict[str, str] = {}  # field -> current error (notice on change only)
@@ -123,9 +144,72 @@ class PrometheusQueryCollector:
                 )
             results[field] = answer
         events += self._gpu_events(t, results)
-        events += self._progress_events(t, results)
+        events += self.progress_events(t, results)
         events += self.latency_events(t, results)
         return events + self._pending_notices(t)
+
+    # -------------------------------------------------------------- history
+    def _step(self, start: float, end: float) -> float:
+        return max(self.interval_s, (end - start) / MAX_RANGE_POINTS)
+
+    async def run_start(self, watch_wall: float) -> float | None:
+        """When the run began (Unix time) as Prometheus can tell: the start of the first step in the last
+        ``lookback_s`` at which any node's generated-token counter grew; None without a token query, with
+        no growth, or when Prometheus cannot answer (a notice says why)."""
+        if "tokens" not in self.queries or self.lookback_s <= 0:
+            return None
+        start = watch_wall - self.lookback_s
+        step = self._step(start, watch_wall)
+        try:
+            async with PrometheusApi(self.url, self.timeout_s) as api:
+                series = await api.query_range(self.queries["tokens"], start, watch_wall, step)
+        except PromApiError as exc:
+            self._failing["history"] = f"prometheus: no history: {exc}"
+            return None
+        grew = [
+            later
+            for _, points in series
+            for (_, before), (later, after) in itertools.pairwise(points)
+            if after > before
+        ]
+        return max(start, min(grew) - step) if grew else None
+
+    async def history(self, start_wall: float, end_wall: float) -> list[Event]:
+        """Every query's answers from ``start_wall`` to ``end_wall`` at the poll interval, as the events a
+        poll makes, at Prometheus' own times (Unix time). The first point is each counter's baseline;
+        live polls then go on from the last one."""
+        step = self._step(start_wall, end_wall)
+        fields = list(self.queries)
+        async with PrometheusApi(self.url, self.timeout_s * 4) as api:
+            answers = await asyncio.gather(
+                *(api.query_range(self.queries[f], start_wall, end_wall, step) for f in fields),
+                return_exceptions=True,
+            )
+        at: dict[float, dict[str, list[Sample]]] = {}
+        events: list[Event] = []
+        for field, answer in zip(fields, answers, strict=True):
+            if isinstance(answer, BaseException):
+                events.append(
+                    Notice(
+                        end_wall,
+                        "warning",
+                        f"prometheus: no history of {field!r}: {answer}",
+                        source=self.name,
+                    )
+                )
+                continue
+            for labels, points in answer:
+                for stamp, value in points:
+                    at.setdefault(stamp, {}).setdefault(field, []).append((labels, value))
+        for stamp in sorted(at):
+            results = at[stamp]
+            events += self._gpu_events(stamp, results)
+            events += self.progress_events(stamp, results)
+            events += self.latency_events(stamp, results)
+        problem = self._failing.pop("history", None)
+        if problem is not None:
+            events.append(Notice(end_wall, "warning", problem, source=self.name))
+        return events + self._pending_notices(end_wall)
 
     # -------------------------------------------------------------- mapping
     def node_of(self, value: str | None) -> int | None:
@@ -200,7 +284,7 @@ class PrometheusQueryCollector:
             array.flags.writeable = False
         return [GpuBatch(t, node_index, gpu, values, reasons)]
 
-    def _progress_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
+    def progress_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
         if "tokens" not in results:
             return []
         seen: dict[int, list[int | None]] = {}
@@ -213,12 +297,18 @@ class PrometheusQueryCollector:
         nodes = sorted(i for i, v in seen.items() if v[0] is not None)
         if not nodes:
             return []
-        counters = self._last_counters
+        counters, last, offsets = self._last_counters, self._last_raw, self._offsets
         for i in nodes:
             for slot in range(3):
                 counter = seen[i][slot]
-                if counter is not None:
-                    counters[slot, i] = counter  # a node missing samples keeps the last value it had
+                if counter is None:
+                    continue  # a node missing samples keeps the last value it had
+                if last[slot, i] < 0:
+                    offsets[slot, i] = -counter if self.baseline else 0
+                elif counter < last[slot, i]:
+                    offsets[slot, i] += last[slot, i]  # restarted: keep what it had counted
+                last[slot, i] = counter
+                counters[slot, i] = offsets[slot, i] + counter
         index = np.array(nodes, np.int64)
         arrays = [index, counters[1, index], counters[0, index]]  # (fancy indexing copies)
         if "prompt_tokens" in results:
@@ -252,11 +342,12 @@ class PrometheusQueryCollector:
     ) -> LatencyBatch | None:
         """Node ``i``'s cumulative ``(le, count)`` pairs -> the observations added since the last poll."""
         key = (metric, i)
-        delta = bucket_delta(pairs, self._last_buckets.get(key))
+        before = self._last_buckets.get(key)
+        delta = bucket_delta(pairs, before)
         if delta.keep is not None:
             self._last_buckets[key] = delta.keep
         if delta.problem is not None:
             self._bucket_problems[f"prometheus {metric} of {self.nodes[i]}: {delta.problem}"] = None
-        if not len(delta.counts):
-            return None
+        if not len(delta.counts) or (before is None and self.baseline):
+            return None  # nothing new, or the first reading: the baseline
         return LatencyBatch(t, self.nodes[i], metric, delta.values_s, delta.counts)

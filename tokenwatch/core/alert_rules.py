@@ -38,7 +38,7 @@ def _stale(state: RackState, t: float, codes: np.ndarray) -> None:
         reason = (
             state.state_reason[i]
             if state.explicit_state[i] == 1
-            else f"no data for {state.config.stale_after_s:g} s"
+            else f"no data for {state.stale_limit_s[i]:g} s"
         )
         state.alerts.condition(
             t,

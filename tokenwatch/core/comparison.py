@@ -48,7 +48,7 @@ def compare_runs(
         ComparedFigure(
             "Throughput", "Per GPU", "tokens/s", a.per_gpu_tokens_per_s, b.per_gpu_tokens_per_s, "higher"
         ),
-        ComparedFigure("Throughput", "GPUs", "", float(a.gpus), float(b.gpus), "neither"),
+        ComparedFigure("Throughput", "GPUs", "", _count(a.gpus), _count(b.gpus), "neither"),
         ComparedFigure("Node spread", "Max single-node", "tokens/s", a.spread.max, b.spread.max, "higher"),
         ComparedFigure("Node spread", "Min single-node", "tokens/s", a.spread.min, b.spread.min, "higher"),
         ComparedFigure(
@@ -94,3 +94,7 @@ def compare_runs(
                 )
             )
     return tuple(rows)
+
+
+def _count(value: int | None) -> float:
+    return math.nan if value is None else float(value)

@@ -22,7 +22,7 @@ class Efficiency:
     """Units: tokens/s, W; ``*_per_w`` in tokens/s per W (= tokens per joule)."""
 
     tokens_per_s: float
-    gpus: int
+    gpus: int | None  # None: not known (a LoadGen summary without its system description)
     mean_power_w: float | None  # measured, whole run (energy / duration)
     measured_tokens_per_s_per_w: float | None  # generated tokens / energy
     tdp_w: float | None  # per GPU

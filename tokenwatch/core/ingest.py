@@ -78,7 +78,22 @@ def _node(state: RackState, name: str) -> int | None:
 
 
 def _seen(state: RackState, i: int | np.ndarray, t: float) -> None:
-    state.last_seen[i] = np.fmax(state.last_seen[i], t)
+    """Node(s) ``i`` sent an event at ``t``: learn their cadence, then mark them seen."""
+    if isinstance(i, int | np.integer):
+        last = float(state.last_seen[i])
+        state.cadence.note_one(int(i), t, last)
+        if not last >= t:  # NaN (never seen) included
+            state.last_seen[i] = t
+        return
+    rows = np.unique(i)  # a batch names a node once per GPU row
+    state.cadence.note_rows(rows, t, state.last_seen[rows])
+    state.last_seen[rows] = np.fmax(state.last_seen[rows], t)
+
+
+def _seen_all(state: RackState, t: float) -> None:
+    """Every node sent an event at ``t`` (a whole-rack batch)."""
+    state.cadence.note_rows(slice(None), t, state.last_seen)
+    np.fmax(state.last_seen, t, out=state.last_seen)
 
 
 def _gpu_sample(state: RackState, ev: GpuSample) -> None:
@@ -104,8 +119,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
         state.gpu_throttle[node, :k] = ev.throttle_reasons
         np.fmax(state.sm_clock_max[node, :k], ev.values[:, _SM_CLOCK], out=state.sm_clock_max[node, :k])
         state.gpu_last_seen[node, :k] = ev.t
-        if not state.last_seen[node] >= ev.t:  # NaN (never seen) included
-            state.last_seen[node] = ev.t
+        _seen(state, node, ev.t)
         return
     if state.layout.whole_rack(ni, gi):
         shape = state.gpu_values.shape
@@ -113,7 +127,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
         state.gpu_throttle[:] = ev.throttle_reasons.reshape(shape[:2])
         np.fmax(state.sm_clock_max, state.gpu_values[:, :, _SM_CLOCK], out=state.sm_clock_max)
         state.gpu_last_seen[:] = ev.t
-        np.fmax(state.last_seen, ev.t, out=state.last_seen)
+        _seen_all(state, ev.t)
         return
     ok = (ni >= 0) & (ni < len(state.index)) & (gi >= 0) & (gi < state.gpu_values.shape[1])
     if not ok.all():
@@ -141,12 +155,12 @@ def _apply_counters(state: RackState, i: np.ndarray | slice, t: float, raw: np.n
         state.t_last_change[grew] = t
         state.tokens[:], state.samples[:], state.prompt_tokens[:] = totals
         state.t_first[np.isnan(state.t_first)] = t
-        np.fmax(state.last_seen, t, out=state.last_seen)
+        _seen_all(state, t)
         return
     state.t_last_change[i[grew]] = t
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     state.t_first[i[np.isnan(state.t_first[i])]] = t
-    state.last_seen[i] = np.fmax(state.last_seen[i], t)
+    _seen(state, i, t)
 
 
 def _progress(state: RackState, ev: Progress) -> None:
@@ -171,8 +185,7 @@ def _progress(state: RackState, ev: Progress) -> None:
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     if math.isnan(state.t_first[i]):
         state.t_first[i] = ev.t
-    if not state.last_seen[i] >= ev.t:  # NaN (never seen) included
-        state.last_seen[i] = ev.t
+    _seen(state, i, ev.t)
 
 
 def _progress_batch(state: RackState, ev: ProgressBatch) -> None:

@@ -62,7 +62,7 @@ class RunFigures:
 
     tokens_per_s: float
     per_gpu_tokens_per_s: float
-    gpus: int
+    gpus: int | None  # None only where a node's GPU count is unknown (result folders)
     power_mean_w: float
     tokens_per_joule: float
     duration_s: float

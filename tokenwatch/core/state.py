@@ -16,6 +16,7 @@ import numpy as np
 
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.batch_layout import BatchLayout
+from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
@@ -108,6 +109,7 @@ class RackState:
     sm_clock_max: FloatArray  # (nodes, gpus) highest SM clock each GPU has shown
     gpu_last_seen: FloatArray  # (nodes, gpus) run time of each GPU's latest sample (NaN = never)
     state_since: FloatArray  # run time of each node's latest explicit state change (NaN = none yet)
+    cadence: NodeCadence  # each node's gaps between events and the staleness limit they give
     latency: dict[LatencyMetric, list[LogHistogram]]
     rack_latency: dict[LatencyMetric, LogHistogram]
     latency_max: dict[LatencyMetric, float]
@@ -136,19 +138,26 @@ class RackState:
     last_sample_t: float = 0.0
 
     # ------------------------------------------------------------------ reads
+    @property
+    def stale_limit_s(self) -> FloatArray:
+        """Per node: seconds of silence after which it is stale, ``max(stale_after, 3 x its cadence)``
+        (:mod:`tokenwatch.core.cadence`)."""
+        return self.cadence.stale_limit_s
+
     def effective_state(self, t: float) -> np.ndarray:
-        """Node state codes at ``t``: explicit states, plus stale for silent 'up' nodes."""
+        """Node state codes at ``t``: explicit states, plus stale for 'up' nodes silent past their limit."""
         state = self.explicit_state.copy()
-        limit = self.config.stale_after_s
         # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
-        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > limit))
+        silent = (t - self.last_seen > self.stale_limit_s) | (
+            np.isnan(self.last_seen) & (t > self.config.stale_after_s)
+        )
         state[(state == 0) & silent] = _STALE
         return state
 
     def gpu_freshness(self, t: float, codes: np.ndarray) -> np.ndarray:
-        """Per-GPU codes at ``t`` (see ``core.snapshot.GPU_FRESHNESS``): 0 a sample within the staleness
-        limit, 1 older (or its node stale), 2 its node down, 3 never reported."""
-        limit = self.config.stale_after_s
+        """Per-GPU codes at ``t`` (see ``core.snapshot.GPU_FRESHNESS``): 0 a sample within its node's
+        staleness limit, 1 older (or its node stale), 2 its node down, 3 never reported."""
+        limit = self.stale_limit_s[:, None]
         out = np.zeros(self.gpu_last_seen.shape, np.int8)
         with np.errstate(invalid="ignore"):
             out[(t - self.gpu_last_seen > limit) | (codes[:, None] == _STALE)] = 1
@@ -236,6 +245,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         sm_clock_max=np.full((n, g), np.nan),
         gpu_last_seen=np.full((n, g), np.nan),
         state_since=np.full(n, np.nan),
+        cadence=NodeCadence.for_nodes(n, cfg.stale_after_s),
         latency={m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS},
         rack_latency={m: LogHistogram() for m in LATENCY_METRICS},
         latency_max=dict.fromkeys(LATENCY_METRICS, math.nan),

@@ -29,10 +29,11 @@ _STALE = STATE_CODE["stale"]
 
 @dataclass(frozen=True, slots=True)
 class NodeResult:
-    """One node's measured result. ``tokens_per_s`` = generated tokens / own measured duration."""
+    """One node's measured result. ``tokens_per_s`` = generated tokens / own measured duration.
+    ``gpus`` is None where nobody said (a LoadGen summary alone does not): never assumed."""
 
     name: str
-    gpus: int
+    gpus: int | None
     tokens_per_s: float
     samples_per_s: float
     valid: bool | None = None  # None: validity unknown (a recording); False: LoadGen said INVALID
@@ -67,10 +68,16 @@ class RunSummary:
     status: str = ""  # what a cut-off run reads as (``INTERRUPTED at 07:44 (8.8 % of samples)``)
     verdict: RunVerdict | None = None  # the MLPerf verdict, each rule as LoadGen judges it
 
+    # Result folders: "system" (one LoadGen run for the whole system) or "per-node" (one per node, summed);
+    # None for recordings. ``apart``: ranging and compliance runs, listed, never in the aggregate.
+    layout: str | None = None
+    apart: tuple[NodeResult, ...] = ()
+
     @property
-    def gpus(self) -> int:
-        """GPUs of every node listed."""
-        return sum(node.gpus for node in self.nodes)
+    def gpus(self) -> int | None:
+        """The GPUs behind the aggregate; None when any node's count is unknown."""
+        counts = [node.gpus for node in self.nodes]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
     @property
     def counted_nodes(self) -> tuple[NodeResult, ...]:
@@ -83,9 +90,10 @@ class RunSummary:
         return tuple(n for n in self.nodes if did_work(n) and n.finished)
 
     @property
-    def gpus_counted(self) -> int:
-        """GPUs that took part: those of the nodes that did work."""
-        return sum(node.gpus for node in self.counted_nodes)
+    def gpus_counted(self) -> int | None:
+        """GPUs that took part: those of the nodes that did work (None when any count is unknown)."""
+        counts = [node.gpus for node in self.counted_nodes]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
     @property
     def tokens_per_s(self) -> float:
@@ -135,6 +143,10 @@ class RunSummary:
                 "mean_w": _num(self.power_mean_w),
                 "tokens_per_joule": _num(self.tokens_per_joule),
             }
+        if self.layout is not None:
+            out["layout"] = self.layout
+        if self.apart:
+            out["not_in_aggregate"] = [_node_json(node) for node in self.apart]
         if self.warnings:
             out["warnings"] = list(self.warnings)
         if self.verdict is not None:
@@ -181,6 +193,8 @@ def summarize_nodes(
     end_reason: str | None = None,
     status: str = "",
     verdict: RunVerdict | None = None,
+    layout: str | None = None,
+    apart: Sequence[NodeResult] = (),
 ) -> RunSummary:
     """Rack figures from node results; invalid nodes stay listed but are flagged, not hidden. The
     spread is over the nodes that finished their work (see :class:`RunSummary`)."""
@@ -200,6 +214,8 @@ def summarize_nodes(
         end_reason,
         status,
         verdict,
+        layout,
+        tuple(apart),
     )
 
 
@@ -315,12 +331,13 @@ def coverage_lines(summary: RunSummary) -> list[str]:
     total = len(summary.nodes)
     counted, in_spread = summary.counted_nodes, summary.spread_nodes
     if len(counted) == len(in_spread) == total:
-        return [f"Covers all {total} nodes."]
+        return [f"Covers all {total} nodes." if total > 1 else "Covers its one result."]
     counted_names = {n.name for n in counted}
     spread_names = {n.name for n in in_spread}
     idle = [n.name for n in summary.nodes if n.name not in counted_names]
     partial = [n.name for n in counted if n.name not in spread_names]
-    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({summary.gpus_counted} GPUs)"
+    gpus = summary.gpus_counted
+    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({gpus if gpus is not None else 'unknown'} GPUs)"
     if idle:
         aggregate += f"; no work from {name_list(idle)}"
     single = f"Single-node figures and spread: {len(in_spread)} of {total} nodes"

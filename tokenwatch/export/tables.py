@@ -25,7 +25,7 @@ def summary_table(run: RunData) -> Table:
     rows: list[tuple[str, float | None, str]] = [
         ("duration", s.duration_s, "s"),
         ("nodes", float(len(s.nodes)), ""),
-        ("gpus", float(s.gpus), ""),
+        ("gpus", math.nan if s.gpus is None else float(s.gpus), ""),
         ("aggregate_tokens_per_s", s.tokens_per_s, "tokens/s"),
         ("per_gpu_tokens_per_s", s.per_gpu_tokens_per_s, "tokens/s"),
     ]
@@ -59,7 +59,7 @@ def nodes_table(run: RunData) -> Table:
     states = list(run.snapshot.nodes.state) if run.snapshot else [""] * len(nodes)
     return {
         "node": [n.name for n in nodes],
-        "gpus": np.array([n.gpus for n in nodes], dtype=np.int64),
+        "gpus": _gpu_counts([n.gpus for n in nodes]),
         "tokens_per_s": np.array([n.tokens_per_s for n in nodes], dtype=np.float64),
         "samples_per_s": np.array([n.samples_per_s for n in nodes], dtype=np.float64),
         "valid": ["" if n.valid is None else str(n.valid).lower() for n in nodes],
@@ -191,3 +191,10 @@ def write_parquet(run: RunData, folder: Path) -> list[Path]:
             raise ExportError(f"{path}: cannot write: {exc}") from None
         written.append(path)
     return written
+
+
+def _gpu_counts(counts: list[int | None]) -> np.ndarray:
+    """Whole numbers where every count is known, else floats with NaN (an empty CSV cell) where not."""
+    if all(c is not None for c in counts):
+        return np.array(counts, dtype=np.int64)
+    return np.array([math.nan if c is None else c for c in counts], dtype=np.float64)

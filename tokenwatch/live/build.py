@@ -55,6 +55,8 @@ def rack_collectors(
 
     nodes = [t.name for t in targets]
 
+    from tokenwatch.collectors.prometheus_query import DEFAULT_LOOKBACK_S
+
     def querying(url: str | None, label: str | None, interval_s: float, **what: Any) -> Collector:
         return PrometheusQueryCollector(
             url=url or "",
@@ -75,7 +77,13 @@ def rack_collectors(
             preset = p.preset or "vllm"
             collectors.append(
                 querying(
-                    p.url, p.node_label, p.interval_s or 5.0, gpu=False, progress=True, progress_preset=preset
+                    p.url,
+                    p.node_label,
+                    p.interval_s or 5.0,
+                    gpu=False,
+                    progress=True,
+                    progress_preset=preset,
+                    lookback_s=DEFAULT_LOOKBACK_S if p.lookback_s is None else p.lookback_s,
                 )
             )
     return collectors

@@ -82,6 +82,9 @@ class ProgressSourceConfig:
     node_label: str | None = None
     interval_s: float | None = duration_field(None, key="interval")
     tokens_per_sample: float | None = None  # loadgen-trace, endpoints-events: they count samples, not tokens
+    lookback_s: float | None = duration_field(
+        None, key="lookback"
+    )  # prometheus-query: where to seek the start
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ _PROGRESS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "endpoints-events": (("path",), ("path", "tokens_per_sample")),
     "log": (("path",), ("path", "preset", "patterns")),
     "prometheus": (("url", "preset"), ("url", "preset", "interval")),
-    "prometheus-query": (("url",), ("url", "node_label", "interval", "preset")),
+    "prometheus-query": (("url",), ("url", "node_label", "interval", "preset", "lookback")),
 }
 
 
@@ -252,6 +255,8 @@ def _check_progress(reader: Reader, source: ProgressSourceConfig, path: KeyPath,
         _check_url(reader, (*path, "url"), source.url)
     if source.interval_s is not None and source.interval_s < 0.1:
         raise reader.error((*path, "interval"), "must be at least 100ms")
+    if source.lookback_s is not None and not 0 <= source.lookback_s <= 24 * 3600:
+        raise reader.error((*path, "lookback"), "must be between 0s (no history) and 24h")
 
 
 def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: KeyPath) -> None:

@@ -1,7 +1,8 @@
 """One node's verdict, from its connection and its streams, published only when it changes.
 
 A node is **down** while its connection is (refused, auth error, host key, dropped), **stale**
-while any stream that should tick (nvidia-smi, a scrape) has been silent for ``stale_after``,
+while any stream that should tick (nvidia-smi, a scrape) has been silent past its limit
+(``max(stale_after, 3 x its observed interval)``, see :mod:`tokenwatch.live.source_supervisor`),
 and **up** otherwise. Once a parser reports the node **finished**, later connection trouble is
 the job ending, not a failure: nothing more is published.
 """

@@ -3,7 +3,8 @@
 Each node is its own fault domain, as the rack is built: its connection, its retries and its
 backoff are its own, and nothing it raises reaches another node. A node that comes back resumes
 its tails from their byte offsets with the same parsers (see :class:`FileTailSource`), so no
-work is counted twice.
+work is counted twice. Before the run starts, :meth:`NodeRunner.backfill` reads what its files already
+hold, on the connection its live sources then use.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import asyncio
 import random
 from collections.abc import Sequence
 
+import asyncssh
+
+from tokenwatch.live.backlog import Backfill
 from tokenwatch.live.backoff import STABLE_S, Backoff
-from tokenwatch.live.node_sources import NodeContext, NodeSource
+from tokenwatch.live.node_sources import FileTailSource, NodeContext, NodeSource
 from tokenwatch.live.source_supervisor import SourceSupervisor
-from tokenwatch.live.ssh_connect import ConnectError, SshConnector
+from tokenwatch.live.ssh_connect import ConnectError, HostKeyClient, SshConnector
 from tokenwatch.live.targets import NodeTarget
 from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
-from tokenwatch.live.transport import LocalTransport, SshTransport
+from tokenwatch.live.transport import LocalTransport, SshTransport, Transport
 
 
 class NodeRunner:
@@ -43,6 +47,38 @@ class NodeRunner:
         self.backoff = Backoff(backoff_base_s, backoff_cap_s, rng=self.rng)
         self.connects = 0
         self.supervisor: SourceSupervisor | None = None  # while its sources run
+        self._ready: tuple[asyncssh.SSHClientConnection, HostKeyClient] | None = None  # opened by backfill
+
+    async def backfill(self) -> list[Backfill]:
+        """What the node's files held when the watch began (see :mod:`tokenwatch.live.backlog`). A node
+        that cannot be reached now gives none: its files become baselines once it is."""
+        sources = [s for s in self.sources if isinstance(s, FileTailSource)]
+        if not sources:
+            return []
+        ctx = self.ctx
+        transport: Transport
+        if self.target.local or self.connector is None:
+            transport = LocalTransport()
+        else:
+            try:
+                self._ready = await self.connector.connect(self.target)
+            except ConnectError as exc:
+                await ctx.health.lost(str(exc))
+                await ctx.health.notice("ssh", "error", f"{self.target.name}: {exc}")
+                return []
+            self.connects += 1
+            await ctx.health.connected()
+            transport = SshTransport(self._ready[0])
+        done = []
+        for source in sources:
+            try:
+                done.append(await source.backfill(transport, ctx))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the history is lost, not the node: its backlog becomes a baseline
+                source.settled = False
+                await ctx.health.notice(source.name, "warning", f"{source.name}: no history: {exc}")
+        return done
 
     async def check_silence(self) -> None:
         if self.supervisor is not None:
@@ -71,19 +107,23 @@ class NodeRunner:
 
     async def _connect_and_run(self, connector: SshConnector) -> None:
         ctx = self.ctx
-        try:
-            conn, client = await connector.connect(self.target)
-        except ConnectError as exc:
-            await ctx.health.lost(str(exc))
-            await ctx.health.notice("ssh", "error", f"{self.target.name}: {exc}")
-            return
-        self.connects += 1
-        up_since = ctx.clock.time()
-        await ctx.health.connected()
-        if self.connects > 1:
-            await ctx.health.notice("ssh", "info", f"{self.target.name}: reconnected")
-        else:
+        if self._ready is not None:  # the connection the backfill opened
+            (conn, client), self._ready = self._ready, None
             ctx.health.forget_notice("ssh")
+        else:
+            try:
+                conn, client = await connector.connect(self.target)
+            except ConnectError as exc:
+                await ctx.health.lost(str(exc))
+                await ctx.health.notice("ssh", "error", f"{self.target.name}: {exc}")
+                return
+            self.connects += 1
+            await ctx.health.connected()
+            if self.connects > 1:
+                await ctx.health.notice("ssh", "info", f"{self.target.name}: reconnected")
+            else:
+                ctx.health.forget_notice("ssh")
+        up_since = ctx.clock.time()
         sources = asyncio.create_task(self._supervisor().run(SshTransport(conn)))
         closed = asyncio.create_task(conn.wait_closed())
         try:

@@ -7,12 +7,26 @@ on a fresh transport. Parsers come from factories, so this module knows nothing 
 
 from __future__ import annotations
 
+import asyncio
+import statistics
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tokenwatch.clock import Clock
-from tokenwatch.events import Emit, Event, NodeStatus
+from tokenwatch.core.cadence import CADENCE_GAPS, MIN_GAP_S
+from tokenwatch.events import Emit, Event, NodeStatus, Notice
+from tokenwatch.live.backlog import (
+    MAX_HISTORY_S,
+    Backfill,
+    BacklogParser,
+    Baseline,
+    place,
+    read_local_backlog,
+    read_remote_backlog,
+    retime,
+)
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
@@ -53,6 +67,7 @@ class NodeContext:
     health: NodeHealth
     index: int = 0  # the node's place in RunStarted.nodes (for batch events)
     last_data: dict[str, float] = field(default_factory=dict)
+    gaps: dict[str, deque[float]] = field(default_factory=dict)  # recent gaps between a source's arrivals
     gpu_index: NodeGpuIndex = field(init=False)  # this node's batch index columns, kept across reconnects
 
     def __post_init__(self) -> None:
@@ -63,7 +78,20 @@ class NodeContext:
         return self.clock.time() - self.t0
 
     def saw(self, source: str) -> None:
+        now = self.clock.time()
+        last = self.last_data.get(source)
+        if last is not None and now - last > MIN_GAP_S:
+            self.gaps.setdefault(source, deque(maxlen=CADENCE_GAPS)).append(now - last)
+        self.last_data[source] = now
+
+    def restarted(self, source: str) -> None:
+        """A fresh stream: it gets its time to speak, and the wait before it is no gap of its cadence."""
         self.last_data[source] = self.clock.time()
+
+    def cadence(self, source: str) -> float | None:
+        """The source's observed interval: the median of its recent gaps (None before two arrivals)."""
+        gaps = self.gaps.get(source)
+        return statistics.median(gaps) if gaps else None
 
     async def emit_all(self, events: Sequence[Event]) -> None:
         """Emit a parser's events (GPU parsers emit one batch per read themselves)."""
@@ -80,13 +108,15 @@ class NodeSource(Protocol):
     async def run(self, transport: Transport, ctx: NodeContext) -> None: ...
 
 
-async def _feed(ctx: NodeContext, source: str, parser: StreamParser, data: bytes) -> None:
+async def _feed(
+    ctx: NodeContext, source: str, parser: StreamParser, data: bytes, baseline: Baseline | None = None
+) -> None:
     try:
         events = parser.feed(data, ctx.now())
     except Exception as exc:  # a parser bug must not take the node's other streams with it
         await ctx.health.notice(source, "error", f"{source}: parser failed: {type(exc).__name__}: {exc}")
         return
-    await ctx.emit_all(events)
+    await ctx.emit_all(events if baseline is None else baseline.apply(events))
 
 
 def describe_exit(program: str, status: int | None, stderr: str) -> str:
@@ -127,7 +157,11 @@ class CommandSource:
 
 class FileTailSource:
     """Follows a file from the byte offset already read; a rotation or truncation starts a fresh parser
-    (the core counts the restart once), a reconnect resumes the same parser at the same byte."""
+    (the core counts the restart once), a reconnect resumes the same parser at the same byte.
+
+    What the file held when the watch began is read once first (:mod:`tokenwatch.live.backlog`): before
+    the run starts, :meth:`backfill` places it at its own times; a source that first runs later (its node
+    was unreachable at the start) takes it as a baseline, since the run's history is already written."""
 
     periodic_s: float | None = None
 
@@ -141,10 +175,66 @@ class FileTailSource:
         self.parser: StreamParser | None = None
         self.inode: str | None = None
         self.offset = 0
+        self.settled = False  # the file's content at the watch's start has been read (placed or a baseline)
+        self.baseline: Baseline | None = None
+
+    async def backfill(self, transport: Transport, ctx: NodeContext) -> Backfill:
+        """Before the run starts: the file's backlog at its own times, or as a baseline."""
+        return await self._read_backlog(transport, ctx, may_place=True)
+
+    async def _read_backlog(self, transport: Transport, ctx: NodeContext, *, may_place: bool) -> Backfill:
+        parser = self.parser = self.parser or self.parser_factory()
+        placing = parser if may_place and isinstance(parser, BacklogParser) else None
+        events: list[Event] = []
+
+        def consume(data: bytes) -> None:
+            if placing is not None:
+                events.extend(placing.feed_backlog(data))
+            else:
+                events.extend(parser.feed(data, 0.0))
+
+        if transport.local:
+            state = await asyncio.to_thread(read_local_backlog, self.path, consume)
+        else:
+            state = await read_remote_backlog(transport, self.path, consume, ctx.clock.wall)
+        self.settled = True
+        done = Backfill(
+            f"{self.name.split()[0]} of {ctx.node}"
+        )  # "log of node03": no paths in the run's meta
+        if state is None:
+            return done  # no file yet: all it will hold is this run's
+        self.inode, self.offset = state.inode, state.size
+        if state.skipped:
+            done.at_start.append(
+                Notice(
+                    0.0,
+                    "info",
+                    f"{self.path}: only its last {state.size - state.skipped:,} bytes were "
+                    "read for the run's history",
+                    ctx.node,
+                    self.name,
+                )
+            )
+        clock = None
+        if placing is not None:
+            last, clock = placing.end_backlog()
+            events += last
+        placed, start = place(events, clock, state.mtime) if clock is not None else ([], None)
+        if placed and placed[-1].t >= ctx.clock.wall() - MAX_HISTORY_S:
+            done.placed, done.start_wall = placed, start
+        else:  # no times to place it by, or a history that ended long ago (not this run's)
+            self.baseline = Baseline(ctx.node)
+            done.at_start += self.baseline.take(events)
+        if any(isinstance(e, NodeStatus) and e.state == "finished" and e.node == ctx.node for e in events):
+            ctx.health.mark_finished()
+        return done
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
         if self.parser is None:
             self.parser = self.parser_factory()
+        if not self.settled:  # the run is under way: what the file holds now is a baseline
+            done = await self._read_backlog(transport, ctx, may_place=False)
+            await ctx.emit_all([retime(e, ctx.now()) for e in done.at_start])
         if transport.local:
             tailer = LocalFileTailer(self.path, inode=self.inode, offset=self.offset, poll_s=self.poll_s)
             async for items in tailer.follow(ctx.clock):
@@ -173,7 +263,7 @@ class FileTailSource:
                 assert self.parser is not None
                 self.offset += len(item.data)
                 ctx.saw(self.name)
-                await _feed(ctx, self.name, self.parser, item.data)
+                await _feed(ctx, self.name, self.parser, item.data, self.baseline)
             elif isinstance(item, TailStart):
                 if item.offset != self.offset:
                     await ctx.health.notice(
@@ -181,11 +271,11 @@ class FileTailSource:
                         "info",
                         f"{self.path} was rotated or truncated meanwhile: reading it from the start",
                     )
-                    self.parser = self.parser_factory()
+                    self.parser, self.baseline = self.parser_factory(), None
                 self.inode, self.offset = item.inode, item.offset
                 ctx.saw(self.name)
             elif isinstance(item, TailReset):
-                self.parser = self.parser_factory()
+                self.parser, self.baseline = self.parser_factory(), None
                 self.offset = 0
                 self.inode = await inode_now()
                 await ctx.health.notice(self.name, "info", item.reason)

@@ -56,3 +56,24 @@ def tail_command(path: str, inode: str | None, offset: int) -> str:
 def stat_command(path: str) -> str:
     """``<inode> <size>`` of ``path`` (GNU stat, following symlinks)."""
     return shlex.join(["stat", "-L", "-c", "%i %s", "--", path])
+
+
+# $1 path, $2 most bytes to send. One header line, then the file's last bytes up to its size now:
+# TW-BACKLOG <inode|-> <size> <mtime> <node's clock now> <first byte sent>. mtime and "now" come from the
+# node's own clock, read together, so the reader can correct for the node's offset from its own clock.
+_BACKLOG_SCRIPT = (
+    'p=$1; max=$2; st=$(stat -L -c "%i %s" -- "$p" 2>/dev/null) || '
+    '{ printf "TW-BACKLOG - 0 0 0 0\\n"; exit 0; }; '
+    "ino=${st% *}; size=${st#* }; "
+    'mt=$(date -r "$p" +%s.%N 2>/dev/null) || mt=0; now=$(date +%s.%N); start=0; '
+    'if [ "$size" -gt "$max" ]; then start=$((size - max)); fi; '
+    'printf "TW-BACKLOG %s %s %s %s %s\\n" "$ino" "$size" "$mt" "$now" "$start"; '
+    'tail -c +"$((start + 1))" -- "$p" | head -c "$((size - start))"'
+)
+
+BACKLOG_HEADER = b"TW-BACKLOG "
+
+
+def backlog_command(path: str, max_bytes: int) -> str:
+    """``path``'s content up to its size now (its last ``max_bytes``), after one header line."""
+    return shlex.join(["sh", "-c", _BACKLOG_SCRIPT, "tokenwatch", path, str(max_bytes)])

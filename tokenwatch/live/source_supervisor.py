@@ -1,10 +1,13 @@
 """Keeps a node's sources running on one transport: retries with backoff, and notices silence.
 
 A source that ends (nvidia-smi exited, a tail died) is reported once and restarted after a
-jittered backoff; its siblings go on. A periodic source silent for ``stale_after`` makes the node
+jittered backoff; its siblings go on. A periodic source silent past its limit makes the node
 **stale** (with the reason); silent for ``restart_factor`` times that, its stream is restarted
-(a wedged channel or a hung command), the node staying stale until data flows again. Silence is
-checked by :meth:`SourceSupervisor.check_silence`, which the run calls once a second for all nodes.
+(a wedged channel or a hung command), the node staying stale until data flows again. A source's limit
+follows its cadence: ``max(stale_after, 3 x its interval)``, the interval being the median of its recent
+gaps between arrivals (before it has any, the configured one), so a scrape every 10 s is not stale
+after 5 s. Silence is checked by :meth:`SourceSupervisor.check_silence`, which the run calls once a
+second for all nodes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import random
 from collections.abc import Sequence
 
+from tokenwatch.core.cadence import STALE_CADENCE_FACTOR
 from tokenwatch.live.backoff import STABLE_S, Backoff
 from tokenwatch.live.node_sources import NodeContext, NodeSource, SourceEnded
 from tokenwatch.live.tasks import cancel_and_wait, raise_if_cancelling
@@ -34,7 +38,7 @@ class SourceSupervisor:
         self.sources = list(sources)
         self.ctx = ctx
         self.stale_after_s = stale_after_s
-        self.restart_after_s = stale_after_s * restart_factor
+        self.restart_factor = restart_factor
         self.retry_base_s = retry_base_s
         self.retry_cap_s = retry_cap_s
         self.rng = rng or random.Random()
@@ -43,8 +47,8 @@ class SourceSupervisor:
 
     async def run(self, transport: Transport) -> None:
         """Run every source until cancelled (the connection went, or the watch ends)."""
-        for source in self.sources:  # a fresh transport: every stream gets stale_after to speak
-            self.ctx.saw(source.name)
+        for source in self.sources:  # a fresh transport: every stream gets its limit to speak
+            self.ctx.restarted(source.name)
             self._restarted[source.name] = self.ctx.clock.time()
         tasks = [asyncio.create_task(self._keep_running(s, transport)) for s in self.sources]
         try:
@@ -89,15 +93,21 @@ class SourceSupervisor:
         for source in self.sources:
             if source.periodic_s is None:
                 continue
+            limit = self.stale_limit_s(source)
             silent = now - ctx.last_data.get(source.name, now)
-            if silent > self.stale_after_s:
-                await ctx.health.set_stale(source.name, f"no {source.name} data for {self.stale_after_s:g} s")
+            if silent > limit:
+                await ctx.health.set_stale(source.name, f"no {source.name} data for {limit:g} s")
                 quiet = now - max(ctx.last_data.get(source.name, now), self._restarted.get(source.name, now))
-                if quiet > self.restart_after_s and source.name in self._running:
+                if quiet > self.restart_factor * limit and source.name in self._running:
                     self._restarted[source.name] = now
                     self._running[source.name].cancel()
             else:
                 await ctx.health.clear_stale(source.name)
+
+    def stale_limit_s(self, source: NodeSource) -> float:
+        """Seconds of silence after which ``source`` makes its node stale."""
+        interval = self.ctx.cadence(source.name) or source.periodic_s or 0.0
+        return max(self.stale_after_s, STALE_CADENCE_FACTOR * interval)
 
 
 def _one_line(exc: BaseException) -> str:

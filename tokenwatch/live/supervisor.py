@@ -1,9 +1,12 @@
 """The live run: one collector that starts the run, runs every node, keeps time, and ends it.
 
-It emits ``RunStarted`` (t = 0 is when the watch started, from the injected clock), then a
-``Heartbeat`` every second so the core notices silent nodes, and ``RunEnded`` when
-``--stop-after`` has passed, every node reported finished, or the session is stopped (Ctrl-C).
-Each node runs in its own task (:class:`NodeRunner`): its failures become ``NodeStatus`` and
+Before anything is emitted, every node reads what its files already hold and every rack-wide source
+that keeps history is asked when the run began (:mod:`tokenwatch.live.history`). t = 0 is the run's own
+start where a source knows it (the first line of a log, LoadGen's start in its trace), else the moment
+the watch started; ``RunStarted`` says so (``meta``: ``attached_at_s``, ``t0``). The history follows in
+time order, then live data: a ``Heartbeat`` every second so the core notices silent nodes, and
+``RunEnded`` when ``--stop-after`` has passed, every node reported finished, or the session is stopped
+(Ctrl-C). Each node runs in its own task (:class:`NodeRunner`): its failures become ``NodeStatus`` and
 ``Notice`` events, never exceptions that reach its siblings.
 """
 
@@ -17,7 +20,9 @@ from typing import Any
 
 from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.events import Collector, Emit, Event, Heartbeat, NodeStatus, RunEnded, RunStarted
+from tokenwatch.live.backlog import Backfill, retime
 from tokenwatch.live.config import WatchConfig
+from tokenwatch.live.history import HistorySource, RunClock, merged, run_clock
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.node_runner import NodeRunner
 from tokenwatch.live.node_sources import NodeContext, NodeSource
@@ -33,6 +38,7 @@ class LiveOptions:
     heartbeat_s: float = 1.0
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 30.0
+    history_timeout_s: float = 120.0  # the most the backfill may take before live data flows
     # Once every node has finished, the tails keep reading this long: LoadGen writes its detail log's
     # result at the end too, maybe after the trace's last event (the verdict reads LoadGen's own).
     finish_grace_s: float = 1.0
@@ -68,12 +74,17 @@ class LiveCollector:
         self._finished: set[str] = set()
         self._all_finished = asyncio.Event()
         self._emit: Emit | None = None
+        self._held: list[Event] | None = None  # events before the run starts (connections, notices)
         self.t0 = 0.0
+        self.run_clock = RunClock(0.0, 0.0, "")
 
     def now(self) -> float:
         return self.clock.time() - self.t0
 
     async def emit(self, event: Event) -> None:
+        if self._held is not None:
+            self._held.append(event)
+            return
         if isinstance(event, NodeStatus) and event.state == "finished":
             self._finished.add(event.node)
             if len(self._finished & set(self.healths)) == len(self.healths):
@@ -82,12 +93,14 @@ class LiveCollector:
         await self._emit(event)
 
     def run_started(self) -> RunStarted:
-        run, config = self.config.run, self.config
+        run, config, clock = self.config.run, self.config, self.run_clock
         meta: dict[str, Any] = {
             "config": config.path,
             "gpu_source": config.gpu.source,
             "progress": [p.kind for p in config.progress],
             "local": config.local,
+            "attached_at_s": round(clock.attach_s, 3),
+            "t0": clock.started_by or "watch start",
         }
         if run.benchmark is not None:  # a replay of the recording judges by the same rules
             meta["benchmark"] = run.benchmark
@@ -100,14 +113,66 @@ class LiveCollector:
             run.duration_s,
             run.total_samples,
             "live",
-            self.clock.wall(),
+            clock.start_wall,
             meta,
         )
 
     async def run(self, emit: Emit) -> None:
         self._emit = emit
+        self._held = []
         self.t0 = self.clock.time()
+        self._make_runners()
+        history, watch_mono = await self._history()
+        self.t0 = watch_mono - self.run_clock.attach_s  # now() = run time: attach_s when the watch began
+        for runner in self.runners:
+            runner.ctx.t0 = self.t0
+        held, self._held = self._held, None
         await emit(self.run_started())
+        for event in merged(history, self.run_clock):
+            await self.emit(event)
+        for event in held:
+            await self.emit(retime(event, self.run_clock.attach_s))
+        tasks = [asyncio.create_task(r.run(), name=f"node {r.target.name}") for r in self.runners]
+        tasks += [asyncio.create_task(run_collector(c, self.emit, self.now)) for c in self.rack_collectors]
+        tasks.append(asyncio.create_task(self._heartbeat()))
+        reason = "interrupted"
+        try:
+            reason = await self._until_end()
+        finally:
+            await cancel_and_wait(tasks)
+            await emit(RunEnded(self.now(), reason))
+
+    async def _history(self) -> tuple[list[Backfill], float]:
+        """Every node's backlog and the rack-wide sources' start, then their history from the run's start
+        (bounded by ``history_timeout_s``: what is not read by then is taken as a baseline later), and
+        the monotonic time the watch joined the run at."""
+        done: list[Backfill] = []
+        histories = [c for c in self.rack_collectors if isinstance(c, HistorySource)]
+        watch_wall = self.clock.wall()
+        nodes = [asyncio.create_task(r.backfill()) for r in self.runners]
+        starts = [asyncio.create_task(h.run_start(watch_wall)) for h in histories]
+        budget = self.options.history_timeout_s
+        began = self.clock.time()
+        finished = await _settle([*nodes, *starts], budget)
+        for node in nodes:
+            if node in finished:
+                done += node.result()
+        known: list[tuple[str, float | None]] = [(d.source, d.start_wall) for d in done if d.placed]
+        for start, source in zip(starts, histories, strict=True):
+            if start in finished:
+                known.append((getattr(source, "name", "prometheus"), start.result()))
+        watch_wall, watch_mono = self.clock.wall(), self.clock.time()
+        self.run_clock = run_clock(watch_wall, known)
+        if self.run_clock.attach_s > 0 and histories:
+            left = max(0.0, budget - (self.clock.time() - began))
+            asks = [asyncio.create_task(h.history(self.run_clock.start_wall, watch_wall)) for h in histories]
+            finished = await _settle(asks, left)
+            for ask, source in zip(asks, histories, strict=True):
+                if ask in finished:
+                    done.append(Backfill(getattr(source, "name", "prometheus"), placed=ask.result()))
+        return done, watch_mono
+
+    def _make_runners(self) -> None:
         opts = self.options
         for index, target in enumerate(self.targets):
             health = NodeHealth(target.name, self.emit, self.now)
@@ -128,15 +193,6 @@ class LiveCollector:
                     rng=self.rng,
                 )
             )
-        tasks = [asyncio.create_task(r.run(), name=f"node {r.target.name}") for r in self.runners]
-        tasks += [asyncio.create_task(run_collector(c, self.emit, self.now)) for c in self.rack_collectors]
-        tasks.append(asyncio.create_task(self._heartbeat()))
-        reason = "interrupted"
-        try:
-            reason = await self._until_end()
-        finally:
-            await cancel_and_wait(tasks)
-            await emit(RunEnded(self.now(), reason))
 
     async def _until_end(self) -> str:
         waits: list[asyncio.Task[Any]] = [asyncio.create_task(self._all_finished.wait())]
@@ -156,10 +212,19 @@ class LiveCollector:
         """Every second: a Heartbeat (run time passes for the core) and every node's silence check,
         in one task for the whole rack rather than a timer per node."""
         interval = self.options.heartbeat_s
-        k = 1
+        k = int(self.now() / interval) + 1  # the run may be well under way when the watch joins it
         while True:
             await self.clock.sleep(max(0.0, k * interval - self.now()))
             await self.emit(Heartbeat(self.now()))
             for runner in self.runners:
                 await runner.check_silence()
             k = max(k + 1, int(self.now() / interval) + 1)
+
+
+async def _settle(tasks: list[asyncio.Task[Any]], timeout_s: float) -> set[asyncio.Task[Any]]:
+    """The tasks that finished without failing within ``timeout_s``; the others are cancelled."""
+    if not tasks:
+        return set()
+    done, pending = await asyncio.wait(tasks, timeout=max(0.001, timeout_s))
+    await cancel_and_wait(list(pending))
+    return {task for task in done if not task.cancelled() and task.exception() is None}

@@ -7,12 +7,19 @@ from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group
 
 
+def _what(summary: RunSummary) -> str:
+    """How many results over how many GPUs, and whether one LoadGen ran the whole system."""
+    gpus = "GPUs unknown" if summary.gpus is None else f"{summary.gpus} GPUs"
+    if summary.layout == "system":
+        return f"system result: one LoadGen run for the whole system, {gpus}"
+    if summary.layout == "per-node":
+        return f"{len(summary.nodes)} per-node results (one LoadGen run each), {gpus}"
+    return f"{len(summary.nodes)} nodes, {gpus}"
+
+
 def render_summary(summary: RunSummary) -> str:
     s = summary.spread
-    head = (
-        f"{summary.name} · {summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
-        f" · {format_clock(summary.duration_s)}"
-    )
+    head = f"{summary.name} · {summary.scenario} · {_what(summary)} · {format_clock(summary.duration_s)}"
     rows: list[tuple[str, str]] = [
         ("Total aggregate", group(summary.tokens_per_s, 1)),
         ("Max single-node", group(s.max, 1)),
@@ -40,6 +47,12 @@ def render_summary(summary: RunSummary) -> str:
     flagged = [n.name for n in summary.nodes if n.valid is False]
     if flagged:
         lines.append(f"Flagged node results (see the warnings): {', '.join(flagged)}")
+    for run in summary.apart:
+        result = run.extra.get("result") or "no result"
+        lines.append(
+            f"Not in the aggregate: {run.name} ({run.extra.get('kind', 'other')} run, {result}, "
+            f"{group(run.tokens_per_s, 1)} tokens/s)"
+        )
     for warning in summary.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

@@ -210,8 +210,8 @@ def render_comparison(a: RunData, b: RunData) -> str:
                     ["scenario", a.summary.scenario, b.summary.scenario],
                     [
                         "nodes x GPUs",
-                        f"{len(a.summary.nodes)} x {a.gpus_per_node}",
-                        f"{len(b.summary.nodes)} x {b.gpus_per_node}",
+                        f"{len(a.summary.nodes)} x {a.gpus_per_node or '?'}",
+                        f"{len(b.summary.nodes)} x {b.gpus_per_node or '?'}",
                     ],
                     ["start time", a.provenance.start_time or "—", b.provenance.start_time or "—"],
                     ["report by", f"tokenwatch {a.provenance.report_version}", ""],

@@ -40,7 +40,8 @@ def summary_rows(s: RunSummary) -> list[list[str]]:
 
 def subtitle(run: RunData) -> str:
     s = run.summary
-    parts = [s.scenario, f"{len(s.nodes)} nodes, {s.gpus} GPUs", format_clock(s.duration_s)]
+    gpus = "GPUs unknown" if s.gpus is None else f"{s.gpus} GPUs"
+    parts = [s.scenario, f"{len(s.nodes)} nodes, {gpus}", format_clock(s.duration_s)]
     if run.provenance.start_time:
         parts.append(f"started {run.provenance.start_time}")
     return " · ".join(parts)
@@ -72,7 +73,7 @@ def summary_section(run: RunData) -> str:
         node_rows.append(
             [
                 node.name,
-                str(node.gpus),
+                "?" if node.gpus is None else str(node.gpus),
                 group(node.tokens_per_s, 1),
                 group(node.samples_per_s, 2),
                 f"{delta:+.2f} %" if math.isfinite(delta) else "—",
@@ -107,7 +108,7 @@ def capacity_section(run: RunData, workloads: Sequence[Workload]) -> str:
             group(r.interactions_per_s_per_gpu, 2),
             group(r.interactions_per_hour),
         ]
-        for r in capacity(s.tokens_per_s, s.gpus, workloads)
+        for r in capacity(s.tokens_per_s, s.gpus or 0, workloads)
     ]
     return section(
         "capacity",

@@ -192,7 +192,7 @@ def power_section(run: RunData) -> str:
         ("Mean rack power (measured)", _kw(e.mean_power_w)),
         ("Mean power per GPU (measured)", _w(e.mean_power_per_gpu_w)),
         ("GPU TDP", f"{_w(e.tdp_w)} ({e.tdp_source})"),
-        (f"Rack TDP ({e.gpus} GPUs x TDP)", _kw(e.rack_tdp_w)),
+        (f"Rack TDP ({e.gpus if e.gpus is not None else '?'} GPUs x TDP)", _kw(e.rack_tdp_w)),
         ("TDP-based tokens/s per W (published method)", _num(e.tdp_tokens_per_s_per_w, 2)),
     ]
     parts = [

@@ -41,5 +41,5 @@ def _load_result_folders(folder: Path, tdp_w: float | None, gpus_per_node: int |
         summary=summary,
         efficiency=efficiency(summary, tdp_w, "--tdp-w"),
         provenance=provenance,
-        gpus_per_node=summary.nodes[0].gpus if summary.nodes else 1,
+        gpus_per_node=summary.nodes[0].gpus if summary.nodes else None,
     )

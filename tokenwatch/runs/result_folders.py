@@ -1,13 +1,20 @@
 """MLPerf LoadGen result folders -> the rack summary: the one discovery of result folders.
 
 Every folder under a DIR (searched recursively, DIR itself included) that holds an
-``mlperf_log_summary.txt`` is one node, named by its path relative to DIR. A node's tokens/s is its
+``mlperf_log_summary.txt`` is one result, named by its path relative to DIR. A result's tokens/s is its
 summary's own figure; the aggregate and the spread (max, min, average, median single-node) are the
 core's :func:`summarize_nodes`, as for recordings, so the JSON contract is the same. A detail log beside
 the summary adds the LoadGen version and the run's duration, and is cross-checked against the summary.
 
-An INVALID run is listed with ``valid: false`` and a warning, never passed off as valid; accuracy
-runs are left out with a warning; result folders of different scenarios are an error.
+Published submissions hold more than performance runs (:mod:`tokenwatch.runs.submission`): a summary
+that is no summary (an accuracy run's stub, an aborted run's empty file) is skipped with a warning;
+accuracy runs are left out with a warning; ranging and compliance runs (TEST01, TEST04, TEST06...) are
+listed apart (``not_in_aggregate``) and never summed. One performance result is a **system** result
+(one LoadGen run for the whole system, e.g. an NVL72 rack); several are **per-node** results, summed
+(``layout``). The GPUs behind a result come from the submission's ``systems/<system>.json``
+(``accelerators_per_node`` x ``number_of_nodes``), else ``--gpus-per-node``, else they are unknown
+(``null``), never assumed. An INVALID run is listed with ``valid: false`` and a warning, never passed
+off as valid; performance runs of different scenarios are an error.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ from pathlib import Path
 from tokenwatch.core.summary import PERCENTILES, NodeResult, RunSummary, summarize_nodes
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.result_verdict import result_verdict
+from tokenwatch.runs.submission import SystemInfo, read_system, run_kind, system_file
 from tokenwatch.sources.loadgen_results import ResultFolder, load_result_folder
-from tokenwatch.sources.loadgen_summary import SUMMARY_NAME, LoadgenSummary
+from tokenwatch.sources.loadgen_summary import SUMMARY_NAME, LoadgenSummary, SummaryStubError
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +71,12 @@ def _node_name(root: Path, folder: Path) -> str:
 
 
 def collect_result_folders(dirs: list[Path]) -> tuple[list[ResultFolder], list[str]]:
-    """Every result folder under ``dirs``; names stay unique across several DIRs."""
+    """Every result folder under ``dirs``; names stay unique across several DIRs. A summary file that
+    holds no summary (a stub) is skipped with a warning."""
     warnings: list[str] = []
     folders: list[ResultFolder] = []
     names: set[str] = set()
+    stubs = 0
     for root in dirs:
         if not root.is_dir():
             raise RunLoadError(f"{root}: not a folder")
@@ -75,12 +85,21 @@ def collect_result_folders(dirs: list[Path]) -> tuple[list[ResultFolder], list[s
             if name in names:
                 name = (root / folder.relative_to(root)).as_posix()
             names.add(name)
-            result, more = load_result_folder(name, folder)
+            try:
+                result, more = load_result_folder(name, folder)
+            except SummaryStubError:
+                stubs += 1
+                warnings.append(
+                    f"{name}: skipped: its {SUMMARY_NAME} holds no summary (an accuracy run's stub, "
+                    "or an aborted run)"
+                )
+                continue
             warnings += more
             folders.append(result)
     if not folders:
         listed = ", ".join(str(d) for d in dirs)
-        raise RunLoadError(f"no {SUMMARY_NAME} found under {listed}")
+        found = f" ({stubs} summary file(s) without a summary in them)" if stubs else ""
+        raise RunLoadError(f"no LoadGen result summary found under {listed}{found}")
     return folders, warnings
 
 
@@ -88,10 +107,25 @@ def _latency_ms(summary: LoadgenSummary) -> dict[str, dict[str, float]]:
     return {metric: stats for metric, stats in summary.latency_ms().items() if stats}
 
 
-def node_result(result: ResultFolder, gpus: int) -> tuple[NodeResult, list[str]]:
+def node_result(
+    result: ResultFolder, gpus: int | None, kind: str = "performance"
+) -> tuple[NodeResult, list[str]]:
     summary, detail = result.summary, result.detail
     warnings: list[str] = []
     extra: dict[str, object] = {"path": str(result.folder), "result": summary.result}
+    if kind != "performance":
+        extra["kind"] = kind
+    system, problem = _system_of(result.folder)
+    if problem is not None:
+        warnings.append(f"{result.name}: {problem}")
+    if system is not None:
+        extra["system"] = {
+            "name": system.name,
+            "nodes": system.nodes,
+            "accelerators_per_node": system.accelerators_per_node,
+            "file": str(system.path),
+        }
+        gpus = system.gpus if system.gpus is not None else gpus
     if detail is not None and detail.loadgen_version:
         extra["loadgen_version"] = detail.loadgen_version
     if summary.warning_count:
@@ -103,11 +137,12 @@ def node_result(result: ResultFolder, gpus: int) -> tuple[NodeResult, list[str]]
         unmet = summary.unmet_constraints
         extra["invalid_reasons"] = unmet
         why = f" ({'; '.join(unmet)} not met)" if unmet else ""
-        warnings.append(
-            f"{result.name}: LoadGen result {summary.result or 'missing'}{why}; "
-            f"flagged valid=false, its {summary.tokens_per_s:,.1f} tokens/s are in the total"
-        )
-    if math.isnan(summary.tokens_per_s):
+        if kind == "performance":
+            warnings.append(
+                f"{result.name}: LoadGen result {summary.result or 'missing'}{why}; "
+                f"flagged valid=false, its {summary.tokens_per_s:,.1f} tokens/s are in the total"
+            )
+    if math.isnan(summary.tokens_per_s) and kind == "performance":
         warnings.append(
             f"{result.name}: no tokens per second in its summary (not an LLM run, or no token reporting)"
         )
@@ -125,19 +160,25 @@ def node_result(result: ResultFolder, gpus: int) -> tuple[NodeResult, list[str]]
 
 def read_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> ResultSet:
     """The result folders under ``dirs`` and their rack summary (warnings in ``summary.warnings``)."""
-    gpus = 1 if gpus_per_node is None else gpus_per_node
-    if gpus < 1:
-        raise RunLoadError(f"--gpus-per-node must be at least 1, not {gpus}")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise RunLoadError(f"--gpus-per-node must be at least 1, not {gpus_per_node}")
     folders, warnings = collect_result_folders(dirs)
     performance = []
+    apart: list[NodeResult] = []
     for result in folders:
-        mode = result.summary.mode
-        if mode and "accuracy" in mode.lower():
-            warnings.append(f"{result.name}: {mode} run left out (not a performance result)")
+        kind = run_kind(result.folder, result.summary)
+        if kind == "accuracy":
+            warnings.append(f"{result.name}: {result.summary.mode} run left out (not a performance result)")
+        elif kind != "performance":
+            node, more = node_result(result, gpus_per_node, kind)
+            apart.append(node)
+            warnings += more
         else:
             performance.append(result)
     if not performance:
-        raise RunLoadError("no performance runs among the LoadGen summaries (only accuracy runs)")
+        raise RunLoadError(
+            "no performance runs among the LoadGen summaries (only accuracy, ranging or compliance runs)"
+        )
     scenarios: dict[str, list[str]] = {}
     for result in performance:
         scenarios.setdefault(result.summary.scenario, []).append(result.name)
@@ -150,9 +191,14 @@ def read_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> ResultSet:
         )
     nodes: list[NodeResult] = []
     for result in performance:
-        node, more = node_result(result, gpus)
+        node, more = node_result(result, gpus_per_node)
         nodes.append(node)
         warnings += more
+    if any(node.gpus is None for node in nodes):
+        warnings.append(
+            "the GPUs behind the results are unknown (no systems/<system>.json beside them): "
+            "give --gpus-per-node for the per-GPU figures"
+        )
     durations = [d for d in (r.duration_s() for r in performance) if math.isfinite(d)]
     rack_latency: dict[str, dict[str, float]] = {}
     if len(nodes) == 1:  # percentiles of different nodes cannot be combined into the rack's
@@ -168,9 +214,16 @@ def read_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> ResultSet:
         nodes,
         rack_latency,
         warnings=warnings,
+        layout="system" if len(nodes) == 1 else "per-node",
+        apart=apart,
     )
     summary = dataclasses.replace(summary, verdict=result_verdict(performance))  # LoadGen's own
     return ResultSet(tuple(folders), summary)
+
+
+def _system_of(folder: Path) -> tuple[SystemInfo | None, str | None]:
+    path = system_file(folder)
+    return (None, None) if path is None else read_system(path)
 
 
 def summarize_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> tuple[RunSummary, list[str]]:

@@ -39,5 +39,5 @@ class RunData:
     snapshot: RackSnapshot | None = None  # None for result folders (no time series)
     history: RunHistory | None = None
     alert_spans: tuple[AlertSpan, ...] = ()
-    gpus_per_node: int = 1
+    gpus_per_node: int | None = 1  # None: not known (result folders without a system description)
     warnings: tuple[str, ...] = ()

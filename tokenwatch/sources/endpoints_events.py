@@ -35,6 +35,7 @@ _HEAD = re.compile(
 _MAX_LINE_BYTES = (
     8 << 20
 )  # a long prompt or chain-of-thought rides on its event: keep the head of anything longer
+_BACKLOG_SLICE = 64 * 1024
 _MAX_NS = 2**63 - 1
 _MAX_LATENCY_NS = 1e15  # ~11.6 days: a latency above that is corrupt input
 MAX_OPEN_SAMPLES = 1_000_000  # samples issued and not completed, kept at most (oldest forgotten first)
@@ -86,6 +87,21 @@ class EndpointsEventsParser(LineParser):
     def close(self, t: float | None = None) -> list[Event]:
         split = self._lines.flush()
         return self._read(split.first_line, split.lines, set(split.cut), t)
+
+    def feed_backlog(self, data: bytes) -> list[Event]:
+        """Bytes written before the watch began, on the events' own clock, in slices small enough that
+        each batch keeps its own time."""
+        out: list[Event] = []
+        for start in range(0, len(data), _BACKLOG_SLICE):
+            out += self.feed(data[start : start + _BACKLOG_SLICE])
+        return out
+
+    def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
+        """Nothing more, and (the first event, the latest) on the events' clock, in seconds; None before
+        any event."""
+        if self.origin_ns is None or self.latest_ns is None:
+            return [], None
+        return [], (0.0, (self.latest_ns - self.origin_ns) / 1e9)
 
     def _read(self, first: int, lines: list[bytes], cut: set[int], t: float | None) -> list[Event]:
         out: list[Event] = []

@@ -33,6 +33,7 @@ from tokenwatch.sources.log_rules import (
     preset_names,
     stamp_seconds,
 )
+from tokenwatch.sources.progress_spread import ProgressSpreader
 from tokenwatch.sources.rate_streams import StreamClock, StreamCounts, totals
 from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
 from tokenwatch.yaml_schema import Reader, load_yaml
@@ -100,6 +101,12 @@ class LogProgressParser:
         self._changed = False
         self._pieces = TerminalLineSplitter(_MAX_SEGMENT_BYTES)
         self.notices = NoticeLog(source, node)
+        self._backlog_stamps: tuple[float, float] | None = None  # first and last stamp of the backlog
+        self._backlog_group: list[Piece] = []  # backlog pieces of one stamp, read together
+        self._backlog_group_t = 0.0
+        self._latest_stamp = 0.0  # the stamp of the latest stamped backlog line (0.0 before any)
+        self._covered = 0.0  # the longest interval a rate line of the current group covered
+        self._spreader = ProgressSpreader()
 
     @classmethod
     def from_patterns(cls, patterns: Mapping[str, str], node: str) -> LogProgressParser:
@@ -131,6 +138,41 @@ class LogProgressParser:
     def close(self, t: float) -> list[Event]:
         """End of input: a last line without a newline still counts."""
         return self._parse(self._pieces.flush(), t)
+
+    # ------------------------------------------------------------- backlog
+    def feed_backlog(self, data: bytes) -> list[Event]:
+        """Bytes written before the watch began: each line's events at the line's own time, its stamp on
+        the log's clock (:func:`~tokenwatch.sources.log_rules.stamp_seconds`); a line without a stamp
+        takes the latest stamp before it (0.0 before the first). The lines of one stamp (data-parallel
+        engines log in the same second) are read together, and the tokens they state are spread over the
+        interval they cover (:mod:`~tokenwatch.sources.progress_spread`). Later ``feed`` calls go on
+        from here: the writers' clocks carry over, so the first live line is credited the time since
+        the last backlog line."""
+        out: list[Event] = []
+        for piece in self._pieces.feed(data):
+            stamp = self._stamp(_clean(piece.data)) if piece.kind != "cut" else None
+            if stamp is not None:
+                self._latest_stamp = stamp
+                # the first line's stamp and the newest: a clock that went back moves neither
+                known = self._backlog_stamps or (stamp, stamp)
+                self._backlog_stamps = (known[0], max(known[1], stamp))
+            t = self._latest_stamp
+            if self._backlog_group and t != self._backlog_group_t:
+                out += self._backlog_flush()
+            self._backlog_group.append(piece)
+            self._backlog_group_t = t
+        return out
+
+    def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
+        """The backlog's last events, and its first line's stamp and the newest (None: no line had one,
+        so it cannot be placed in time)."""
+        return self._backlog_flush(), self._backlog_stamps
+
+    def _backlog_flush(self) -> list[Event]:
+        pieces, self._backlog_group = self._backlog_group, []
+        self._covered = 0.0
+        events = self._parse(pieces, self._backlog_group_t)
+        return self._spreader.spread(events, self._covered)
 
     def _parse(self, pieces: list[Piece], t: float) -> list[Event]:
         out: list[Event] = []
@@ -210,6 +252,7 @@ class LogProgressParser:
             self.notices.warn(out, t, f"line {number}: {problem}: {snippet(record)}")
         if seconds > 0:
             self._credited = True
+            self._covered = max(self._covered, seconds)
         stream.add_rates(tokens_per_s, prompt_per_s, seconds)
 
     def _stream(self, key: StreamKey, number: int, t: float, out: list[Event]) -> StreamCounts | None:

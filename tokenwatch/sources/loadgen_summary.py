@@ -6,8 +6,14 @@ second`` / ``Completed tokens per second`` and adds first-token (TTFT) and time-
 (TPOT) percentile blocks, whose spelling varies by LoadGen version ("Time to Output Token" vs
 "Time per Output Token"). Latencies are in nanoseconds in the file and kept so here.
 
+SingleStream and MultiStream summaries (edge LLM runs) state their throughput as ``QPS w/ loadgen overhead``
+and ``TPS w/ loadgen overhead``: read as the samples and tokens per second (the figures with LoadGen's
+overhead, as Offline's and Server's are).
+
 A line whose number does not parse is skipped with a warning naming the file and line; a file with
-no scenario, no result line or no throughput figure is not a summary (:class:`SourceFormatError`).
+no scenario, no result line or no throughput figure is not a summary (:class:`SourceFormatError`), and
+one that holds nothing of a summary at all (an accuracy run's 74-byte stub, an aborted run's empty file)
+is a :class:`SummaryStubError`.
 """
 
 from __future__ import annotations
@@ -38,7 +44,13 @@ _FIGURES = {
     "scheduled samples per second": "scheduled_samples_per_s",
     "tokens per second": "tokens_per_s",
     "completed tokens per second": "tokens_per_s",
+    "qps w/ loadgen overhead": "samples_per_s",  # SingleStream, MultiStream
+    "tps w/ loadgen overhead": "tokens_per_s",
 }
+
+
+class SummaryStubError(SourceFormatError):
+    """A ``mlperf_log_summary.txt`` that holds no summary (an accuracy run's stub, an empty file)."""
 
 
 @dataclass(slots=True)
@@ -174,6 +186,9 @@ def _assign_latency(summary: LoadgenSummary, key: str, value: str) -> None:
 def check_summary(summary: LoadgenSummary) -> None:
     """Raise :class:`SourceFormatError` unless the summary has what a result needs."""
     where = summary.path
+    nothing = math.isnan(summary.samples_per_s) and math.isnan(summary.tokens_per_s)
+    if not summary.scenario and not summary.result and nothing and not summary.latency_ns:
+        raise SummaryStubError(f"{where}: holds no LoadGen summary (no Scenario, result or figure)")
     if not summary.scenario:
         raise SourceFormatError(f"{where}: not a LoadGen summary: no 'Scenario :' line")
     if not summary.result:

@@ -39,6 +39,7 @@ _END = b'"ph":"e"'
 _FRAME = (b"{", b"}", b"]", b'"displayTimeUnit"', b'"otherData"', b'"ts"', b'"version"', b'{"traceEvents"')
 _MAX_NS = 1e15  # ~11.6 days: a latency above that is corrupt input
 _MAX_LINE_BYTES = 1 << 20
+_BACKLOG_SLICE = 64 * 1024  # ~300 trace lines: a backlog's batches keep sub-second times on real runs
 
 
 class TraceTailParser:
@@ -73,6 +74,24 @@ class TraceTailParser:
         """End of input: parse a last line that has no newline yet."""
         split = self._lines.flush()
         return self._parse(split.first_line, split.lines, split.cut, t)
+
+    # ------------------------------------------------------------- backlog
+    def feed_backlog(self, data: bytes) -> list[Event]:
+        """Bytes written before the watch began, on the trace's own clock (``t=None``), in slices small
+        enough that each batch of completions keeps its own time."""
+        out: list[Event] = []
+        for start in range(0, len(data), _BACKLOG_SLICE):
+            out += self.feed(data[start : start + _BACKLOG_SLICE])
+        return out
+
+    def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
+        """Nothing more, and (LoadGen's start, its latest completion) on the trace's clock, in seconds;
+        None before any event. Live ``feed`` calls then take run time: the trace clock's hold ends here."""
+        if self.origin_us is None:
+            return [], None
+        clock = (0.0, self._last_t)
+        self._last_t = 0.0
+        return [], clock
 
     def _parse(self, first: int, lines: list[bytes], cut: list[int], t: float | None) -> list[Event]:
         out: list[Event] = []

@@ -88,6 +88,17 @@ class MetricPreset:
     node_local: bool = True
 
     @property
+    def sample_names(self) -> frozenset[str]:
+        """Every sample name this preset reads (histograms by their ``_bucket`` samples)."""
+        names = set(self.gpu_families)
+        if self.server is not None:
+            server = self.server
+            names |= {*server.tokens, *server.prompt_tokens, *server.samples}
+            names |= {f + "_bucket" for families in server.latency.values() for f in families}
+            names |= {f for families in server.gauges.values() for f in families}
+        return frozenset(names)
+
+    @property
     def gpu_families(self) -> frozenset[str]:
         """Every family the GPU part reads (what a scrape keeps of a dcgm-exporter page)."""
         names = {n for reads in self.gpu.values() for read in reads for n in read.names}
@@ -96,6 +107,11 @@ class MetricPreset:
 
 def _one(name: str, *, times: float = 1.0, per: float = 1.0) -> tuple[GpuRead, ...]:
     return (GpuRead((name,), times=times, per=per),)
+
+
+def _trtllm(name: str) -> tuple[str, ...]:
+    """A TensorRT-LLM family as trtllm-serve serves it, and with each prefix Dynamo has added."""
+    return (name, f"trtllm_{name}", f"trtllm:{name}")
 
 
 PRESETS: Mapping[str, MetricPreset] = {
@@ -134,19 +150,18 @@ PRESETS: Mapping[str, MetricPreset] = {
             },
         )
     ),
-    # trtllm-serve's /prometheus/metrics has no token counters: finished requests only.
+    # TensorRT-LLM's MetricsCollector (tensorrt_llm/metrics/collector.py, NVIDIA/TensorRT-LLM@89fd9b74ab7a)
+    # names its families without a prefix, as trtllm-serve's /prometheus/metrics serves them; Dynamo passes
+    # them through with a prefix, "trtllm:" in its first releases and "trtllm_" since
+    # (ai-dynamo/dynamo docs/backends/trtllm/prometheus.md). No token counters, no gauges: finished requests
+    # and three latency histograms.
     "trtllm": MetricPreset(
         ServerNames(
-            samples=("trtllm_request_success_total", "trtllm_num_requests_completed_total"),
+            samples=_trtllm("request_success_total"),
             latency={
-                "ttft": ("trtllm_time_to_first_token_seconds",),
-                "tpot": ("trtllm_time_per_output_token_seconds",),
-                "e2e": ("trtllm_e2e_request_latency_seconds",),
-            },
-            gauges={
-                "running": ("trtllm_num_requests_running",),
-                "waiting": ("trtllm_num_requests_waiting",),
-                "kv_cache_usage": ("trtllm_kv_cache_utilization",),
+                "ttft": _trtllm("time_to_first_token_seconds"),
+                "tpot": _trtllm("time_per_output_token_seconds"),
+                "e2e": _trtllm("e2e_request_latency_seconds"),
             },
         )
     ),

@@ -14,7 +14,10 @@ Prometheus-query collector builds its PromQL from.
 * Gauges (running / waiting requests, KV-cache usage) are kept in :attr:`MetricsScrapeParser.gauges`.
 * GPU fields (dcgm-exporter) become one ``GpuBatch`` per scrape, a row per GPU (``gpu`` label).
 
-The first scrape counts everything the server has counted since it started.
+A server's counters count since it started, not since the watch did: by default each series' first
+reading is its **baseline**, as Prometheus' ``rate()`` treats it, so attaching to a server that has run
+for hours adds nothing at the first scrape, and every later figure is what it made since.
+``baseline=False`` counts the first reading in full (a scrape of a server that started with the run).
 """
 
 from __future__ import annotations
@@ -40,7 +43,12 @@ SeriesKey = tuple[str, str, tuple[tuple[str, str], ...]]  # node, family, labels
 @dataclass(slots=True)
 class _Counter:
     last: float = 0.0
-    offset: float = 0.0  # what earlier lives of this series counted (before resets)
+    offset: float = 0.0  # what earlier lives of this series counted (before resets), less its baseline
+
+    @classmethod
+    def first_reading(cls, value: float, baseline: bool) -> _Counter:
+        """A series seen for the first time: its value is the baseline (counts 0), or counts in full."""
+        return cls(value, -value) if baseline else cls(value, 0.0)
 
     def update(self, value: float) -> float:
         if value < self.last:
@@ -72,8 +80,11 @@ class MetricsScrapeParser:
         node_label: str | None = None,
         nodes: Sequence[str] = (),
         node_index: int | None = None,
+        *,
+        baseline: bool = True,
     ) -> None:
         self.preset = preset(preset_name)
+        self.baseline = baseline
         if node is None and node_label is None:
             raise ValueError("metrics: give the node, or the label that names it (node_label)")
         if self.preset.gpu and not nodes and (node_label is not None or node_index is None):
@@ -94,6 +105,8 @@ class MetricsScrapeParser:
         self._unknown_nodes: set[str] = set()
         self._warned_unplaced = False
         self._warned_no_gpu = False
+        self._recognised_any = False  # some scrape held a family of the preset (else: said so, once)
+        self._known_names = self.preset.sample_names
 
     # ------------------------------------------------------------------ parse
     def parse(self, text: str, t: float) -> list[Event]:
@@ -109,6 +122,8 @@ class MetricsScrapeParser:
                 by_node.setdefault(node, []).append(item)
             elif item.labels.get(self.node_label or "") is None:
                 unplaced += 1
+        if series and not self._recognised_any:
+            self._check_recognised(series, t, out)
         if unplaced and not self._warned_unplaced:
             self._warned_unplaced = True
             self.notices.warn(out, t, f"{unplaced} series without the {self.node_label!r} label skipped")
@@ -121,6 +136,18 @@ class MetricsScrapeParser:
             if batch is not None:
                 out.append(batch)
         return out
+
+    def _check_recognised(self, series: list[Series], t: float, out: list[Event]) -> None:
+        """A scrape of another server (or a renamed release) shows nothing: say so, once, with what it has."""
+        names = {item.name for item in series}
+        self._recognised_any = True  # either way, once: later scrapes of the same server say the same
+        if names & self._known_names:
+            return
+        families = sorted({_family(name) for name in names})
+        shown = ", ".join(families[:8]) + (f" and {len(families) - 8} more" if len(families) > 8 else "")
+        self.notices.warn(
+            out, t, f"the {self.preset_name} preset recognises none of this scrape's metrics: {shown}"
+        )
 
     def _node_of(self, labels: Mapping[str, str], t: float, out: list[Event]) -> str | None:
         node = labels.get(self.node_label) if self.node_label else None
@@ -180,7 +207,11 @@ class MetricsScrapeParser:
         for item in items:
             if item.name == family and math.isfinite(item.value) and item.value >= 0:
                 key = self._key(node, family, item.labels)
-                self._counters.setdefault(key, _Counter()).update(item.value)
+                counter = self._counters.get(key)
+                if counter is None:
+                    self._counters[key] = _Counter.first_reading(item.value, self.baseline)
+                else:
+                    counter.update(item.value)
 
     def _counter_total(self, node: str, families: tuple[str, ...]) -> float | None:
         """Sum of the node's series of the first of ``families`` ever seen (None: none seen yet)."""
@@ -206,11 +237,14 @@ class MetricsScrapeParser:
         values: list[np.ndarray] = []
         counts: list[np.ndarray] = []
         for key, pairs in per_series.items():
-            delta = bucket_delta(pairs, self._buckets.get(key))
+            before = self._buckets.get(key)
+            delta = bucket_delta(pairs, before)
             if delta.keep is not None:
                 self._buckets[key] = delta.keep
             if delta.problem is not None:
                 self.notices.warn(out, t, f"{family}: {delta.problem}")
+            if before is None and self.baseline:
+                continue  # the first reading is the baseline: observations made before we looked
             values.append(delta.values_s)
             counts.append(delta.counts)
         if not sum(len(c) for c in counts):
@@ -259,3 +293,11 @@ class MetricsScrapeParser:
         for array in (node_index, gpu, values, reasons):
             array.flags.writeable = False
         return GpuBatch(t, node_index, gpu, values, reasons)
+
+
+def _family(sample: str) -> str:
+    """The family a sample belongs to, for messages (``x_bucket`` -> ``x``; counters keep ``_total``)."""
+    for suffix in ("_bucket", "_count", "_sum", "_created"):
+        if sample.endswith(suffix):
+            return sample[: -len(suffix)]
+    return sample

@@ -30,6 +30,7 @@ class StreamClock:
     last: float | None = None
     from_stamps: bool | None = None  # whether ``last`` is log time (True) or feed time (False)
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=_CADENCE_GAPS))
+    went_back_from: float | None = None  # where the clock was before it went back (None: it has not)
 
     def cadence(self) -> float | None:
         """The stream's own logging interval: the median of its recent gaps, at most ``interval``."""
@@ -50,7 +51,12 @@ class StreamClock:
         gap = position - last
         if gap < 0:
             self.gaps.clear()
+            self.went_back_from = max(last, self.went_back_from or last)
             return 0.0, f"clock went back {-gap:.0f} s: the line starts the stream's clock again"
+        if self.went_back_from is not None and position >= self.went_back_from:
+            # the clock is back where it was (one line was misstamped): count from there, never the
+            # whole jump back and forth again
+            gap, self.went_back_from = position - self.went_back_from, None
         limit, interval = self.cadence(), self.interval_s
         if limit is None or interval is None:
             return gap, None
