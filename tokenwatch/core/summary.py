@@ -337,7 +337,8 @@ def coverage_lines(summary: RunSummary) -> list[str]:
     idle = [n.name for n in summary.nodes if n.name not in counted_names]
     partial = [n.name for n in counted if n.name not in spread_names]
     gpus = summary.gpus_counted
-    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({gpus if gpus is not None else 'unknown'} GPUs)"
+    shown = f"{gpus} GPUs" if gpus is not None else "GPUs unknown"
+    aggregate = f"Aggregate and per GPU: {len(counted)} of {total} nodes ({shown})"
     if idle:
         aggregate += f"; no work from {name_list(idle)}"
     single = f"Single-node figures and spread: {len(in_spread)} of {total} nodes"
