@@ -1,9 +1,8 @@
-"""The sub-commands: sim, replay, summarize, profiles."""
+"""The sub-commands: sim, replay, summarize, profiles (and the small doors to report, watch, serve)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 import orjson
@@ -17,28 +16,10 @@ from tokenwatch.output.summary_table import render_summary
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from tokenwatch.cli.running import run_session
+    from tokenwatch.cli.sim_settings import sim_settings
     from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
-    from tokenwatch.sim.faults import parse_faults
-    from tokenwatch.sim.profile import load_profile
-    from tokenwatch.sim.rack_sim import SimSettings
 
-    profile = load_profile(args.profile)
-    if not 1 <= args.racks <= 256:
-        raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
-    if args.racks > 1:
-        profile = dataclasses.replace(
-            profile,
-            name=f"{profile.name} x{args.racks}",
-            nodes=profile.nodes * args.racks,
-            total_samples=profile.total_samples * args.racks,
-        )
-    if args.benchmark is not None:  # the simulated LoadGen runs the benchmark asked for
-        profile = dataclasses.replace(profile, benchmark=args.benchmark)
-    faults = parse_faults(args.faults, profile.node_names())
-    settings = SimSettings(
-        profile, scenario=args.scenario, seed=args.seed, duration_s=args.duration, faults=faults
-    )
-    collector = SimulatorCollector(settings, speed=args.speed)
+    collector = SimulatorCollector(sim_settings(args), speed=args.speed)
     return run_session(RunOptions.from_args(args, "sim"), [collector], created_epoch=SIM_EPOCH)
 
 
@@ -137,3 +118,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 COMMANDS.update({"watch": cmd_watch, "check": cmd_check})
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.serve_cmd import cmd_serve as serve
+
+    return serve(args)
+
+
+COMMANDS["serve"] = cmd_serve

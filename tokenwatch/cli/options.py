@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from dataclasses import dataclass
 from typing import Literal
@@ -57,8 +58,8 @@ class RunOptions:
         return self.speed is None or self.speed > 0
 
     def wants_dashboard(self) -> bool:
-        """The dashboard unless --headless or stdout is not a terminal."""
-        return (not self.headless and sys.stdout.isatty()) or self.force_dashboard
+        """The dashboard unless --headless or stdout is not a terminal (nor a browser: ``serve``)."""
+        return (not self.headless and (sys.stdout.isatty() or served_to_browser())) or self.force_dashboard
 
     def core_config(self, base: CoreConfig | None = None) -> CoreConfig:
         """``base`` (default settings when None) with --ttft-sla / --tpot-sla / --benchmark applied."""
@@ -70,3 +71,8 @@ class RunOptions:
         if self.benchmark is not None:
             config = dataclasses.replace(config, benchmark=self.benchmark)
         return config
+
+
+def served_to_browser() -> bool:
+    """Whether Textual's web driver runs us (``tokenwatch serve``): stdout is then textual-serve's pipe."""
+    return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")

@@ -202,6 +202,7 @@ def build_parser() -> OneLineParser:
 
     add_report_parsers(sub)
     add_watch_parsers(sub)
+    add_serve_parser(sub)
     return parser
 
 
@@ -282,6 +283,35 @@ def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "would refuse it.",
     )
     check.add_argument("config", metavar="CONFIG.yaml")
+
+
+def add_serve_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """``serve``: the dashboard of a run command in a browser (textual-serve)."""
+    serve = sub.add_parser(
+        "serve",
+        usage="tokenwatch serve [-h] [--host H] [--port N] [-- RUN_COMMAND [OPTION ...]]",
+        help="serve the dashboard of a run command to a browser",
+        description="Serve the dashboard of RUN_COMMAND (sim, replay or watch with their own options; "
+        "default: sim --speed 10) to a browser. Every browser session runs its own "
+        "`python -m tokenwatch RUN_COMMAND`. There is no authentication: with --host, anyone who can "
+        "reach that address can watch and drive the dashboard.",
+        epilog="example: tokenwatch serve --port 8000 -- sim --speed 10",
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="H",
+        help="address to listen on (default 127.0.0.1, this machine only; another address lets anyone "
+        "who can reach it watch and drive the dashboard: there is no authentication)",
+    )
+    serve.add_argument("--port", type=port_arg, default=8000, metavar="N", help="port (default 8000)")
+    serve.add_argument(
+        "run_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- RUN_COMMAND",
+        help="sim, replay or watch and their options (not --headless, --jsonl, --interval, --record, "
+        "--prometheus-port: every browser session is a run of its own)",
+    )
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

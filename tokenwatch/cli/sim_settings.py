@@ -1,0 +1,31 @@
+"""``sim``'s arguments as the simulator's settings (shared by ``sim`` and ``serve``'s check of a sim)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from tokenwatch.cli.parser import UsageError
+from tokenwatch.sim.faults import parse_faults
+from tokenwatch.sim.profile import load_profile
+from tokenwatch.sim.rack_sim import SimSettings
+
+
+def sim_settings(args: argparse.Namespace) -> SimSettings:
+    """A bad profile, rack count or fault is a user error (one line, exit 2)."""
+    profile = load_profile(args.profile)
+    if not 1 <= args.racks <= 256:
+        raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
+    if args.racks > 1:
+        profile = dataclasses.replace(
+            profile,
+            name=f"{profile.name} x{args.racks}",
+            nodes=profile.nodes * args.racks,
+            total_samples=profile.total_samples * args.racks,
+        )
+    if args.benchmark is not None:  # the simulated LoadGen runs the benchmark asked for
+        profile = dataclasses.replace(profile, benchmark=args.benchmark)
+    faults = parse_faults(args.faults, profile.node_names())
+    return SimSettings(
+        profile, scenario=args.scenario, seed=args.seed, duration_s=args.duration, faults=faults
+    )
