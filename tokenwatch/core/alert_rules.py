@@ -81,27 +81,34 @@ def _stragglers(state: RackState, t: float, codes: np.ndarray) -> None:
     memory.straggler_alerted = memory.straggling.copy()
 
 
-def own_noise_pct(state: RackState, t: float, median_rate: float) -> np.ndarray:
-    """Per node: the standard error of its straggler-window rate, in % of the median running node's rate.
+def own_noise(state: RackState, t: float) -> np.ndarray:
+    """Per node: the standard error of its straggler-window rate, in tokens/s.
 
     Read from the node's own rates over ``straggler_subwindow_s`` sub-windows of the window: the median
     of their successive differences (so one real step in the rate, a fault starting, is not taken for
     noise), scaled to a standard deviation, over the square root of their number. NaN where the window
-    does not hold four sub-windows yet.
+    does not hold four sub-windows yet. It changes with each sub-window, so it is read once per
+    sub-window and kept (``RuleMemory.noise``) in between: a median per node per tick would dominate a tick.
     """
-    cfg = state.config
+    cfg, memory = state.config, state.rules
+    if t < memory.noise_due_t:
+        return memory.noise
+    memory.noise_due_t = t + cfg.straggler_subwindow_s
     n = len(state.run.nodes)
     ring = state.recent_tokens
     count = int(cfg.straggler_window_s // cfg.straggler_subwindow_s)
     ends = t - cfg.straggler_subwindow_s * np.arange(count, -1, -1, dtype=np.float64)
     order = ring.slots_at_or_before(ends)
-    if len(order) < 5 or not median_rate > 0:
-        return np.full(n, np.nan)
+    if len(order) < 5:
+        memory.noise = np.full(n, np.nan)
+        memory.noise_due_t = t  # not enough history yet: look again next tick
+        return memory.noise
     times, tokens = ring.times[order], ring.values[order]
     rates = np.diff(tokens, axis=0) / np.diff(times)[:, None]
     # median |X - Y| of two independent normals of sd s is 0.954 s
     sd = np.median(np.abs(np.diff(rates, axis=0)), axis=0) / 0.954
-    return np.asarray(sd / np.sqrt(len(rates)) / median_rate * 100.0)
+    memory.noise = np.asarray(sd / np.sqrt(len(rates)))
+    return memory.noise
 
 
 def _straggler_margin(state: RackState, t: float, rates: np.ndarray, running: np.ndarray) -> np.ndarray:
@@ -111,7 +118,8 @@ def _straggler_margin(state: RackState, t: float, rates: np.ndarray, running: np
     cfg = state.config
     ok = running & np.isfinite(rates)
     median = float(np.median(rates[ok])) if ok.sum() >= 2 else math.nan
-    noise = np.fmax(own_noise_pct(state, t, median), cfg.straggler_noise_floor_pct)
+    noise_pct = own_noise(state, t) / median * 100.0 if median > 0 else np.full(len(rates), np.nan)
+    noise = np.fmax(noise_pct, cfg.straggler_noise_floor_pct)
     return np.asarray(cfg.straggler_noise_sigmas * noise)
 
 

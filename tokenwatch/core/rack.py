@@ -118,6 +118,7 @@ class RackCore:
             state.ended, state.end_reason = True, ev.reason
         elif not isinstance(ev, Heartbeat):
             apply_event(state, ev)
+        state.version += 1
 
     def advance(self, t: float) -> None:
         """Move run time to ``t``: sample every tick before it, then call the interval callbacks due."""

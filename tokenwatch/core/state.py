@@ -40,6 +40,8 @@ class RuleMemory:
     straggler_alerted: np.ndarray
     throttle_alerted: np.ndarray
     reference_clock_mhz: float = math.nan  # the rack's typical top SM clock, refreshed every few ticks
+    noise: FloatArray = field(default_factory=lambda: np.zeros(0))  # each node's rate noise (tokens/s)
+    noise_due_t: float = -math.inf  # when to read it again (once per straggler sub-window)
     reference_due_tick: int = 0
 
     @classmethod
@@ -136,6 +138,7 @@ class RackState:
     energy_j: float = 0.0
     ticks_sampled: int = 0
     last_sample_t: float = 0.0
+    version: int = 0  # moves on every event applied and every tick: what a memo of a view is keyed on
 
     # ------------------------------------------------------------------ reads
     @property

@@ -31,6 +31,7 @@ def sample_ticks_before(state: RackState, t: float) -> None:
 
 def sample(state: RackState, t: float) -> None:
     """One tick at ``t``: energy, the series (when the live view is on) and the alert rules."""
+    state.version += 1
     codes = state.effective_state(t)
     # Energy and power count every GPU with a fresh reading: a finished node idling still draws power;
     # a silent or down one's last reading is not a measurement of now.

@@ -22,6 +22,7 @@ from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, buc
 from tokenwatch.core.ring import DownsampledSeries
 from tokenwatch.events import FloatArray, IntArray, LatencyMetric, RunStarted
 from tokenwatch.mlperf.figures import RunSettings
+from tokenwatch.mlperf.forecast import Forecast
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark
 from tokenwatch.mlperf.settings_check import SettingCheck
 
@@ -136,6 +137,9 @@ class VerdictState:
     last_valid: bool | None = None  # the latest decided projection, for the "verdict turned" alert
     margin_alerted: set[str] = field(default_factory=set)
     settings_alerted: set[str] = field(default_factory=set)
+    # The latest forecast and the (run time, state version) it was made at: the verdict tick and the
+    # snapshot at the same boundary ask for the same forecast, which costs most of a tick.
+    forecast_memo: tuple[tuple[float, int], Forecast] | None = None
 
     @property
     def scenario_label(self) -> str:

@@ -71,6 +71,15 @@ class VerdictView:
 def current_forecast(state: RackState, now: float) -> Forecast:
     """The forecast at ``now`` over the nodes that have run; a node down without any progress is left out,
     named in a rule of its own, and keeps the verdict from being VALID."""
+    memo = state.verdict.forecast_memo
+    if memo is not None and memo[0] == (now, state.version):
+        return memo[1]
+    fc = _forecast(state, now)
+    state.verdict.forecast_memo = ((now, state.version), fc)
+    return fc
+
+
+def _forecast(state: RackState, now: float) -> Forecast:
     settings, _ = run_settings(state)
     absent = never_ran(state, now)
     keep = ~absent if not absent.all() else np.ones(len(absent), bool)
