@@ -18,6 +18,7 @@ from tokenwatch.events import Collector, Event, Notice, RunEnded  # Emit: re-exp
 from tokenwatch.recording import RecordingWriter
 
 _DONE = object()
+_TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time
 
 
 class Session:
@@ -102,7 +103,7 @@ class Session:
                 try:
                     if item is _DONE:
                         break
-                    self.handle(item)  # type: ignore[arg-type]
+                    await self._handle_responsively(item)  # type: ignore[arg-type]
                 finally:
                     self.queue.task_done()
         finally:
@@ -115,6 +116,15 @@ class Session:
                     await flusher
             if self.recorder is not None:
                 self.recorder.close()
+
+    async def _handle_responsively(self, event: Event) -> None:
+        """:meth:`handle`, after filling a long gap in run time in slices that let the loop in between
+        (a stop then ends the run at once: the event after the gap is left out)."""
+        while not self.core.advance_toward(event.t, _TICKS_PER_SLICE):
+            await asyncio.sleep(0)
+            if self.stopped:
+                return
+        self.handle(event)
 
     def handle(self, event: Event) -> None:
         """Record, then ingest (the core calls interval observers due before the event's time first)."""

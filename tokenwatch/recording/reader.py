@@ -19,6 +19,9 @@ from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
 from tokenwatch.recording.writer import HEADER_KEY
 
 _CHUNK = 1 << 20
+# The longest line a reader holds. A GPU batch of the largest run (100,000 GPUs) is ~10 MiB; anything
+# longer is damage, skipped as it streams past rather than gathered into memory.
+MAX_LINE_BYTES = 64 << 20
 
 
 class RecordingFormatError(ValueError):
@@ -76,21 +79,33 @@ class RecordingReader:
         )
 
     def _iter_lines(self) -> Iterator[tuple[int, bytes, bool]]:
-        """(line number, line, complete) — complete is False for a last line with no newline."""
+        """(line number, line, complete) — complete is False for a last line with no newline.
+
+        A line longer than :data:`MAX_LINE_BYTES` is skipped (with a warning) without being held."""
         number = 0
         tail = b""
+        overlong = False  # inside a line already too long: drop bytes up to its newline
         for chunk in self._chunks():
             data = tail + chunk
             start = 0
+            search = len(tail)  # the tail has no newline: look only at the new bytes
             while True:
-                end = data.find(b"\n", start)
+                end = data.find(b"\n", search)
                 if end < 0:
                     break
                 number += 1
-                yield number, data[start:end], True
-                start = end + 1
+                if overlong:
+                    overlong = False
+                    self._warn(number, f"skipped: a line longer than {MAX_LINE_BYTES >> 20} MiB")
+                else:
+                    yield number, data[start:end], True
+                start = search = end + 1
             tail = data[start:]
-        if tail.strip():
+            if overlong or len(tail) > MAX_LINE_BYTES:
+                overlong, tail = True, b""
+        if overlong:
+            self._warn(number + 1, f"skipped: a line longer than {MAX_LINE_BYTES >> 20} MiB")
+        elif tail.strip():
             yield number + 1, tail, False
 
     def _warn(self, line: int | None, message: str) -> None:

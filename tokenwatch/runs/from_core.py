@@ -40,7 +40,9 @@ def ingest_recording(
             break
         core.ingest(event)
     if not core.started:
-        raise RunLoadError(f"{path}: the recording holds no run start")
+        # The run start may have been there but refused: then its warning says why.
+        why = next((w for w in reader.warnings if "run_started" in w), None)
+        raise RunLoadError(why or f"{path}: the recording holds no run start")
     return core, reader
 
 
