@@ -238,6 +238,35 @@ async def test_unknown_and_changed_host_keys_fail_only_their_node(
     assert known.read_text() == "\n".join(lines) + "\n"  # nothing recorded without the flag
 
 
+async def test_failure_reasons_name_no_user_and_no_local_path(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    """Reasons go into recordings, snapshots and reports: they name the node's address, never the SSH
+    user or a path on this machine (known_hosts, keys)."""
+    from sshd_cluster import keygen
+
+    impostor = keygen(tmp_path / "impostor").split()
+    stranger = tmp_path / "stranger_key"
+    keygen(stranger)  # a key no node accepts
+    lines = [n.known_hosts_line for n in healthy.nodes if n.name not in ("node02", "node04")]
+    lines.append(f"[127.0.0.1]:{healthy['node04'].port} {impostor[0]} {impostor[1]}")
+    known = tmp_path / "known_hosts"
+    known.write_text("\n".join(lines) + "\n")
+    cfg = write_config(tmp_path / "w.yaml", healthy, known_hosts=known)
+    cfg.write_text(cfg.read_text().replace(str(healthy.client_key), str(stranger)))
+    async with live_run(cfg) as run:
+        await run.wait_for("every node down", lambda: all(run.statuses(n.name) for n in healthy.nodes))
+    reasons = {n.name: run.statuses(n.name)[0].reason for n in healthy.nodes}
+    assert "unknown host key" in reasons["node02"]
+    assert "HOST KEY CHANGED" in reasons["node04"]
+    assert "authentication failed" in reasons["node01"]
+    for node, reason in reasons.items():
+        assert f"{healthy.user}@" not in reason, (node, reason)
+        assert str(tmp_path) not in reason, (node, reason)
+        assert str(Path.home()) not in reason, (node, reason)
+        assert "known_hosts" not in reason.replace("ssh.known_hosts", ""), (node, reason)
+
+
 async def test_accept_new_host_keys_records_new_keys_never_changed_ones(
     healthy: LoopbackCluster, tmp_path: Path
 ) -> None:

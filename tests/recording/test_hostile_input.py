@@ -223,3 +223,31 @@ def test_a_long_gap_in_run_time_still_answers_ctrl_c(tmp_path: Path) -> None:
     assert proc.returncode in (0, 130), err
     assert b"Traceback" not in err
     assert b"Total aggregate" in out  # the summary is printed
+
+
+# ---------------------------------------------------------------------------- versions and extremes
+@pytest.mark.parametrize("version", ["0", "-1", "true", '"1"', "1.0", "2", "null"])
+def test_a_header_version_this_tokenwatch_does_not_read_is_a_clear_error(
+    tmp_path: Path, version: str
+) -> None:
+    path = tmp_path / "v.jsonl"
+    path.write_bytes(b'{"tokenwatch_recording": ' + version.encode() + b'}\n{"k":"heartbeat","t":1}\n')
+    done = run_tokenwatch("summarize", str(path), timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "recording format version" in done.stderr
+    assert "this tokenwatch reads version 1" in done.stderr
+
+
+def test_a_power_of_1_7e308_watts_does_not_crash_report(tmp_path: Path) -> None:
+    path = recording(tmp_path / "hot.jsonl", [])
+    row = b'"m":{"power_w":[1.7e308,700.0,1.7e308,1.7e308]}'
+    with open(path, "ab") as fh:
+        fh.write(b'{"k":"gpu_batch","t":5.5,"node_index":[0,0,1,1],"gpu":[0,1,0,1],' + row)
+        fh.write(b',"throttle_reasons":[0,0,0,0]}\n{"k":"heartbeat","t":9}\n')
+    out = tmp_path / "hot.html"
+    done = run_tokenwatch("report", str(path), "-o", str(out), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"{path}:8: skipped: bad gpu_batch record" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert out.stat().st_size > 0

@@ -19,6 +19,7 @@ from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
 from tokenwatch.recording.writer import HEADER_KEY
 
 _CHUNK = 1 << 20
+READABLE_VERSIONS: tuple[int, ...] = (SCHEMA_VERSION,)  # header versions this reader understands
 # The longest line a reader holds. A GPU batch of the largest run (100,000 GPUs) is ~10 MiB; anything
 # longer is damage, skipped as it streams past rather than gathered into memory.
 MAX_LINE_BYTES = 64 << 20
@@ -126,10 +127,13 @@ class RecordingReader:
         if not isinstance(head, dict) or HEADER_KEY not in head:
             raise RecordingFormatError(f"{self.path}: not a tokenwatch recording (line 1 is not its header)")
         version = head[HEADER_KEY]
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        if type(version) is not int or version not in READABLE_VERSIONS:  # bool is an int: refused
+            readable = ", ".join(map(str, READABLE_VERSIONS))
+            newer = type(version) is int and version > max(READABLE_VERSIONS)
             raise RecordingFormatError(
-                f"{self.path}: recording schema {version!r} is newer than this tokenwatch reads "
-                f"({SCHEMA_VERSION})"
+                f"{self.path}: recording format version {orjson.dumps(version).decode()[:40]} is "
+                f"{'newer than this tokenwatch reads' if newer else 'not one this tokenwatch reads'} "
+                f"(this tokenwatch reads version {readable})"
             )
         return head
 
