@@ -258,7 +258,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def stderr_line(message: str) -> None:
-    sys.stderr.write(message.rstrip("\n") + "\n")
+    """One line on stderr; what it quotes from files and nodes cannot drive the terminal."""
+    from tokenwatch.formatting import printable
+
+    sys.stderr.write(printable(message.rstrip("\n")) + "\n")
 
 
 def print_warnings(warnings: list[str], limit: int = 20) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import run_session
+from tokenwatch.formatting import printable
 from tokenwatch.live.build import build_collector, core_config, resolved_targets
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
@@ -25,9 +27,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return run_session(RunOptions.from_args(args, "live"), [collector], core_config=core_config(config))
 
 
+class _PrintableLines:
+    """Writes what the config says (names, paths) with control characters escaped."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write("\n".join(printable(line) for line in text.split("\n")))
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_watch_config(args.config)
-    out = sys.stdout
+    out = _PrintableLines(sys.stdout)
     if config.local:
         where = "local mode: this machine is the node"
     elif config.nodes and config.nodes.slurm_job:

@@ -11,6 +11,7 @@ import numpy as np
 
 from tokenwatch.core.summary import spread_json
 from tokenwatch.events import NODE_STATES
+from tokenwatch.formatting import printable
 from tokenwatch.runs.run_data import RunData
 
 Table = dict[str, list[Any] | np.ndarray]
@@ -142,7 +143,7 @@ def run_tables(run: RunData) -> dict[str, Table]:
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return "" if not math.isfinite(value) else repr(value)
-    return str(value)
+    return printable(str(value))  # names and messages come from recordings: no control characters
 
 
 def _prepare(folder: Path) -> None:

@@ -8,14 +8,14 @@ import orjson
 
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.formatting import format_clock, group, kilowatts, pct
+from tokenwatch.formatting import format_clock, group, kilowatts, pct, printable
 
 MAX_ALERTS_IN_LINE = 4
 
 
 def human_line(snap: RackSnapshot) -> str:
     agg = snap.aggregate
-    alerts = [a.message for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
+    alerts = [printable(a.message) for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
     more = len(snap.active_alerts) - len(alerts)
     if more > 0:
         alerts.append(f"+{more} more")

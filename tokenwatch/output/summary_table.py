@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.durations import format_clock
-from tokenwatch.formatting import group
+from tokenwatch.formatting import group, printable
 
 
 def render_summary(summary: RunSummary) -> str:
     s = summary.spread
     valid_nodes = [n for n in summary.nodes if n.valid is not False]
     head = (
-        f"{summary.name} · {summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
+        f"{printable(summary.name)} · {summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
         f" · {format_clock(summary.duration_s)}"
     )
     rows: list[tuple[str, str]] = [
@@ -37,8 +37,8 @@ def render_summary(summary: RunSummary) -> str:
             cells = "".join(f"{group(pcts.get(k), 1):>10}" for k in ("p50", "p90", "p99"))
             lines.append(f"{metric.upper():<{width}}{cells}")
     if len(valid_nodes) != len(summary.nodes):
-        bad = ", ".join(n.name for n in summary.nodes if n.valid is False)
+        bad = ", ".join(printable(n.name) for n in summary.nodes if n.valid is False)
         lines.append(f"Flagged node results (see the warnings): {bad}")
     for warning in summary.warnings:
-        lines.append(f"warning: {warning}")
+        lines.append(f"warning: {printable(warning)}")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.rack_snapshot import empty_snapshot
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.formatting import printable
 from tokenwatch.session import Session
 from tokenwatch.tui.screens.dashboard import DashboardScreen
 from tokenwatch.tui.screens.help_screen import HelpScreen
@@ -94,7 +95,7 @@ class TokenwatchApp(App[None]):
         # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed.
         self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
-            self.notify(problem, title="Theme", severity="warning", timeout=15)
+            self.notify(printable(problem), title="Theme", severity="warning", timeout=15)
         if self.on_loop is not None:
             self.on_loop(asyncio.get_running_loop())
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")

@@ -14,7 +14,7 @@ from textual.widgets import Footer, Log, Static
 
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import DASH, format_clock, group
+from tokenwatch.formatting import DASH, format_clock, group, printable
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
 from tokenwatch.tui.widgets.node_table import STATUS_LABEL, node_condition
@@ -47,15 +47,19 @@ class NodeScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#node-log-panel").border_title = "Log"
         self.query_one("#node-series").border_title = "Per-GPU timelines"
+        self._redraw()  # at once: a finished or paused replay sends no new snapshot by itself
+
+    def _redraw(self) -> None:
+        refresh = getattr(self.app, "refresh_data", None)
+        if refresh is not None:
+            refresh(force=True)
 
     def action_step(self, delta: int) -> None:
         if self.node in self.nodes:
             self.node = self.nodes[(self.nodes.index(self.node) + delta) % len(self.nodes)]
             self._log_shown = None
             self.query_one("#node-log", Log).clear()
-            refresh = getattr(self.app, "refresh_data", None)
-            if refresh is not None:
-                refresh(force=True)
+            self._redraw()
 
     def show_snapshot(self, snap: RackSnapshot, history: NodeHistory | None) -> None:
         self._title(snap, history)
@@ -66,7 +70,7 @@ class NodeScreen(Screen[None]):
     def _title(self, snap: RackSnapshot, history: NodeHistory | None) -> None:
         pal = palette(self.app)
         text = Text(no_wrap=True, overflow="crop")
-        text.append(f" {self.node} ", style=pal.cursor)
+        text.append(f" {printable(self.node)} ", style=pal.cursor)
         rows = snap.nodes
         if self.node not in rows.names:
             text.append("  not in this run", style=pal.muted)
@@ -77,7 +81,7 @@ class NodeScreen(Screen[None]):
         good = condition in ("up", "finished")
         text.append(f"  {STATUS_LABEL[condition]}", style=pal.good if good else pal.bad)
         if rows.reason[i]:
-            text.append(f" ({rows.reason[i]})", style=pal.muted)
+            text.append(f" ({printable(rows.reason[i])})", style=pal.muted)
         delta = rows.delta_vs_median_pct[i]
         share = history.share_pct[-1] if history is not None and len(history.share_pct) else math.nan
         for label, value in (
@@ -107,6 +111,6 @@ class NodeScreen(Screen[None]):
         if marker == self._log_shown:
             return
         log.clear()
-        log.write_lines(f"{format_clock(t)}  {line}" for t, line in lines)
+        log.write_lines(f"{format_clock(t)}  {printable(line)}" for t, line in lines)
         self._log_shown = marker
         panel.border_subtitle = f"{len(lines)} recent lines"

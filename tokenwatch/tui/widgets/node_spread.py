@@ -12,7 +12,7 @@ from textual.widget import Widget
 
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.views import spread_vs_median_pct
-from tokenwatch.formatting import group
+from tokenwatch.formatting import group, printable
 from tokenwatch.tui.charts import hbar, hbar_left
 from tokenwatch.tui.palette import palette
 
@@ -82,7 +82,7 @@ class NodeSpreadPanel(Widget):
                 : max(0, room - 1)
             ]
         scale = bar_scale_pct(deviation)
-        label_w = max(len(n) for n in names) + 2
+        label_w = max(len(printable(n)) for n in names) + 2
         half = max(2, (width - label_w - 10) // 2)
         for i in order.tolist():
             self._bar_line(text, snap, i, float(deviation[i]), scale, label_w, half)
@@ -102,7 +102,7 @@ class NodeSpreadPanel(Widget):
         slow = bool(rows.straggler[i])
         mark = "✗" if down else ("▼" if slow else " ")
         text.append(
-            f"{mark}{rows.names[i]:<{label_w - 1}}",
+            f"{mark}{printable(rows.names[i]):<{label_w - 1}}",
             style=pal.bad if down else (pal.warn if slow else pal.text),
         )
         if not math.isfinite(dev):

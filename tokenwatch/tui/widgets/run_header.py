@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import DASH, group, kilowatts
+from tokenwatch.formatting import DASH, group, kilowatts, printable
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.widgets.big_figure import BigFigure
 from tokenwatch.tui.widgets.progress_line import ProgressLine, RunProgress
@@ -92,13 +92,13 @@ class RunHeader(Widget):
         run, agg = snap.run, snap.aggregate
         started = bool(run.nodes)
         pal = palette(self.app)
-        title = f"{run.name} · {run.scenario}" if started else run.name
+        title = f"{printable(run.name)} · {run.scenario}" if started else printable(run.name)
         if started:
             title += f" · {len(run.nodes)} nodes × {run.gpus_per_node} GPUs"
         self._set("#title", title)
         state = Text()
         if snap.ended:
-            state.append(f"■ ended: {snap.end_reason}", style=pal.muted)
+            state.append(f"■ ended: {printable(snap.end_reason)}", style=pal.muted)
         elif started:
             state.append("● running", style=pal.good)
         self._set("#state", state)
