@@ -31,10 +31,12 @@ class RunOptions:
     prometheus_port: int | None = None
     speed: float | None = None
     start_s: float = 0.0
+    force: bool = False  # --force: --jsonl may overwrite an existing file
+    inputs: tuple[str, ...] = ()  # files the run reads (recording, config, profile): never an output
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, mode: RunMode) -> RunOptions:
+    def from_args(cls, args: argparse.Namespace, mode: RunMode, inputs: tuple[str, ...] = ()) -> RunOptions:
         return cls(
             mode=mode,
             headless=args.headless,
@@ -47,6 +49,8 @@ class RunOptions:
             prometheus_port=args.prometheus_port,
             speed=getattr(args, "speed", None),
             start_s=getattr(args, "start", 0.0),
+            force=args.force,
+            inputs=inputs,
         )
 
     @property

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tokenwatch.cli.options import RunOptions
+from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
@@ -41,6 +42,15 @@ def open_jsonl(path: str | None) -> Iterator[IO[bytes] | None]:
             fh.close()
 
 
+def check_run_outputs(options: RunOptions) -> None:
+    """--jsonl and --record: never an input, never one file for both; --jsonl over a file needs --force."""
+    outputs = [
+        Output("--jsonl", options.jsonl or ""),
+        Output("--record", options.record or "", overwrites=False),
+    ]
+    check_outputs(options.inputs, outputs, force=options.force)
+
+
 def make_recorder(options: RunOptions, created_epoch: float | None = None) -> RecordingWriter | None:
     if not options.record:
         return None
@@ -60,6 +70,7 @@ def run_session(
     player: ReplayPlayer | None = None,
 ) -> int:
     """Run to the end (or Ctrl-C / q) and return the exit status."""
+    check_run_outputs(options)
     core = RackCore(options.core_config(core_config))
     recorder = make_recorder(options, created_epoch)
     session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if options.paced else None)

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
-from tokenwatch.cli.running import run_session
+from tokenwatch.cli.running import check_run_outputs, run_session
 from tokenwatch.formatting import printable
 from tokenwatch.live.build import build_collector, core_config, resolved_targets
 from tokenwatch.live.config import load_watch_config
@@ -16,6 +16,8 @@ from tokenwatch.live.supervisor import LiveOptions
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    options = RunOptions.from_args(args, "live", inputs=(args.config,))
+    check_run_outputs(options)  # before connecting to anything
     config = load_watch_config(args.config)
     collector = build_collector(
         config,
@@ -24,7 +26,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         options=LiveOptions(stop_after_s=args.stop_after),
         warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"),
     )
-    return run_session(RunOptions.from_args(args, "live"), [collector], core_config=core_config(config))
+    return run_session(options, [collector], core_config=core_config(config))
 
 
 class _PrintableLines:

@@ -125,6 +125,10 @@ def latency_table(run: RunData) -> Table | None:
     }
 
 
+# Every table an export may write (the file names): an input must never be one of them.
+TABLE_NAMES: tuple[str, ...] = ("summary", "nodes", "alerts", "node_series", "gpu_series", "latency")
+
+
 def run_tables(run: RunData) -> dict[str, Table]:
     """Table name -> columns. Series tables are left out for runs that have none."""
     out: dict[str, Table] = {"summary": summary_table(run), "nodes": nodes_table(run)}
