@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import Collector
@@ -39,7 +39,8 @@ def open_jsonl(path: str | None) -> Iterator[IO[bytes] | None]:
         try:
             yield fh
         finally:
-            fh.close()
+            with contextlib.suppress(OSError):  # a full disk already said so (HeadlessLogger)
+                fh.close()
 
 
 def check_run_outputs(options: RunOptions) -> None:
@@ -94,8 +95,9 @@ def run_session(
             after(session)
         return 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
+    session.on_recording_stopped(lambda message: stderr_line(f"tokenwatch: {message}"))
     with open_jsonl(options.jsonl) as jsonl:
-        logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s)
+        logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
         session.every(options.interval_s, logger.at)
         exporter = start_exporter(options, core)
         try:
@@ -107,7 +109,7 @@ def run_session(
     if after:
         after(session)
     if core.started:
-        human.write("\n" + render_summary(core.summary()) + "\n")
+        human.write("\n" + render_summary(session.summary()) + "\n")
         human.flush()
     return 0
 

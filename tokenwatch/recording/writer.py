@@ -8,7 +8,9 @@ way: a reader decodes every complete block of a cut-off file.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import os
 import time
 from pathlib import Path
@@ -29,7 +31,14 @@ _MAX_BUFFER_BYTES = 1 << 20
 
 
 class RecordingError(OSError):
-    """The recording cannot be created or written; the message names the file."""
+    """The recording cannot be created or written; the message names the file.
+
+    ``disk_full``: the write failed for want of space (ENOSPC, EDQUOT): the recording stopped, what was
+    written before is intact."""
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
 
 
 def header(meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -69,11 +78,21 @@ class RecordingWriter:
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._last_flush = self._now()
+        self._good_size = 0  # bytes on disk up to the end of the last complete write
         self.events_written = 0
         self._append(orjson.dumps(header(meta)) + b"\n")
         self.flush()
 
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the recording is closed")
+        return self._fd
+
     def write(self, event: Event) -> None:
+        """Buffer one event. After a failed write (:class:`RecordingError`, raised once) the recording
+        has stopped: later events are dropped."""
+        if self._fd is None:
+            return
         self._append(dumps(event))
         self.events_written += 1
         if self._buffered > _MAX_BUFFER_BYTES or self._now() - self._last_flush >= self.flush_interval_s:
@@ -102,16 +121,33 @@ class RecordingWriter:
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            raise RecordingError(f"{self.path}: write failed: {exc.strerror}") from None
+            self._stop_after_failure()
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise RecordingError(f"{self.path}: write failed: {exc.strerror}", disk_full=full) from None
+        self._good_size += len(data)
+
+    def _stop_after_failure(self) -> None:
+        """Cut a partly written block off the end (so the file ends where the last complete write did:
+        no torn line, no damaged block) and close: the recording has stopped."""
+        fd, self._fd = self._fd, None
+        self._buffer.clear()
+        self._buffered = 0
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):  # frees space on a full disk; not possible on every file
+            os.ftruncate(fd, self._good_size)
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
     def close(self) -> None:
         if self._fd is None:
             return
         self.flush()
-        if self._zstd is not None:
+        if self._zstd is not None and self._fd is not None:
             self._write_all(self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
-        os.close(self._fd)
-        self._fd = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     @property
     def closed(self) -> bool:

@@ -98,9 +98,14 @@ class TokenwatchApp(App[None]):
             self.notify(printable(problem), title="Theme", severity="warning", timeout=15)
         if self.on_loop is not None:
             self.on_loop(asyncio.get_running_loop())
+        self.session.on_recording_stopped(self._recording_stopped)
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
         self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+
+    def _recording_stopped(self, message: str) -> None:
+        """A full disk: the recording stopped, the dashboard goes on (the alert is in the panel too)."""
+        self.notify(message, title="Recording", severity="error", timeout=30)
 
     def _on_theme_changed(self, theme: Theme) -> None:
         self.refresh_data(force=True)
