@@ -13,9 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import zstandard
 
-from tests.conftest import SAMPLE_RUNS, RunCli
+from tests.conftest import SAMPLE_RUNS, RunCli, unzstd
 
 SERVER = SAMPLE_RUNS / "gb300-nvl72-server.jsonl.zst"
 SIM = ("sim", "--speed", "0", "--duration", "2m", "--headless", "--interval", "1m")
@@ -123,7 +122,7 @@ def test_export_never_writes_over_its_input(run_cli: RunCli, tmp_path: Path) -> 
     folder = tmp_path / "out"
     folder.mkdir()
     victim = folder / "nodes.csv"  # a recording that happens to carry the name of an exported table
-    victim.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(SERVER.read_bytes()))
+    victim.write_bytes(unzstd(SERVER.read_bytes()))
     before = digest(victim)
     refused(run_cli("export", str(victim), "--csv", str(folder)), "is the input")
     assert digest(victim) == before

@@ -2,8 +2,10 @@
 
 Lines are buffered and handed to the OS with ``os.write`` at least every ``flush_interval_s``
 (the session also calls :meth:`flush` on a timer), so after ``kill -9`` everything older than
-about a second is on disk. A ``.zst`` file is one zstd frame whose blocks are flushed the same
-way: a reader decodes every complete block of a cut-off file.
+about a second is on disk. A ``.zst`` file is a series of independent zstd frames, each ending on a
+line and carrying a checksum: a flush ends a frame once it holds :data:`FRAME_BYTES` of lines (other
+flushes end a block), so a reader decodes every complete block of a cut-off file, skips a damaged
+frame to the next intact one, and can start reading at any frame (a replay's seek).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 HEADER_KEY = "tokenwatch_recording"
 _MAX_BUFFER_BYTES = 1 << 20
+# Lines per zstd frame (uncompressed). Damage loses at most one frame; a reader starting mid-file decodes
+# at most one frame it does not need. 1 MiB frames compress as well as one stream (within 1 %).
+FRAME_BYTES = 1 << 20
 
 
 class RecordingError(OSError):
@@ -72,9 +77,9 @@ class RecordingWriter:
             raise RecordingError(f"{self.path}: already exists; choose another name or remove it") from None
         except OSError as exc:
             raise RecordingError(f"{self.path}: cannot create the recording: {exc.strerror}") from None
-        self._zstd = (
-            zstandard.ZstdCompressor(level=zstd_level).compressobj() if self.path.suffix == ".zst" else None
-        )
+        self._compressor = zstandard.ZstdCompressor(level=zstd_level, write_checksum=True)
+        self._zstd = self._compressor.compressobj() if self.path.suffix == ".zst" else None
+        self._frame_bytes = 0  # lines in the open frame
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._last_flush = self._now()
@@ -103,14 +108,20 @@ class RecordingWriter:
         self._buffered += len(line)
 
     def flush(self) -> None:
-        """Hand everything buffered to the OS (a complete zstd block for ``.zst``)."""
+        """Hand everything buffered to the OS (for ``.zst`` a complete block, or the end of a frame)."""
         if self._fd is None:
             return
         data = b"".join(self._buffer)
         self._buffer.clear()
         self._buffered = 0
         if self._zstd is not None:
-            data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+            self._frame_bytes += len(data)
+            if self._frame_bytes >= FRAME_BYTES:  # end the frame: the next one starts afresh
+                data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
+                self._zstd = self._compressor.compressobj()
+                self._frame_bytes = 0
+            else:
+                data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         self._write_all(data)
         self._last_flush = self._now()
 
@@ -143,7 +154,7 @@ class RecordingWriter:
         if self._fd is None:
             return
         self.flush()
-        if self._zstd is not None and self._fd is not None:
+        if self._zstd is not None and self._fd is not None and self._frame_bytes:
             self._write_all(self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
         if self._fd is not None:
             os.close(self._fd)
