@@ -192,6 +192,11 @@ class RackCore:
             raise ValueError("no run in the stream: the recording holds no run start")
         return summarize_state(self._state)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a replay's compact keyframe), a core carries its state, not its interval callbacks:
+        they belong to this process's observers, like :meth:`clone`'s."""
+        return {**self.__dict__, "_callbacks": []}
+
     def clone(self) -> RackCore:
         """An independent copy of the state, without the interval callbacks (a replay's keyframe)."""
         twin = RackCore(self.config)
