@@ -10,6 +10,7 @@ import pytest
 from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, needs_sshd, write_config
 from sshd_cluster import LoopbackCluster
 
+from tokenwatch.core.snapshot import FRESH, STALE_GPU
 from tokenwatch.events import Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
@@ -177,6 +178,65 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         (node.control / "stall").unlink()
         await run.wait_for("node06 up again", lambda: run.state("node06") == "up", timeout=15)
     assert [s.state for s in run.statuses("node06")][-1] == "up"
+
+
+def fake_gpu_power_w(node_index: int, gpu: int) -> float:
+    """Independent figure: the fake reports the captured power.draw + GPU number + node number."""
+    return expected_node_power_w(node_index, gpus=gpu + 1) - expected_node_power_w(node_index, gpus=gpu)
+
+
+async def test_a_lost_gpu_goes_stale_and_leaves_the_power_total(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    """nvidia-smi prints "Unable to determine the device handle" in place of one GPU's row: that GPU is
+    shown missing (stale) and the rack's power drops by exactly its power; its node stays up."""
+    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
+    node = healthy["node03"]
+    full = sum(expected_node_power_w(n.index) for n in healthy.nodes)
+    async with live_run(cfg) as run:
+        await run.wait_for(
+            "every GPU reporting", lambda: run.snapshot().aggregate.gpus_reporting == 4 * N_NODES
+        )
+        assert run.snapshot().aggregate.power_w == pytest.approx(full)
+        (node.control / "lost").write_text("2\n")
+        i = run.snapshot().nodes.index("node03")
+        await run.wait_for(
+            "GPU 2 of node03 stale", lambda: run.snapshot().gpus.freshness[i, 2] == STALE_GPU, timeout=10
+        )
+        snap = run.snapshot()
+        assert snap.aggregate.power_w == pytest.approx(full - fake_gpu_power_w(node.index, 2))
+        assert snap.aggregate.gpus_reporting == 4 * N_NODES - 1
+        assert [int(f) for f in snap.gpus.freshness[i]] == [FRESH, FRESH, STALE_GPU, FRESH]
+        assert run.state("node03") == "up"  # three GPUs still report
+        assert any("Unable to determine the device handle" in n.message for n in run.notices("node03"))
+        (node.control / "lost").unlink()
+        await run.wait_for("GPU 2 back", lambda: run.snapshot().gpus.freshness[i, 2] == FRESH, timeout=10)
+        assert run.snapshot().aggregate.power_w == pytest.approx(full)
+
+
+async def test_a_babbling_nvidia_smi_makes_its_node_stale(healthy: LoopbackCluster, tmp_path: Path) -> None:
+    """Only garbage on the stream: bytes keep coming but no sample parses. Liveness counts parsed samples,
+    so the node goes stale and its GPUs leave the power total."""
+    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
+    node = healthy["node05"]
+    full = sum(expected_node_power_w(n.index) for n in healthy.nodes)
+    async with live_run(cfg) as run:
+        await run.wait_for(
+            "every GPU reporting", lambda: run.snapshot().aggregate.gpus_reporting == 4 * N_NODES
+        )
+        (node.control / "garbage").touch()
+        await run.wait_for(
+            "node05 reported stale",
+            lambda: any(s.state == "stale" for s in run.statuses("node05")),
+            timeout=10,
+        )
+        assert "nvidia-smi" in [s for s in run.statuses("node05") if s.state == "stale"][-1].reason
+        snap = run.snapshot()
+        i = snap.nodes.index("node05")
+        assert all(int(f) != FRESH for f in snap.gpus.freshness[i])
+        assert snap.aggregate.power_w == pytest.approx(full - expected_node_power_w(node.index))
+        (node.control / "garbage").unlink()
+        await run.wait_for("node05 up again", lambda: run.state("node05") == "up", timeout=15)
 
 
 async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tokenwatch.clock import Clock
-from tokenwatch.events import Emit, Event, NodeStatus
+from tokenwatch.events import Emit, Event, NodeStatus, Notice
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
@@ -80,13 +80,20 @@ class NodeSource(Protocol):
     async def run(self, transport: Transport, ctx: NodeContext) -> None: ...
 
 
-async def _feed(ctx: NodeContext, source: str, parser: StreamParser, data: bytes) -> None:
+def has_readings(events: Sequence[Event]) -> bool:
+    """Whether a parser's events hold a reading (not just notices about lines it could not read)."""
+    return any(not isinstance(e, Notice) for e in events)
+
+
+async def _feed(ctx: NodeContext, source: str, parser: StreamParser, data: bytes) -> bool:
+    """Parse and emit; True when the bytes held a reading."""
     try:
         events = parser.feed(data, ctx.now())
     except Exception as exc:  # a parser bug must not take the node's other streams with it
         await ctx.health.notice(source, "error", f"{source}: parser failed: {type(exc).__name__}: {exc}")
-        return
+        return False
     await ctx.emit_all(source, events)
+    return has_readings(events)
 
 
 def describe_exit(program: str, status: int | None, stderr: str) -> str:
@@ -117,8 +124,10 @@ class CommandSource:
         stream = await transport.start(self.argv)
         try:
             while data := await stream.read():
-                ctx.saw(self.name)
-                await _feed(ctx, self.name, parser, data)
+                # Liveness counts parsed samples, not bytes: a stream of garbage or of "Unable to
+                # determine the device handle" lines is as good as silent.
+                if await _feed(ctx, self.name, parser, data):
+                    ctx.saw(self.name)
             status, stderr = await stream.finish()
         finally:
             await stream.aclose()
@@ -236,13 +245,14 @@ class ScrapeSource:
             except HttpError as exc:
                 await ctx.health.notice(self.name, "warning", str(exc))
             else:
-                ctx.saw(self.name)
                 ctx.health.forget_notice(self.name)
                 try:
                     events = self.parser.parse(text, ctx.now())
                 except Exception as exc:
                     await ctx.health.notice(self.name, "error", f"{redact(self.url)}: parser failed: {exc}")
                 else:
+                    if has_readings(events):  # a page that reads as nothing is no sign of life
+                        ctx.saw(self.name)
                     await ctx.emit_all(self.name, events)
             await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
 
