@@ -11,7 +11,7 @@ from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, nee
 from sshd_cluster import LoopbackCluster
 
 from tokenwatch.core.snapshot import FRESH, STALE_GPU
-from tokenwatch.events import Progress
+from tokenwatch.events import LogLine, Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
 
@@ -155,6 +155,39 @@ async def test_dropped_connection_reconnects_and_resumes_the_tail(
         await run.wait_for("line after reconnect", lambda: last_tokens(run, "node05") == 900)
     progress = [e.tokens_done for e in run.events if isinstance(e, Progress) and e.node == "node05"]
     assert progress == [500, 900]  # the first line was not read again
+
+
+async def test_a_log_truncated_while_away_and_regrown_is_read_from_its_start(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    """The node was unreachable while its harness restarted: the log was truncated and grew past the
+    offset already read. Every line of the new file is read (the tail used to resume at the old offset
+    and skip them), with a notice."""
+    import psutil
+
+    logs = tmp_path / "logs"
+    write_logs(logs, healthy, 1)
+    log = logs / "node05" / "harness.log"
+    old = "".join(f"12:00:0{k} run1 " + log_line(k) for k in range(1, 6))
+    log.write_text(old)
+    new = "".join(f"13:30:{k:02d} run2 " + log_line(k) for k in range(1, 12))
+    assert len(new) > len(old)
+    cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
+    node = healthy["node05"]
+    async with live_run(cfg) as run:
+        await run.wait_for("node05 log", lambda: last_tokens(run, "node05") == 500)
+        assert node.proc is not None
+        for child in psutil.Process(node.proc.pid).children():  # the node's sessions die
+            child.kill()
+        await run.wait_for("node05 down", lambda: any(s.state == "down" for s in run.statuses("node05")))
+        with open(log, "r+") as fh:  # same inode, truncated, regrown past the offset
+            fh.truncate(0)
+            fh.write(new)
+        await run.wait_for("node05 back", lambda: [s.state for s in run.statuses("node05")][-1] == "up")
+        await run.wait_for("the new file's last line", lambda: last_tokens(run, "node05") == 1100)
+    shown = [e.text for e in run.events if isinstance(e, LogLine) and e.node == "node05"]
+    assert shown == (old + new).splitlines()  # each line once, none skipped
+    assert any("from the start" in n.message for n in run.notices("node05"))
 
 
 async def test_silent_stream_makes_the_node_stale_then_up_again(

@@ -17,6 +17,7 @@ from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.remote_commands import stat_command, tail_command
+from tokenwatch.live.tail_fingerprint import TailFingerprint
 from tokenwatch.live.tail_stream import (
     TailData,
     TailItem,
@@ -150,16 +151,24 @@ class FileTailSource:
         self.parser: StreamParser | None = None
         self.inode: str | None = None
         self.offset = 0
+        self.fingerprint = TailFingerprint()  # of the bytes read: a file rewritten meanwhile is noticed
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
         if self.parser is None:
             self.parser = self.parser_factory()
         if transport.local:
-            tailer = LocalFileTailer(self.path, inode=self.inode, offset=self.offset, poll_s=self.poll_s)
+            tailer = LocalFileTailer(
+                self.path,
+                inode=self.inode,
+                offset=self.offset,
+                poll_s=self.poll_s,
+                fingerprint=self.fingerprint.copy(),
+            )
             async for items in tailer.follow(ctx.clock):
                 await self._handle(items, ctx, lambda: _const(tailer.inode))
             return
-        stream = await transport.start([], shell_command=tail_command(self.path, self.inode, self.offset))
+        command = tail_command(self.path, self.inode, self.offset, self.fingerprint)
+        stream = await transport.start([], shell_command=command)
         splitter = TailStreamSplitter()
         try:
             while data := await stream.read():
@@ -180,6 +189,7 @@ class FileTailSource:
         for item in items:
             if isinstance(item, TailData):
                 assert self.parser is not None
+                self.fingerprint.read(self.offset, item.data)
                 self.offset += len(item.data)
                 ctx.saw(self.name)
                 await _feed(ctx, self.name, self.parser, item.data)
@@ -191,11 +201,13 @@ class FileTailSource:
                         f"{self.path} was rotated or truncated meanwhile: reading it from the start",
                     )
                     self.parser = self.parser_factory()
+                    self.fingerprint.reset()
                 self.inode, self.offset = item.inode, item.offset
                 ctx.saw(self.name)
             elif isinstance(item, TailReset):
                 self.parser = self.parser_factory()
                 self.offset = 0
+                self.fingerprint.reset()
                 self.inode = await inode_now()
                 await ctx.health.notice(self.name, "info", item.reason)
             elif isinstance(item, TailMessage):
