@@ -72,6 +72,7 @@ def test_two_hundred_concurrent_scrapers_are_all_answered(server: MetricsServer)
                 continue
             with lock:
                 answered[0] += body == expected
+
     threads = [threading.Thread(target=scraper) for _ in range(SCRAPERS)]
     for thread in threads:
         thread.start()

@@ -227,14 +227,14 @@ class ReplayPlayer:
         self._scanned_end = newest
         self._scan_done = True
 
-    async def _wait_change(self, timeout: float | None) -> bool:
-        """Sleep until a control is used (True) or ``timeout`` of the pacer's clock passes (False)."""
-        if timeout is None:
+    async def _wait_change(self, within_s: float | None) -> bool:
+        """Sleep until a control is used (True) or ``within_s`` of the pacer's clock passes (False)."""
+        if within_s is None:
             await self._changed.wait()
             self._changed.clear()
             return True
         changed = asyncio.ensure_future(self._changed.wait())
-        slept = asyncio.ensure_future(self.pacer.clock.sleep(timeout))  # the injected clock, not the loop's
+        slept = asyncio.ensure_future(self.pacer.clock.sleep(within_s))  # the injected clock, not the loop's
         try:
             done, _ = await asyncio.wait({changed, slept}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -362,8 +362,10 @@ class ReplayPlayer:
                 elif event.t > target and core.started:
                     break
                 else:
-                    while not core.advance_toward(event.t, _TICKS_PER_SLICE):
+                    while not core.advance_toward(event.t, _TICKS_PER_SLICE):  # a long gap, in slices
                         await asyncio.sleep(0)
+                        if self._seek_target is not None:
+                            break
                     event, _ = tape.pop()
                     core.ingest(event)
                     position = max(position, event.t)

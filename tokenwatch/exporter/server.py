@@ -61,7 +61,7 @@ class _CrowdServer(ThreadingHTTPServer):
         finally:
             self._workers.release()
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, _request: Any, client_address: Any) -> None:
         """Never a traceback on stderr (the headless lines are there): a client gone or too slow is
         routine; anything else is one warning line."""
         exc = sys.exc_info()[1]
