@@ -69,6 +69,15 @@ def start_tokenwatch(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
+def unzstd(data: bytes) -> bytes:
+    """Every frame of a ``.zst`` recording, decoded (recordings are a series of zstd frames)."""
+    import io
+
+    import zstandard
+
+    return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (at the moment of asking)."""
     with socket.socket() as s:

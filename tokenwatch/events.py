@@ -40,6 +40,12 @@ UIntArray: TypeAlias = npt.NDArray[np.uint64]
 
 NAN = math.nan
 
+# Bounds every reader enforces (a recording line beyond them is skipped, a config refused): what a run
+# may declare and how far its clock may run. 100,000 GPUs is ~20x a 64-rack NVL72 fleet; a year of run
+# time is far beyond any benchmark, and keeps every loop over run time bounded.
+MAX_RUN_GPUS = 100_000
+MAX_RUN_TIME_S = 366 * 86_400.0
+
 
 def _read_only(*arrays: np.ndarray | None) -> None:
     """Freeze a batch's arrays. Done here, once, rather than at each construction site, so that no

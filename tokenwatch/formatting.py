@@ -1,8 +1,10 @@
-"""Number formatting shared by every front end (plain text, no Rich): one way to print a figure."""
+"""Formatting shared by every front end (plain text, no Rich): one way to print a figure, and the one
+function that makes text from outside safe to print (:func:`printable`)."""
 
 from __future__ import annotations
 
 import math
+import re
 
 from tokenwatch.durations import format_clock
 
@@ -11,6 +13,7 @@ __all__ = [
     "group",
     "kilowatts",
     "pct",
+    "printable",
     "projection",
     "rate",
     "seconds_label",
@@ -18,6 +21,25 @@ __all__ = [
     "si",
     "verdict_word",
 ]
+
+# C0 and C1 controls, DEL, line and paragraph separators, and the bidi overrides that reorder text.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped (ESC -> ``\\x1b``, a newline -> ``\\x0a``).
+
+    Run and node names, reasons, messages and log lines come from recordings and from nodes: printed
+    as they are, an ESC starts a terminal control sequence (colours, clearing the screen, OSC 52
+    clipboard writes). Everything from outside goes through this before a terminal or a text file.
+    """
+    return text if text.isprintable() else _CONTROL.sub(_escape, text)
+
 
 DASH = "—"
 _SI_PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))

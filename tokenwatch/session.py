@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.core import RackCore
+from tokenwatch.core import RackCore, RunSummary
 from tokenwatch.events import Collector, Emit, Event, Notice, RunEnded
-from tokenwatch.recording import RecordingWriter
+from tokenwatch.formatting import format_clock
+from tokenwatch.recording import RecordingError, RecordingWriter
 
 _DONE = object()
+_TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time
 
 
 async def run_collector(collector: Collector, emit: Emit, now: Callable[[], float]) -> None:
@@ -57,6 +60,8 @@ class Session:
         self.flush_interval_s = flush_interval_s
         self._intervals: list[tuple[float, Callable[[float], None]]] = []
         self._event_observers: list[Callable[[Event], None]] = []
+        self._recording_observers: list[Callable[[str], None]] = []
+        self.recording_stopped: str | None = None  # why the recording stopped before the run did
         self._tasks: list[asyncio.Task[None]] = []
         self.events_seen = 0
         self.stopped = False
@@ -71,6 +76,36 @@ class Session:
 
     def on_event(self, callback: Callable[[Event], None]) -> None:
         self._event_observers.append(callback)
+
+    def on_recording_stopped(self, callback: Callable[[str], None]) -> None:
+        """``callback(message)`` once, if the recording fails (a full disk) while the run goes on."""
+        self._recording_observers.append(callback)
+
+    def summary(self) -> RunSummary:
+        """The core's run summary, saying so when the recording is partial."""
+        summary = self.core.summary()
+        if self.recording_stopped is None:
+            return summary
+        note = f"the recording is partial: {self.recording_stopped}"
+        return dataclasses.replace(summary, warnings=(*summary.warnings, note))
+
+    def _recording_failed(self, exc: RecordingError) -> None:
+        """The recorder could not write: the run goes on without it, with one alert saying so."""
+        why = "disk full" if exc.disk_full else str(exc).rsplit(": ", 1)[-1].lower()
+        at = format_clock(self.core.now)
+        message = f"recording stopped: {why} at {at}; everything before is readable"
+        self.recording_stopped = message
+        if self.core.started:  # not recorded (the recording is what failed): straight into the core
+            self.core.ingest(Notice(self.core.now, "error", message, source="recording"))
+        for callback in self._recording_observers:
+            callback(message)
+
+    def _recorder_call(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except RecordingError as exc:
+            if self.recording_stopped is None:
+                self._recording_failed(exc)
 
     def replace_core(self, core: RackCore) -> None:
         """Feed ``core`` from now on (a replay's backward seek rebuilt it); interval observers follow it."""
@@ -99,7 +134,7 @@ class Session:
         while not self.recorder.closed:
             await self.clock.sleep(interval_s)
             if not self.recorder.closed:
-                self.recorder.flush()
+                self._recorder_call(self.recorder.flush)
 
     async def run(self) -> None:
         producer = asyncio.create_task(self._produce())
@@ -112,7 +147,7 @@ class Session:
                 try:
                     if item is _DONE:
                         break
-                    self.handle(item)  # type: ignore[arg-type]
+                    await self._handle_responsively(item)  # type: ignore[arg-type]
                 finally:
                     self.queue.task_done()
         finally:
@@ -125,12 +160,22 @@ class Session:
                     await flusher
             self._end_if_interrupted()
             if self.recorder is not None:
-                self.recorder.close()
+                self._recorder_call(self.recorder.close)
+
+    async def _handle_responsively(self, event: Event) -> None:
+        """:meth:`handle`, after filling a long gap in run time in slices that let the loop in between
+        (a stop then ends the run at once: the event after the gap is left out)."""
+        while not self.core.advance_toward(event.t, _TICKS_PER_SLICE):
+            await asyncio.sleep(0)
+            if self.stopped:
+                return
+        self.handle(event)
 
     def handle(self, event: Event) -> None:
         """Record, then ingest (the core calls interval observers due before the event's time first)."""
-        if self.recorder is not None:
-            self.recorder.write(event)
+        if self.recorder is not None and self.recording_stopped is None:
+            recorder = self.recorder
+            self._recorder_call(lambda: recorder.write(event))
         self.events_seen += 1
         self.core.ingest(event)
         for callback in self._event_observers:

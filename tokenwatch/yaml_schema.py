@@ -44,32 +44,86 @@ def load_yaml(path: Path | str) -> tuple[Any, dict[KeyPath, int]]:
     return parse_yaml(text, str(path))
 
 
+# How many values a document may hold once its aliases are expanded. Real configs hold hundreds; an
+# alias "bomb" (9 levels of 9 aliases: 435 bytes) expands to hundreds of millions, which the readers
+# below would walk and copy one by one. Aliases within the bound stay allowed (anchors, ``<<:`` merges).
+MAX_EXPANDED_VALUES = 100_000
+
+
 def parse_yaml(text: str, name: str) -> tuple[Any, dict[KeyPath, int]]:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+    loader = yaml.SafeLoader(text)
+    try:  # PyYAML composes recursively: absurd nesting is a RecursionError, reported like bad YAML
+        node = loader.get_single_node()
+        lines: dict[KeyPath, int] = {}
+        if node is not None:
+            _check_node(node, name)
+            _collect_lines(node, (), lines, name)  # before construction, which rewrites merged mappings
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}:{mark.line + 1}" if mark is not None else name
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SchemaError(f"{where}: invalid YAML: {problem}") from None
-    lines: dict[KeyPath, int] = {}
-    if node is not None:
-        _collect_lines(node, (), lines)
+    except RecursionError:
+        raise SchemaError(f"{name}: invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
     return data, lines
 
 
-def _collect_lines(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int]) -> None:
+def _check_node(root: yaml.Node, name: str) -> None:
+    """Refuse what the composer lets through but nothing here can walk: an alias that contains itself,
+    and aliases that expand beyond :data:`MAX_EXPANDED_VALUES` values."""
+    sizes: dict[int, int] = {}  # id(node) -> values it expands to; each node is counted once
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise SchemaError(f"{name}:{node.start_mark.line + 1}: a YAML alias refers to itself")
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k) + size(v)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += size(item)
+        open_nodes.discard(key)
+        if total > MAX_EXPANDED_VALUES:
+            raise SchemaError(
+                f"{name}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                f"{MAX_EXPANDED_VALUES:,} values (an alias bomb?)"
+            )
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def _collect_lines(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], name: str) -> None:
+    """The line of every key path; a key given twice in one mapping is an error naming both lines
+    (PyYAML would silently keep the last)."""
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
         for key, value in node.value:
-            sub = (*path, str(key.value))
-            lines[sub] = key.start_mark.line + 1
-            _collect_lines(value, sub, lines)
-            lines[sub] = key.start_mark.line + 1
+            text = str(key.value)
+            sub = (*path, text)
+            line = key.start_mark.line + 1
+            if key.tag != "tag:yaml.org,2002:merge":
+                if text in first:
+                    where = ".".join(str(p) for p in sub)
+                    raise SchemaError(f"{name}:{line}: {where}: duplicate key (first on line {first[text]})")
+                first[text] = line
+            lines[sub] = line
+            _collect_lines(value, sub, lines, name)
+            lines[sub] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _collect_lines(item, (*path, i), lines)
+            _collect_lines(item, (*path, i), lines, name)
 
 
 class Reader:

@@ -28,7 +28,7 @@ def healthy(cluster: LoopbackCluster) -> Iterator[LoopbackCluster]:
 
     def heal() -> None:
         for node in cluster.nodes:
-            for name in ("stall", "fail"):
+            for name in ("stall", "fail", "lost", "garbage"):
                 (node.control / name).unlink(missing_ok=True)
             if not node.running:
                 node.start()

@@ -9,7 +9,9 @@
 #   index = the GPU number, timestamp = now,
 #   power.draw = captured value + GPU number + $FAKE_NVSMI_NODE (W).
 # Control files in $FAKE_NVSMI_CONTROL (a directory): `stall` pauses output while it exists
-# (a stream that goes silent); `fail` makes it exit with status 3 and a message on stderr.
+# (a stream that goes silent); `fail` makes it exit with status 3 and a message on stderr; `lost`
+# (holding a GPU number) prints, in that GPU's place, the line a real nvidia-smi prints for a GPU that
+# fell off the bus; `garbage` prints lines that are no rows at all (a babbling stream).
 # An unknown field is refused as the real one does: `Field "x" is not a valid field to query.`
 set -u
 here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
@@ -117,7 +119,17 @@ while true; do
         ms=${now#*.}
         ts="$ts.${ms:0:3}"
         block=""
+        lost=-1
+        [[ -e $control/lost ]] && lost=$(< "$control/lost")
         for ((g = 0; g < gpus; g++)); do
+            if [[ -e $control/garbage ]]; then
+                block+="#&%!? $RANDOM ~~ not a row ~~"$'\n'
+                continue
+            fi
+            if ((g == lost)); then
+                block+="Unable to determine the device handle for GPU 0000:0$((g + 1)):00.0: Unknown Error"$'\n'
+                continue
+            fi
             row=""
             for name in "${names[@]}"; do
                 render "$name" "$g" "$ts"

@@ -11,7 +11,8 @@ from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, nee
 from sshd_cluster import LoopbackCluster
 
 from tests.conftest import progress_counts
-from tokenwatch.events import Progress
+from tokenwatch.core.snapshot import FRESH, STALE_GPU
+from tokenwatch.events import LogLine, Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
 
@@ -162,6 +163,42 @@ async def test_dropped_connection_reconnects_and_resumes_the_tail(
     assert progress == [500, 900]  # the first line was not read again
 
 
+async def test_a_log_truncated_while_away_and_regrown_is_read_from_its_start(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    """The node was unreachable while its harness restarted: the log was truncated and grew past the
+    offset already read. Every line of the new file is read (the tail used to resume at the old offset
+    and skip them), with a notice."""
+    import psutil
+
+    logs = tmp_path / "logs"
+    write_logs(logs, healthy, 1)
+    log = logs / "node05" / "harness.log"
+    log.write_text("")  # written while watched: a file's content at the watch's start is its backlog
+    old = "".join(f"12:00:0{k} run1 " + log_line(k) for k in range(1, 6))
+    new = "".join(f"13:30:{k:02d} run2 " + log_line(k) for k in range(1, 12))
+    assert len(new) > len(old)
+    cfg = write_config(tmp_path / "w.yaml", healthy, extra=LOG_EXTRA.format(logs=logs))
+    node = healthy["node05"]
+    async with live_run(cfg) as run:
+        await run.wait_for("node05 up", lambda: any(s.state == "up" for s in run.statuses("node05")))
+        with open(log, "a") as fh:
+            fh.write(old)
+        await run.wait_for("node05 log", lambda: last_tokens(run, "node05") == 500)
+        assert node.proc is not None
+        for child in psutil.Process(node.proc.pid).children():  # the node's sessions die
+            child.kill()
+        await run.wait_for("node05 down", lambda: any(s.state == "down" for s in run.statuses("node05")))
+        with open(log, "r+") as fh:  # same inode, truncated, regrown past the offset
+            fh.truncate(0)
+            fh.write(new)
+        await run.wait_for("node05 back", lambda: [s.state for s in run.statuses("node05")][-1] == "up")
+        await run.wait_for("the new file's last line", lambda: last_tokens(run, "node05") == 1100)
+    shown = [e.text for e in run.events if isinstance(e, LogLine) and e.node == "node05"]
+    assert shown == (old + new).splitlines()  # each line once, none skipped
+    assert any("from the start" in n.message for n in run.notices("node05"))
+
+
 async def test_silent_stream_makes_the_node_stale_then_up_again(
     healthy: LoopbackCluster, tmp_path: Path
 ) -> None:
@@ -183,6 +220,67 @@ async def test_silent_stream_makes_the_node_stale_then_up_again(
         (node.control / "stall").unlink()
         await run.wait_for("node06 up again", lambda: run.state("node06") == "up", within_s=15)
     assert [s.state for s in run.statuses("node06")][-1] == "up"
+
+
+def fake_gpu_power_w(node_index: int, gpu: int) -> float:
+    """Independent figure: the fake reports the captured power.draw + GPU number + node number."""
+    return float(
+        expected_node_power_w(node_index, gpus=gpu + 1) - expected_node_power_w(node_index, gpus=gpu)
+    )
+
+
+async def test_a_lost_gpu_goes_stale_and_leaves_the_power_total(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    """nvidia-smi prints "Unable to determine the device handle" in place of one GPU's row: that GPU is
+    shown missing (stale) and the rack's power drops by exactly its power; its node stays up."""
+    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
+    node = healthy["node03"]
+    full = sum(expected_node_power_w(n.index) for n in healthy.nodes)
+    async with live_run(cfg) as run:
+        await run.wait_for(
+            "every GPU reporting", lambda: run.snapshot().aggregate.gpus_reporting == 4 * N_NODES
+        )
+        assert run.snapshot().aggregate.power_w == pytest.approx(full)
+        (node.control / "lost").write_text("2\n")
+        i = run.snapshot().nodes.index("node03")
+        await run.wait_for(
+            "GPU 2 of node03 stale", lambda: run.snapshot().gpus.freshness[i, 2] == STALE_GPU, within_s=10
+        )
+        snap = run.snapshot()
+        assert snap.aggregate.power_w == pytest.approx(full - fake_gpu_power_w(node.index, 2))
+        assert snap.aggregate.gpus_reporting == 4 * N_NODES - 1
+        assert [int(f) for f in snap.gpus.freshness[i]] == [FRESH, FRESH, STALE_GPU, FRESH]
+        assert run.state("node03") == "up"  # three GPUs still report
+        assert any("Unable to determine the device handle" in n.message for n in run.notices("node03"))
+        (node.control / "lost").unlink()
+        await run.wait_for("GPU 2 back", lambda: run.snapshot().gpus.freshness[i, 2] == FRESH, within_s=10)
+        assert run.snapshot().aggregate.power_w == pytest.approx(full)
+
+
+async def test_a_babbling_nvidia_smi_makes_its_node_stale(healthy: LoopbackCluster, tmp_path: Path) -> None:
+    """Only garbage on the stream: bytes keep coming but no sample parses. Liveness counts parsed samples,
+    so the node goes stale and its GPUs leave the power total."""
+    cfg = write_config(tmp_path / "w.yaml", healthy, stale_after="2s")
+    node = healthy["node05"]
+    full = sum(expected_node_power_w(n.index) for n in healthy.nodes)
+    async with live_run(cfg) as run:
+        await run.wait_for(
+            "every GPU reporting", lambda: run.snapshot().aggregate.gpus_reporting == 4 * N_NODES
+        )
+        (node.control / "garbage").touch()
+        await run.wait_for(
+            "node05 reported stale",
+            lambda: any(s.state == "stale" for s in run.statuses("node05")),
+            within_s=10,
+        )
+        assert "nvidia-smi" in [s for s in run.statuses("node05") if s.state == "stale"][-1].reason
+        snap = run.snapshot()
+        i = snap.nodes.index("node05")
+        assert all(int(f) != FRESH for f in snap.gpus.freshness[i])
+        assert snap.aggregate.power_w == pytest.approx(full - expected_node_power_w(node.index))
+        (node.control / "garbage").unlink()
+        await run.wait_for("node05 up again", lambda: run.state("node05") == "up", within_s=15)
 
 
 async def test_failing_command_is_reported_and_retried(healthy: LoopbackCluster, tmp_path: Path) -> None:
@@ -242,6 +340,35 @@ async def test_unknown_and_changed_host_keys_fail_only_their_node(
     assert rows_of(run, "node02") == 0
     assert rows_of(run, "node04") == 0
     assert known.read_text() == "\n".join(lines) + "\n"  # nothing recorded without the flag
+
+
+async def test_failure_reasons_name_no_user_and_no_local_path(
+    healthy: LoopbackCluster, tmp_path: Path
+) -> None:
+    """Reasons go into recordings, snapshots and reports: they name the node's address, never the SSH
+    user or a path on this machine (known_hosts, keys)."""
+    from sshd_cluster import keygen
+
+    impostor = keygen(tmp_path / "impostor").split()
+    stranger = tmp_path / "stranger_key"
+    keygen(stranger)  # a key no node accepts
+    lines = [n.known_hosts_line for n in healthy.nodes if n.name not in ("node02", "node04")]
+    lines.append(f"[127.0.0.1]:{healthy['node04'].port} {impostor[0]} {impostor[1]}")
+    known = tmp_path / "known_hosts"
+    known.write_text("\n".join(lines) + "\n")
+    cfg = write_config(tmp_path / "w.yaml", healthy, known_hosts=known)
+    cfg.write_text(cfg.read_text().replace(str(healthy.client_key), str(stranger)))
+    async with live_run(cfg) as run:
+        await run.wait_for("every node down", lambda: all(run.statuses(n.name) for n in healthy.nodes))
+    reasons = {n.name: run.statuses(n.name)[0].reason for n in healthy.nodes}
+    assert "unknown host key" in reasons["node02"]
+    assert "HOST KEY CHANGED" in reasons["node04"]
+    assert "authentication failed" in reasons["node01"]
+    for node, reason in reasons.items():
+        assert f"{healthy.user}@" not in reason, (node, reason)
+        assert str(tmp_path) not in reason, (node, reason)
+        assert str(Path.home()) not in reason, (node, reason)
+        assert "known_hosts" not in reason.replace("ssh.known_hosts", ""), (node, reason)
 
 
 async def test_accept_new_host_keys_records_new_keys_never_changed_ones(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tokenwatch.clock import MonotonicClock
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.remote_commands import tail_command
+from tokenwatch.live.tail_fingerprint import TailFingerprint
 from tokenwatch.live.tail_stream import (
     TailData,
     TailItem,
@@ -98,11 +99,12 @@ def test_splitter_rejects_output_without_its_header() -> None:
         TailStreamSplitter().feed(b"sh: 1: stat: not found\n")
 
 
-def run_tail(path: Path, inode: str | None, offset: int) -> subprocess.Popen[bytes]:
+def run_tail(
+    path: Path, inode: str | None, offset: int, fingerprint: TailFingerprint | None = None
+) -> subprocess.Popen[bytes]:
     # exactly what sshd does with the command line: hand it to the user's shell
-    return subprocess.Popen(
-        tail_command(str(path), inode, offset), shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    command = tail_command(str(path), inode, offset, fingerprint)
+    return subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 
 def read_for(proc: subprocess.Popen[bytes], seconds: float) -> bytes:
@@ -225,3 +227,73 @@ async def test_local_tailer_follows_asynchronously(tmp_path: Path) -> None:
         with open(log, "ab") as fh:
             fh.write(b"y\n")
     assert merge_data(seen)[1:] == [b"x\ny\n"] or merge_data(seen)[1:] == [b"x\n", b"y\n"]
+
+
+# ---------------------------------------------------------------------------- truncated while away
+OLD = b"".join(b"12:00:%02d run1 done %d samples\n" % (k, k) for k in range(1, 6))
+NEW = b"".join(b"13:30:%02d run2 done %d samples\n" % (k, k) for k in range(1, 12))
+
+
+def fingerprint_of(data: bytes) -> TailFingerprint:
+    """What a tail that read ``data`` from byte 0 remembers of it."""
+    fp = TailFingerprint()
+    fp.read(0, data)
+    return fp
+
+
+def test_the_fingerprint_keeps_the_head_and_the_bytes_before_the_offset() -> None:
+    fp = TailFingerprint()
+    data = bytes(range(256)) * 20
+    for at in range(0, len(data), 700):
+        fp.read(at, data[at : at + 700])
+    assert fp.head == data[: len(fp.head)]
+    assert fp.tail == data[-len(fp.tail) :]
+    assert len(fp.head) == len(fp.tail) == 1024
+
+
+@needs_gnu_tail
+def test_remote_tail_script_rereads_a_file_truncated_and_regrown_past_the_offset(tmp_path: Path) -> None:
+    log = tmp_path / "harness.log"
+    log.write_bytes(OLD)
+    inode = str(os.stat(log).st_ino)
+    fp = fingerprint_of(OLD)
+    same = merge_data(split_all(read_for(run_tail(log, inode, len(OLD), fp), 0.4), []))
+    assert same == [TailStart(inode, len(OLD))]  # the same bytes: resumed at the offset
+    with open(log, "r+b") as fh:  # truncated while the node was unreachable, then regrown past the offset
+        fh.truncate(0)
+        fh.write(NEW)
+    assert str(os.stat(log).st_ino) == inode
+    assert len(NEW) > len(OLD)
+    again = merge_data(split_all(read_for(run_tail(log, inode, len(OLD), fp), 0.4), []))
+    assert again == [TailStart(inode, 0), NEW]  # every new line, from the start
+
+
+def test_local_tailer_rereads_a_file_truncated_and_regrown_past_the_offset(tmp_path: Path) -> None:
+    log = tmp_path / "harness.log"
+    log.write_bytes(OLD)
+    inode = str(os.stat(log).st_ino)
+    fp = fingerprint_of(OLD)
+    resumed = LocalFileTailer(str(log), inode=inode, offset=len(OLD), fingerprint=fp)
+    assert drain(resumed) == [TailStart(inode, len(OLD))]
+    resumed.close()
+    with open(log, "r+b") as fh:
+        fh.truncate(0)
+        fh.write(NEW)
+    again = LocalFileTailer(str(log), inode=inode, offset=len(OLD), fingerprint=fp)
+    assert drain(again) == [TailStart(inode, 0), NEW]
+    again.close()
+
+
+def test_local_tailer_notices_a_rewrite_between_two_polls(tmp_path: Path) -> None:
+    """Truncated and regrown past the offset between two polls: the size never looked smaller."""
+    log = tmp_path / "harness.log"
+    log.write_bytes(OLD)
+    tailer = LocalFileTailer(str(log))
+    assert drain(tailer)[1:] == [OLD]
+    with open(log, "r+b") as fh:
+        fh.truncate(0)
+        fh.write(NEW)
+    after = drain(tailer)
+    assert isinstance(after[0], TailReset)
+    assert after[1:] == [NEW]
+    tailer.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import orjson
 
@@ -20,7 +21,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
 
     collector = SimulatorCollector(sim_settings(args), speed=args.speed)
-    return run_session(RunOptions.from_args(args, "sim"), [collector], created_epoch=SIM_EPOCH)
+    profile_file = (args.profile,) if Path(args.profile).is_file() else ()
+    options = RunOptions.from_args(args, "sim", inputs=profile_file)
+    return run_session(options, [collector], created_epoch=SIM_EPOCH)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -30,7 +33,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     # One player: the dashboard binds it to its session (pause, speed, seek); headless just plays.
     source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
     return run_session(
-        RunOptions.from_args(args, "replay"),
+        RunOptions.from_args(args, "replay", inputs=(args.file,)),
         [source],
         after=lambda _: print_warnings(source.warnings),
         player=source,
@@ -38,8 +41,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from tokenwatch.runs.from_core import summarize_recording
     from tokenwatch.runs.result_folders import summarize_result_dirs
 

@@ -33,10 +33,12 @@ class RunOptions:
     speed: float | None = None
     start_s: float = 0.0
     benchmark: str | None = None  # MLPerf rules for the verdict (None: the run's own)
+    force: bool = False  # --force: --jsonl may overwrite an existing file
+    inputs: tuple[str, ...] = ()  # files the run reads (recording, config, profile): never an output
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, mode: RunMode) -> RunOptions:
+    def from_args(cls, args: argparse.Namespace, mode: RunMode, inputs: tuple[str, ...] = ()) -> RunOptions:
         return cls(
             mode=mode,
             headless=args.headless,
@@ -50,6 +52,8 @@ class RunOptions:
             speed=getattr(args, "speed", None),
             start_s=getattr(args, "start", 0.0),
             benchmark=getattr(args, "benchmark", None),
+            force=args.force,
+            inputs=inputs,
         )
 
     @property

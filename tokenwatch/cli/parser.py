@@ -91,10 +91,17 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         help="headless: run time between lines and JSONL snapshots (default 10s)",
     )
     p.add_argument(
-        "--jsonl", metavar="PATH", help="headless: write one JSON snapshot per interval ('-' = stdout)"
+        "--jsonl",
+        metavar="PATH",
+        help="headless: write one JSON snapshot per interval ('-' = stdout; an existing file needs --force)",
     )
     p.add_argument(
-        "--record", metavar="FILE", help="record every event to FILE (.jsonl, or .jsonl.zst compressed)"
+        "--record",
+        metavar="FILE",
+        help="record every event to FILE (.jsonl, or .jsonl.zst compressed; never overwrites a file)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="let --jsonl overwrite an existing file (never an input)"
     )
     p.add_argument("--theme", metavar="NAME", help="dashboard theme (see themes/; `t` cycles them)")
     p.add_argument(
@@ -230,8 +237,13 @@ def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     report.add_argument("runs", nargs="+", metavar="RUN")
     report.add_argument(
-        "-o", "--output", required=True, metavar="FILE.html", help="where to write the report"
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE.html",
+        help="where to write the report (an existing file needs --force; an input is never overwritten)",
     )
+    report.add_argument("--force", action="store_true", help="overwrite an existing -o file")
     report.add_argument(
         "--workload",
         action="append",
@@ -326,7 +338,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def stderr_line(message: str) -> None:
-    sys.stderr.write(message.rstrip("\n") + "\n")
+    """One line on stderr; what it quotes from files and nodes cannot drive the terminal."""
+    from tokenwatch.formatting import printable
+
+    sys.stderr.write(printable(message.rstrip("\n")) + "\n")
 
 
 def print_warnings(warnings: list[str], limit: int = 20) -> None:

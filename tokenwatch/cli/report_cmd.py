@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError, print_warnings
 from tokenwatch.runs.loading import load_run
 from tokenwatch.runs.run_data import RunData
@@ -36,7 +37,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         workloads = tuple(parse_workload(w) for w in args.workload) if args.workload else DEFAULT_WORKLOADS
     except WorkloadError as exc:
         raise UsageError(f"--workload: {exc}") from None
+    out = Path(args.output)
+    check_outputs(args.runs, [Output("-o", args.output)], force=True)  # an input: refused before loading
     runs = [_load(p, args) for p in args.runs]
+    check_outputs(args.runs, [Output("-o", args.output)], force=args.force)
     for run in runs:
         print_warnings(list(run.warnings))
     if len(runs) == 1:
@@ -48,7 +52,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         print_warnings(comparability_warnings(runs[0], runs[1]))
         html = render_comparison(runs[0], runs[1])
-    out = Path(args.output)
     _write_atomically(out, html)
     sys.stdout.write(f"wrote {out} ({len(html.encode()):,} bytes)\n")
     return 0
@@ -57,9 +60,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     if not args.csv and not args.parquet:
         raise UsageError("tokenwatch export: say where: --csv DIR and/or --parquet DIR")
+    from tokenwatch.export import TABLE_NAMES, ExportError, write_csv, write_parquet
+
+    tables = [Output("--csv", str(Path(args.csv) / f"{n}.csv")) for n in TABLE_NAMES if args.csv]
+    tables += [
+        Output("--parquet", str(Path(args.parquet) / f"{n}.parquet")) for n in TABLE_NAMES if args.parquet
+    ]
+    check_outputs([args.run], tables, force=True)  # exports replace their own tables, never the input
     run = _load(args.run, args)
     print_warnings(list(run.warnings))
-    from tokenwatch.export import ExportError, write_csv, write_parquet
 
     try:
         written = []

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tokenwatch.cli.options import RunOptions
+from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
@@ -40,7 +41,17 @@ def open_jsonl(path: str | None) -> Iterator[IO[bytes] | None]:
         try:
             yield fh
         finally:
-            fh.close()
+            with contextlib.suppress(OSError):  # a full disk already said so (HeadlessLogger)
+                fh.close()
+
+
+def check_run_outputs(options: RunOptions) -> None:
+    """--jsonl and --record: never an input, never one file for both; --jsonl over a file needs --force."""
+    outputs = [
+        Output("--jsonl", options.jsonl or ""),
+        Output("--record", options.record or "", overwrites=False),
+    ]
+    check_outputs(options.inputs, outputs, force=options.force)
 
 
 def make_recorder(options: RunOptions, created_epoch: float | None = None) -> RecordingWriter | None:
@@ -69,6 +80,7 @@ def run_session(
 ) -> int:
     """Run to the end (or Ctrl-C / a stop signal / q) and return the exit status: 0 when the run ended by
     itself, 130 when it was interrupted (its summary is printed marked ``INTERRUPTED at ...``)."""
+    check_run_outputs(options)
     core = RackCore(options.core_config(core_config))
     holder: list[Session] = []
     # Before the recording is created: a port in use must not leave an empty recording behind. The
@@ -100,11 +112,12 @@ def run_session(
         if after:
             after(session)
         # On quitting, the same table headless prints: the result outlives the screen.
-        print_summary(session.core, sys.stdout)
+        print_summary(session, sys.stdout)
         return INTERRUPTED_EXIT if session.interrupted else 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
+    session.on_recording_stopped(lambda message: stderr_line(f"tokenwatch: {message}"))
     with open_jsonl(options.jsonl) as jsonl:
-        logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s)
+        logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
         session.every(options.interval_s, logger.at)
         try:
             asyncio.run(_run_until_signal(session, exporter))
@@ -114,14 +127,15 @@ def run_session(
         logger.finish()
     if after:
         after(session)
-    print_summary(core, human)
+    print_summary(session, human)
     return INTERRUPTED_EXIT if session.interrupted else 0
 
 
-def print_summary(core: RackCore, out: IO[str]) -> None:
-    """The run summary table (marked when the run was interrupted or has no end), if a run started."""
-    if core.started:
-        out.write("\n" + render_summary(core.summary()) + "\n")
+def print_summary(session: Session, out: IO[str]) -> None:
+    """The run summary table (marked when the run was interrupted or has no end, and when the recording
+    is partial), if a run started."""
+    if session.core.started:
+        out.write("\n" + render_summary(session.summary()) + "\n")
         out.flush()
 
 

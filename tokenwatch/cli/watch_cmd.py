@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
-from tokenwatch.cli.running import run_session
+from tokenwatch.cli.running import check_run_outputs, run_session
+from tokenwatch.formatting import printable
 from tokenwatch.live.build import build_collector, core_config, plan_watch
 from tokenwatch.live.config import load_watch_config
 from tokenwatch.live.supervisor import LiveOptions
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    options = RunOptions.from_args(args, "live", inputs=(args.config,))
+    check_run_outputs(options)  # before connecting to anything
     config = load_watch_config(args.config)
     collector = build_collector(
         config,
@@ -22,14 +26,24 @@ def cmd_watch(args: argparse.Namespace) -> int:
         options=LiveOptions(stop_after_s=args.stop_after),
         warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"),
     )
-    return run_session(RunOptions.from_args(args, "live"), [collector], core_config=core_config(config))
+    return run_session(options, [collector], core_config=core_config(config))
+
+
+class _PrintableLines:
+    """Writes what the config says (names, paths) with control characters escaped."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write("\n".join(printable(line) for line in text.split("\n")))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Everything ``watch`` checks before it connects (the same :func:`plan_watch`), nothing more: a
     config ``check`` passes is one ``watch`` starts on, from this machine."""
     config = load_watch_config(args.config)
-    out = sys.stdout
+    out = _PrintableLines(sys.stdout)
     plan = plan_watch(config, warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"))
     if config.local:
         where = "local mode: this machine is the node"

@@ -5,11 +5,13 @@ The player is a collector: it releases the recording's events into the session p
 recorder, the core and every observer see one stream, exactly as the live run did. Events before
 ``start_s`` are released at once (the core must reach the state the live run had then).
 
-Headless replay never seeks: its tape streams (bounded memory). Bound to a session (:meth:`bind`, the
-dashboard), the tape keeps every event and the player can pause, change speed and seek both ways.
-Seeking forward plays unpaced up to the target; seeking back rebuilds the core from the nearest earlier
-keyframe (a clone of the session's core taken every few minutes of run time on the first pass) and
-hands it to the session, which keeps showing the old core until the new one is complete.
+Memory stays bounded, headless or in the dashboard: events come off a :class:`ReplayTape` (a bounded
+window read ahead from the file) and are forgotten once played. Bound to a session (:meth:`bind`, the
+dashboard), the player can pause, change speed and seek both ways. Seeking forward plays unpaced up to
+the target; seeking back restores the nearest earlier keyframe (the session's core, compressed, taken
+every few minutes of run time on the first pass, with the file position of the next event), re-reads
+the recording from that position into it, and hands it to the session, which keeps showing the old core
+until the new one is complete. A background scan of the file gives the run's length for the track.
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.collectors.replay_keyframes import Keyframe, Keyframes, freeze, thaw
 from tokenwatch.collectors.replay_tape import ReplayTape
-from tokenwatch.core import RackCore
-from tokenwatch.core.memory import approx_nbytes
+from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import Emit, Notice
 from tokenwatch.pacing import Pacer
 from tokenwatch.recording import RecordingReader, RecordingWriter
@@ -32,9 +33,11 @@ from tokenwatch.recording import RecordingReader, RecordingWriter
 # Speeds `+` and `-` step through; 0 means as fast as possible and sorts as the fastest.
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 0.0)
 KEYFRAME_EVERY_S = 300.0
-KEYFRAME_BUDGET_BYTES = 512 * 2**20  # keyframes are dropped (every other one) beyond this
+KEYFRAME_BUDGET_BYTES = 64 * 2**20  # compressed keyframes are thinned (every other one) beyond this
 _SLICE_EVENTS = 256  # events ingested between yields to the loop while rebuilding a core
+_TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time
 _MAX_WARNINGS_AS_NOTICES = 20
+_WAIT_S = 0.005  # how long the loop waits for the reading thread
 
 
 class PlaybackHost(Protocol):
@@ -47,13 +50,6 @@ class PlaybackHost(Protocol):
     async def drained(self) -> None: ...
 
     def replace_core(self, core: RackCore) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Keyframe:
-    index: int  # events[:index] are in `core`
-    t: float  # run time of the last of them (0 before any)
-    core: RackCore  # never mutated once taken
 
 
 def _speed_rank(speed: float) -> float:
@@ -76,35 +72,48 @@ class ReplayPlayer:
         keyframe_every_s: float = KEYFRAME_EVERY_S,
         keyframe_budget_bytes: int = KEYFRAME_BUDGET_BYTES,
     ) -> None:
-        self.reader = RecordingReader(path)  # reads the header now: a bad file is reported up front
+        self.path = Path(path)
+        self._tape = ReplayTape(self.path)  # reads the header now: a bad file is reported up front
         self.pacer = Pacer(clock or MonotonicClock(), max(0.0, speed))
         self.pacer.paused = paused
-        self.keyframe_every_s = keyframe_every_s
-        self.keyframe_budget_bytes = keyframe_budget_bytes
+        self._keyframes = Keyframes(keyframe_every_s, keyframe_budget_bytes)
         self.message = ""  # the latest thing the engineer should know (e.g. why a seek was refused)
-        self._tape = ReplayTape(self.reader, retain=False)
         self._host: PlaybackHost | None = None
-        self._keyframes: list[Keyframe] = []
-        self._max_keyframes: int | None = None
-        self._next = 0  # index of the next event to emit
+        self._config: CoreConfig | None = None
+        self._loaders: list[asyncio.Future[None]] = []
+        self._warnings: dict[str, None] = {}  # of every tape so far, in order, each once
         self._position = 0.0
+        self._played_any = False
         self._seek_target: float | None = max(0.0, start_s)
         self._seeking = True
         self._changed = asyncio.Event()
         self._end_reported = False
         self._end_handled = False
+        self._scanned_end: float | None = None  # the run time of the recording's last event (scan)
+        self._scan_done = False
+        self._closing = False
 
     # ------------------------------------------------------------ wiring
     def bind(self, host: PlaybackHost) -> None:
-        """Feed ``host`` (a session) with controls: keep every event, keyframe its core, seek back."""
+        """Feed ``host`` (a session) with controls: keyframe its core, seek back, scan for the length."""
         self._host = host
-        self._tape.retain = True
+        self._config = host.core.config
         host.stop_on_run_end = False  # the end of the run is not the end of the replay
-        self._keyframes = [Keyframe(0, 0.0, RackCore(host.core.config))]
+
+    @property
+    def reader(self) -> RecordingReader:
+        """The reader of the tape playing now."""
+        return self._tape.reader
 
     @property
     def warnings(self) -> list[str]:
-        return self.reader.warnings
+        """Every warning met reading the recording so far (each once, however often re-read)."""
+        self._gather_warnings(self._tape)
+        return list(self._warnings)
+
+    def _gather_warnings(self, tape: ReplayTape) -> None:
+        for warning in tape.reader.warnings:
+            self._warnings.setdefault(warning)
 
     # ------------------------------------------------------------ state for the screen
     @property
@@ -122,12 +131,15 @@ class ReplayPlayer:
 
     @property
     def duration_s(self) -> float | None:
-        """Run time of the recording's last event, once it is all read."""
-        return self._tape.last_time if self._tape.loaded else None
+        """Run time of the recording's last event, once known (the scan, or the end played)."""
+        if self._scan_done:
+            return self._scanned_end
+        return self._position if self._tape.exhausted else None
 
     @property
     def loaded(self) -> bool:
-        return self._tape.loaded
+        """Whether the recording's length is known."""
+        return self._scan_done or self._tape.exhausted
 
     @property
     def seeking(self) -> bool:
@@ -136,11 +148,15 @@ class ReplayPlayer:
     @property
     def at_end(self) -> bool:
         """Everything played and handled by the session."""
-        return self._end_handled and self._next >= self._tape.end and not self.seeking
+        return self._end_handled and self._tape.exhausted and not self.seeking
 
     @property
     def keyframe_count(self) -> int:
         return len(self._keyframes)
+
+    @property
+    def keyframe_every_s(self) -> float:
+        return self._keyframes.every_s
 
     # ------------------------------------------------------------ controls
     def _poke(self) -> None:
@@ -182,26 +198,39 @@ class ReplayPlayer:
         self.seek(base + delta_s)
 
     # ------------------------------------------------------------ playing
+    def _start_loading(self, tape: ReplayTape) -> None:
+        self._loaders.append(asyncio.ensure_future(asyncio.to_thread(tape.load)))
+
     async def run(self, emit: Emit) -> None:
-        loader = asyncio.create_task(asyncio.to_thread(self._tape.load))
+        self._start_loading(self._tape)
+        scan = asyncio.ensure_future(asyncio.to_thread(self._scan)) if self._host is not None else None
         try:
             await self._play(emit)
         finally:
-            self._tape.closing = True
-            loader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.shield(loader)
+            self._closing = True
+            self._tape.close()
+            for task in [*self._loaders, *([scan] if scan is not None else [])]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.shield(task)
 
-    async def _wait_change(self, wait_s: float | None) -> bool:
-        """Sleep until a control is used (True) or ``wait_s`` of the pacer's clock pass (False).
+    def _scan(self) -> None:
+        """The recording's length, read in a thread (run times only: GPU columns are not decoded)."""
+        newest: float | None = None
+        for event in RecordingReader(self.path, gpu_metrics=()).events():
+            if self._closing:
+                return
+            newest = event.t if newest is None else max(newest, event.t)
+        self._scanned_end = newest
+        self._scan_done = True
 
-        Not ``asyncio.timeout``: the wait runs on the injected clock, not the loop's."""
-        if wait_s is None:
+    async def _wait_change(self, within_s: float | None) -> bool:
+        """Sleep until a control is used (True) or ``within_s`` of the pacer's clock passes (False)."""
+        if within_s is None:
             await self._changed.wait()
             self._changed.clear()
             return True
         changed = asyncio.ensure_future(self._changed.wait())
-        slept = asyncio.ensure_future(self.pacer.clock.sleep(wait_s))
+        slept = asyncio.ensure_future(self.pacer.clock.sleep(within_s))  # the injected clock, not the loop's
         try:
             done, _ = await asyncio.wait({changed, slept}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -221,9 +250,10 @@ class ReplayPlayer:
                 await self._drain()  # the seek is done once the session has handled what it played
                 self._seeking = self._seek_target is not None
                 self.pacer.rebase(self._position)
-            if self._next >= self._tape.end:
-                if not self._tape.loaded:
-                    await asyncio.sleep(0.02)
+            event = self._tape.peek()
+            if event is None:
+                if not self._tape.done:
+                    await asyncio.sleep(_WAIT_S)
                     continue
                 if await self._reach_end(emit):
                     return
@@ -232,7 +262,7 @@ class ReplayPlayer:
             if self.paused:
                 await self._wait_change(None)
                 continue
-            delay = self.pacer.delay_until(self._tape.get(self._next).t)
+            delay = self.pacer.delay_until(event.t)
             if delay > 0:
                 await self._wait_change(min(delay, 1.0))
                 continue  # due now, or a control changed the plan: look again
@@ -241,19 +271,21 @@ class ReplayPlayer:
             await self._emit_next(emit)
 
     async def _emit_next(self, emit: Emit) -> None:
-        event = self._tape.get(self._next)
-        await self._maybe_keyframe(event.t)
+        event = self._tape.peek()
+        assert event is not None
+        if self._host is not None and self._keyframes.due(event.t):
+            await self._take_keyframe()
+        event, _ = self._tape.pop()
         await emit(event)
+        self._played_any = True
         self._end_handled = False
-        self._next += 1
         self._position = max(self._position, event.t)
-        self._tape.release_before(self._next)
 
     async def _reach_end(self, emit: Emit) -> bool:
         """At the end: warnings as notices once. True when the player is done (nothing bound to seek)."""
         if not self._end_reported:
             self._end_reported = True
-            for warning in self.reader.warnings[:_MAX_WARNINGS_AS_NOTICES]:
+            for warning in self.warnings[:_MAX_WARNINGS_AS_NOTICES]:
                 await emit(Notice(self._position, "warning", warning, source="replay"))
         await self._drain()
         self._end_handled = True
@@ -265,87 +297,88 @@ class ReplayPlayer:
             await self._host.drained()
 
     # ------------------------------------------------------------ keyframes
-    async def _maybe_keyframe(self, t: float) -> None:
+    async def _take_keyframe(self) -> None:
+        """The session's core as of now (before the next event), kept with that event's position."""
         host = self._host
-        if host is None or not self._keyframes:
-            return
-        last = self._keyframes[-1]
-        if self._next <= last.index or t < last.t + self.keyframe_every_s:
-            return
+        assert host is not None
         await self._drain()
-        if not host.core.started:
+        event = self._tape.peek()
+        if not host.core.started or event is None:
             return
-        self._keyframes.append(Keyframe(self._next, self._position, host.core.clone()))
-        if self._max_keyframes is None:
-            size = max(1, approx_nbytes(host.core.state))
-            self._max_keyframes = int(min(256, max(4, self.keyframe_budget_bytes // size)))
-        if len(self._keyframes) > self._max_keyframes:
-            # Keep the empty start and every other keyframe after it; space the next ones wider.
-            self._keyframes = self._keyframes[:1] + self._keyframes[2::2]
-            self.keyframe_every_s *= 2
-
-    def _keyframe_before(self, k: int) -> Keyframe:
-        usable = [kf for kf in self._keyframes if kf.index <= k]
-        return usable[-1] if usable else Keyframe(0, 0.0, RackCore())
+        position = self._tape.position_of_next()
+        # On the loop, so the core does not change meanwhile; streamed, so no copy of it is made.
+        self._keyframes.add(Keyframe(position, self._position, freeze(host.core)))
 
     # ------------------------------------------------------------ seeking
     async def _seek(self, emit: Emit) -> None:
         self._seeking = True
         target = self._seek_target
         assert target is not None
-        if not self._tape.retain:  # headless: only ever forward, to the start time
-            self._seek_target = None
-            await self._stream_forward(emit, target)
-            return
-        while not self._tape.loaded and (self._tape.last_time is None or self._tape.last_time < target):
-            await asyncio.sleep(0.02)  # the target is not read yet
-            if self._seek_target != target:
-                return
         self._seek_target = None
-        k = self._tape.index_after(target)
-        k = max(k, 1) if self._tape.end else 0  # the run start always comes along
-        keyframe = self._keyframe_before(k)
         host = self._host
-        if k >= self._next and (
-            host is None or host.recorder is not None or k - self._next <= k - keyframe.index
-        ):
-            await self._fast_forward(emit, k)
-        elif host is None or host.recorder is not None:
+        keyframe = self._keyframes.before(target)
+        recording = host is not None and host.recorder is not None
+        if target >= self._position and (host is None or recording or keyframe.t <= self._position):
+            await self._fast_forward(emit, target)
+        elif host is None or recording:
             self.message = "seeking back is off while recording a replay"
         else:
-            await self._rebuild(host, keyframe, k)
+            await self._rebuild(host, keyframe, target)
 
-    async def _stream_forward(self, emit: Emit, target: float) -> None:
-        """Release every event at or before ``target`` unpaced (a streaming tape's start time)."""
-        while True:
-            if self._next >= self._tape.end:
-                if self._tape.loaded:
+    async def _fast_forward(self, emit: Emit, target: float) -> None:
+        """Release every event at or before ``target`` unpaced (the start time, or a seek ahead)."""
+        while self._seek_target is None:  # a newer seek replaces this one
+            event = self._tape.peek()
+            if event is None:
+                if self._tape.done:
                     return
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(_WAIT_S)
                 continue
-            if self._tape.get(self._next).t > target and self._next > 0:
+            if event.t > target and self._played_any:  # the run start always comes along
                 return
             await self._emit_next(emit)
             await self.pacer.yield_sometimes()
 
-    async def _fast_forward(self, emit: Emit, k: int) -> None:
-        while self._next < k:
-            if self._seek_target is not None:
-                return  # a newer seek replaces this one
-            await self._emit_next(emit)
-            await self.pacer.yield_sometimes()
-
-    async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe, k: int) -> None:
-        core = await asyncio.to_thread(keyframe.core.clone)
-        for n, i in enumerate(range(keyframe.index, k), 1):
-            core.ingest(self._tape.get(i))
-            if n % _SLICE_EVENTS == 0:
-                await asyncio.sleep(0)
+    async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe, target: float) -> None:
+        """Restore ``keyframe``, read on from its position to ``target`` into it, swap it in."""
+        tape = ReplayTape(self.path, keyframe.position)
+        self._start_loading(tape)
+        # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
+        # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
+        core = thaw(keyframe, self._config)
+        position = keyframe.t
+        played = 0
+        try:
+            while True:
+                event = tape.peek()
+                if event is None:
+                    if tape.done:
+                        break
+                    await asyncio.sleep(_WAIT_S)
+                elif event.t > target and core.started:
+                    break
+                else:
+                    while not core.advance_toward(event.t, _TICKS_PER_SLICE):  # a long gap, in slices
+                        await asyncio.sleep(0)
+                        if self._seek_target is not None:
+                            break
+                    event, _ = tape.pop()
+                    core.ingest(event)
+                    position = max(position, event.t)
+                    played += 1
+                    if played % _SLICE_EVENTS == 0:
+                        await asyncio.sleep(0)
                 if self._seek_target is not None:
-                    return  # a newer seek replaces this one; the screen never saw this core
+                    tape.close()  # a newer seek replaces this one; the screen never saw this core
+                    return
+        except BaseException:
+            tape.close()
+            raise
         await self._drain()
         host.replace_core(core)
-        self._next = k
-        self._position = self._tape.time_of(k - 1) if k else 0.0
-        self._end_reported = self._end_reported and k >= self._tape.end
-        self._end_handled = self._end_handled and k >= self._tape.end
+        self._gather_warnings(self._tape)
+        self._tape.close()
+        self._tape = tape
+        self._position = position
+        self._end_reported = self._end_reported and tape.exhausted
+        self._end_handled = self._end_handled and tape.exhausted

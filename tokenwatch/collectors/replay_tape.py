@@ -1,23 +1,36 @@
-"""A recording's events, read off the event loop by a worker thread, for the replay player.
+"""A recording's events from some place in the file on, read ahead by a worker thread into a bounded window.
 
-The thread decodes the file in chunks (one hand-over per chunk, not per event) into a list the loop
-reads by index. A *retained* tape keeps every event, so the player can seek back (the dashboard); a
-streaming tape drops what has been played and makes the reader wait when it is far enough ahead,
-so a headless replay of any length holds a bounded window of events.
+The thread decodes the file in chunks (one hand-over per chunk, not per event) into a window the loop
+pops from, and waits while the window is full (:data:`WINDOW_EVENTS` events or :data:`WINDOW_BYTES` of
+arrays): a replay of any length holds a bounded window, dashboard or headless. Every event comes with its
+:class:`TapePosition`, so a replay can come back to it later with a fresh tape (a seek) instead of
+keeping what it played.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import threading
-import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from tokenwatch.events import Event, RunStarted
-from tokenwatch.recording import RecordingReader
+from tokenwatch.recording import ReadPoint, RecordingReader
 
 _CHUNK = 512  # events decoded between hand-overs to the loop
-_STREAM_AHEAD = 64 * _CHUNK  # a streaming tape reads at most this far ahead of the player
+WINDOW_EVENTS = 64 * _CHUNK
+WINDOW_BYTES = 16 << 20  # of event arrays: a second or two of an 8-rack replay, a minute of one rack
+
+
+@dataclass(frozen=True, slots=True)
+class TapePosition:
+    """Where an event is: a place a reader can start (None: the file's start), then ``skip`` events."""
+
+    point: ReadPoint | None
+    skip: int
 
 
 def as_replayed(event: Event) -> Event:
@@ -28,65 +41,93 @@ def as_replayed(event: Event) -> Event:
     return event
 
 
-class ReplayTape:
-    """Events ``[base, base + len(events))`` of the recording, appended by :meth:`load` (a thread)."""
+def event_nbytes(event: Event) -> int:
+    """About what an event holds: its arrays, plus a small object."""
+    size = 200
+    for name in (
+        "values",
+        "node_index",
+        "gpu",
+        "throttle_reasons",
+        "samples_done",
+        "tokens_done",
+        "values_s",
+    ):
+        value = getattr(event, name, None)
+        if isinstance(value, np.ndarray):
+            size += value.nbytes
+    return size
 
-    def __init__(self, reader: RecordingReader, *, retain: bool) -> None:
-        self.reader = reader
-        self.retain = retain
-        self._events: list[Event] = []
-        self._times: list[float] = []  # only kept when retained: for bisecting a seek target
-        self._base = 0
-        self._lock = threading.Lock()
-        self.loaded = False
+
+class ReplayTape:
+    """Events of ``path`` from ``start`` on: :meth:`load` (in a thread) fills, the loop peeks and pops."""
+
+    def __init__(self, path: str | Path, start: TapePosition | None = None) -> None:
+        self.reader = RecordingReader(path, start=None if start is None else start.point)
+        self._skip = 0 if start is None else start.skip
+        self._window: deque[tuple[Event, TapePosition, int]] = deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+        self.done = False  # the reader reached the end of the file (or was stopped)
         self.closing = False
+        self.last_time: float | None = None  # run time of the last event read so far
 
     # ------------------------------------------------------------ the reading thread
     def load(self) -> None:
-        chunk: list[Event] = []
-        for event in self.reader.events():
-            if self.closing:
-                break
-            chunk.append(as_replayed(event))
-            if len(chunk) >= _CHUNK:
-                self._hand_over(chunk)
-                chunk = []
-        self._hand_over(chunk)
-        self.loaded = True
+        chunk: list[tuple[Event, TapePosition, int]] = []
+        try:
+            for event in self.reader.events():
+                if self.closing:
+                    break
+                if self._skip:
+                    self._skip -= 1
+                    continue
+                position = TapePosition(self.reader.point, self.reader.since_point - 1)
+                chunk.append((as_replayed(event), position, event_nbytes(event)))
+                if len(chunk) >= _CHUNK:
+                    self._hand_over(chunk)
+                    chunk = []
+            self._hand_over(chunk)
+        finally:
+            with self._cond:
+                self.done = True
+                self._cond.notify_all()
 
-    def _hand_over(self, chunk: list[Event]) -> None:
-        while not self.retain and len(self._events) > _STREAM_AHEAD and not self.closing:
-            time.sleep(0.002)  # the player is behind: wait instead of holding the whole file
-        with self._lock:
-            self._events.extend(chunk)
-            if self.retain:
-                self._times.extend(e.t for e in chunk)
+    def _hand_over(self, chunk: list[tuple[Event, TapePosition, int]]) -> None:
+        if not chunk:
+            return
+        with self._cond:
+            while (len(self._window) > WINDOW_EVENTS or self._bytes > WINDOW_BYTES) and not self.closing:
+                self._cond.wait(0.1)  # the player is behind: wait instead of holding the file
+            self._window.extend(chunk)
+            self._bytes += sum(size for _, _, size in chunk)
+            self.last_time = chunk[-1][0].t
 
     # ------------------------------------------------------------ the loop's side
-    @property
-    def end(self) -> int:
-        """Index one past the last event read so far."""
-        return self._base + len(self._events)
+    def peek(self) -> Event | None:
+        """The next event, or None when none is read yet (or the file has ended: see :attr:`exhausted`)."""
+        window = self._window
+        return window[0][0] if window else None
+
+    def position_of_next(self) -> TapePosition:
+        """Where the next event (:meth:`peek`) is in the file: a new tape from there starts with it."""
+        return self._window[0][1]
+
+    def pop(self) -> tuple[Event, TapePosition]:
+        with self._cond:
+            event, position, size = self._window.popleft()
+            self._bytes -= size
+            self._cond.notify_all()
+        return event, position
 
     @property
-    def last_time(self) -> float | None:
-        """Run time of the last event read so far (retained tapes)."""
-        return self._times[-1] if self._times else None
+    def exhausted(self) -> bool:
+        """Every event of the file has been popped."""
+        return self.done and not self._window
 
-    def get(self, i: int) -> Event:
-        return self._events[i - self._base]
-
-    def index_after(self, t: float) -> int:
-        """How many events have a run time at or before ``t`` (retained tapes only)."""
-        return bisect.bisect_right(self._times, t)
-
-    def time_of(self, i: int) -> float:
-        return self._times[i]
-
-    def release_before(self, i: int) -> None:
-        """A streaming tape forgets the events before ``i`` (played; never needed again)."""
-        if self.retain or i - self._base < _CHUNK:
-            return
-        with self._lock:
-            del self._events[: i - self._base]
-            self._base = i
+    def close(self) -> None:
+        with self._cond:
+            self.closing = True
+            self._window.clear()
+            self._bytes = 0
+            self._cond.notify_all()

@@ -23,8 +23,16 @@ from tokenwatch.core.rack_snapshot import build_snapshot, empty_snapshot
 from tokenwatch.core.run_history import RunHistory, run_history
 from tokenwatch.core.state import RackState, SkipLog, new_state
 from tokenwatch.core.summary import RunSummary, summarize_state
-from tokenwatch.core.ticks import sample, sample_ticks_before
-from tokenwatch.events import Event, Heartbeat, LatencyMetric, RunEnded, RunStarted
+from tokenwatch.core.ticks import MAX_FILL_TICKS, sample, sample_ticks_before
+from tokenwatch.events import (
+    MAX_RUN_GPUS,
+    MAX_RUN_TIME_S,
+    Event,
+    Heartbeat,
+    LatencyMetric,
+    RunEnded,
+    RunStarted,
+)
 
 if TYPE_CHECKING:
     from tokenwatch.core.run_info import RunInfo
@@ -37,8 +45,11 @@ class _IntervalCallback:
     callback: Callable[[float], None]
     next_k: int = 1
 
-    def fire_before(self, t: float) -> None:
-        """Call back for every boundary k*interval strictly before ``t`` not yet reported."""
+    def fire_before(self, t: float, max_gap_s: float) -> None:
+        """Call back for every boundary k*interval strictly before ``t`` not yet reported; of a gap longer
+        than ``max_gap_s`` (one the ticks do not back-fill either) only the boundaries at its end."""
+        if t - self.next_k * self.interval_s > max_gap_s:
+            self.next_k = max(self.next_k, math.ceil((t - max_gap_s) / self.interval_s))
         while self.next_k * self.interval_s < t:
             self.callback(self.next_k * self.interval_s)
             self.next_k += 1
@@ -99,7 +110,11 @@ class RackCore:
     def ingest(self, ev: Event) -> None:
         state = self._state
         if isinstance(ev, RunStarted):
-            if state is None:
+            if len(ev.nodes) * ev.gpus_per_node > MAX_RUN_GPUS:  # readers refuse it; the core holds too
+                self._skips.skip(
+                    0.0 if state is None else state.now, f"a run start of more than {MAX_RUN_GPUS:,} GPUs"
+                )
+            elif state is None:
                 self._state = new_state(ev, self.config, self._alerts, self._skips)
             else:
                 self._skips.skip(state.now, "a second run start in one stream")
@@ -107,9 +122,9 @@ class RackCore:
         if state is None:
             self._skips.skip(0.0, f"{type(ev).__name__} before the run start")
             return
-        if not (math.isfinite(ev.t) and ev.t >= 0):
+        if not 0 <= ev.t <= MAX_RUN_TIME_S:  # NaN fails too
             self._skips.skip(
-                state.now, f"{type(ev).__name__} with a run time that is not a finite, non-negative number"
+                state.now, f"{type(ev).__name__} with a run time outside 0..{MAX_RUN_TIME_S:,.0f} s: {ev.t!r}"
             )
             return
         self.advance(ev.t)
@@ -126,8 +141,24 @@ class RackCore:
         if state is None or not math.isfinite(t):
             return
         sample_ticks_before(state, t)
+        max_gap_s = MAX_FILL_TICKS * self.config.tick_s
         for callback in self._callbacks:
-            callback.fire_before(t)
+            callback.fire_before(t, max_gap_s)
+
+    def advance_toward(self, t: float, max_ticks: int) -> bool:
+        """Advance at most ``max_ticks`` ticks towards ``t``; True once an event at ``t`` may be ingested.
+
+        Filling a long gap in run time is many ticks (and interval callbacks) of work in one event:
+        callers on an event loop advance in slices and yield in between, so Ctrl-C and the screen get
+        in. A gap the core does not back-fill (see ``MAX_FILL_TICKS``) is one step anyway."""
+        state = self._state
+        if state is None or not math.isfinite(t):
+            return True
+        behind = t / self.config.tick_s - state.ticks_sampled
+        if behind <= max_ticks or behind > MAX_FILL_TICKS:
+            return True
+        self.advance((state.ticks_sampled + max_ticks) * self.config.tick_s)
+        return False
 
     # ------------------------------------------------------------------ answers
     def snapshot(self, now: float | None = None) -> RackSnapshot:
@@ -161,6 +192,11 @@ class RackCore:
         if self._state is None:
             raise ValueError("no run in the stream: the recording holds no run start")
         return summarize_state(self._state)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a replay's compact keyframe), a core carries its state, not its interval callbacks:
+        they belong to this process's observers, like :meth:`clone`'s."""
+        return {**self.__dict__, "_callbacks": []}
 
     def clone(self) -> RackCore:
         """An independent copy of the state, without the interval callbacks (a replay's keyframe)."""

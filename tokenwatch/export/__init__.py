@@ -5,6 +5,6 @@ Files: ``summary`` (figure, value, unit), ``nodes`` (per-node results), ``node_s
 (rack latency histograms). Result folders have no series: only summary and nodes.
 """
 
-from tokenwatch.export.tables import ExportError, run_tables, write_csv, write_parquet
+from tokenwatch.export.tables import TABLE_NAMES, ExportError, run_tables, write_csv, write_parquet
 
-__all__ = ["ExportError", "run_tables", "write_csv", "write_parquet"]
+__all__ = ["TABLE_NAMES", "ExportError", "run_tables", "write_csv", "write_parquet"]

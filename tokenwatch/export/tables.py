@@ -11,6 +11,7 @@ import numpy as np
 
 from tokenwatch.core.summary import spread_json
 from tokenwatch.events import NODE_STATES
+from tokenwatch.formatting import printable
 from tokenwatch.runs.run_data import RunData
 
 Table = dict[str, list[Any] | np.ndarray]
@@ -124,6 +125,10 @@ def latency_table(run: RunData) -> Table | None:
     }
 
 
+# Every table an export may write (the file names): an input must never be one of them.
+TABLE_NAMES: tuple[str, ...] = ("summary", "nodes", "alerts", "node_series", "gpu_series", "latency")
+
+
 def run_tables(run: RunData) -> dict[str, Table]:
     """Table name -> columns. Series tables are left out for runs that have none."""
     out: dict[str, Table] = {"summary": summary_table(run), "nodes": nodes_table(run)}
@@ -142,7 +147,7 @@ def run_tables(run: RunData) -> dict[str, Table]:
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return "" if not math.isfinite(value) else repr(value)
-    return str(value)
+    return printable(str(value))  # names and messages come from recordings: no control characters
 
 
 def _prepare(folder: Path) -> None:

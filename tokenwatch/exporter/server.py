@@ -4,6 +4,11 @@ Thread safety: the core is fed on the event loop's thread. A scrape (on the HTTP
 loop to take the snapshot between two events and waits for it, so it never reads the core
 mid-update; with no running loop attached (before or after a run) it reads the core directly,
 under a lock, as nothing else is writing then.
+
+Crowds: the listen backlog holds :data:`LISTEN_BACKLOG` connections (the standard library's 5 left a
+crowd of scrapers waiting for SYN retransmits, 30 s and more); at most :data:`MAX_WORKERS` requests are
+served at once (more wait in the backlog); a client silent or unread for ``client_timeout_s`` is let go;
+a client that disconnects mid-response is a debug log line, never a traceback on stderr.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import gzip
+import logging
+import socket
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokenwatch.exporter.exposition import CONTENT_TYPE, render
 from tokenwatch.exporter.families import MetricsView, take_view
@@ -24,7 +32,43 @@ if TYPE_CHECKING:
     from tokenwatch.core.rack import RackCore
 
 VIEW_TIMEOUT_S = 5.0
+CLIENT_TIMEOUT_S = 10.0  # a client silent (or not reading) this long is let go
+LISTEN_BACKLOG = 1024
+MAX_WORKERS = 256
 _GZIP_MIN_BYTES = 4096
+log = logging.getLogger("tokenwatch.exporter")
+
+
+class _CrowdServer(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._workers = threading.BoundedSemaphore(MAX_WORKERS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._workers.acquire()  # beyond MAX_WORKERS, connections wait in the backlog
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._workers.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._workers.release()
+
+    def handle_error(self, _request: Any, client_address: Any) -> None:
+        """Never a traceback on stderr (the headless lines are there): a client gone or too slow is
+        routine; anything else is one warning line."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError | socket.timeout):
+            log.debug("/metrics client %s disconnected or timed out: %s", client_address[0], exc)
+        else:
+            log.warning("/metrics request from %s failed: %r", client_address[0], exc)
 
 
 class MetricsServer:
@@ -34,13 +78,18 @@ class MetricsServer:
     """
 
     def __init__(
-        self, core: RackCore | Callable[[], RackCore], port: int, *, host: str = "127.0.0.1"
+        self,
+        core: RackCore | Callable[[], RackCore],
+        port: int,
+        *,
+        host: str = "127.0.0.1",
+        client_timeout_s: float = CLIENT_TIMEOUT_S,
     ) -> None:
         self._source = core
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self.client_timeout_s = client_timeout_s
+        self._httpd = _CrowdServer((host, port), _handler_for(self))
         self.port: int = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="tokenwatch-metrics", daemon=True
@@ -83,6 +132,8 @@ class MetricsServer:
 
 def _handler_for(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = server.client_timeout_s  # on the socket: reading the request and writing the response
+
         def do_GET(self) -> None:
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics here")

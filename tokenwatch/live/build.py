@@ -15,7 +15,7 @@ from typing import Any
 
 from tokenwatch.clock import Clock
 from tokenwatch.core import CoreConfig
-from tokenwatch.events import Collector
+from tokenwatch.events import MAX_RUN_GPUS, Collector
 from tokenwatch.live.config import WatchConfig
 from tokenwatch.live.hostlist import HostListError
 from tokenwatch.live.plan import RACK_WIDE_GPU, RACK_WIDE_PROGRESS, local_gpu_problem, node_sources
@@ -168,6 +168,11 @@ def plan_watch(
     else:
         keys = _client_keys(config)
         gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
+    if len(targets) * gpus > MAX_RUN_GPUS:
+        raise WatchSetupError(
+            f"{config.path}: {len(targets):,} nodes x {gpus} GPUs = {len(targets) * gpus:,} GPUs: "
+            f"a run watches at most {MAX_RUN_GPUS:,} GPUs"
+        )
     if not gpu_here and not rack_wide and not config.progress:
         raise WatchSetupError(
             f"{config.path}: nothing to watch: gpu.source is none and there is no progress source"

@@ -2,8 +2,10 @@
 
 What plain pollers lack is handled here: **rotation** (the path now names another inode: the old
 file is read to its end first, then the new one from byte 0) and **truncation** (the file became
-shorter than what was read: start again from 0). Both are reported as :class:`TailReset`, so the
-consumer starts a fresh parser and the core sees a counter restart, never double counting.
+shorter than what was read, or its first bytes changed: it was truncated and grew again between two
+looks; start again from 0). Both are reported as :class:`TailReset`, so the consumer starts a fresh
+parser and the core sees a counter restart, never double counting. Resuming (a restarted source) checks
+the file's :class:`TailFingerprint` too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from collections.abc import AsyncIterator
 
 from tokenwatch.clock import Clock
+from tokenwatch.live.tail_fingerprint import TailFingerprint
 from tokenwatch.live.tail_stream import TailData, TailItem, TailMessage, TailReset, TailStart
 
 CHUNK = 64 * 1024
@@ -20,11 +23,23 @@ READ_BUDGET = 4 * 1024 * 1024  # per poll, so one huge file cannot hold the othe
 
 
 class LocalFileTailer:
-    def __init__(self, path: str, *, inode: str | None = None, offset: int = 0, poll_s: float = 0.25) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        inode: str | None = None,
+        offset: int = 0,
+        poll_s: float = 0.25,
+        fingerprint: TailFingerprint | None = None,
+    ) -> None:
+        """Resume at ``offset`` if the path is still the file with ``inode``, no shorter, and (given its
+        ``fingerprint``) still holds the bytes read; else read it from byte 0."""
         self.path = path
         self.poll_s = poll_s
         self._resume_inode = inode
         self._resume_offset = offset
+        self._resume_fingerprint = fingerprint
+        self.fingerprint = TailFingerprint()  # of what this tailer has read
         self._fd: int | None = None
         self._inode: tuple[int, int] | None = None
         self.offset = 0
@@ -54,6 +69,10 @@ class LocalFileTailer:
         self._more = False
         if self._fd is None and not self._open_first(items):
             return items
+        assert self._fd is not None
+        head = self.fingerprint.head
+        if head and os.pread(self._fd, len(head), 0) != head:  # truncated and grown again meanwhile
+            self._restart(items, f"{self.path}: file truncated and rewritten")
         if self._read(items) == 0:
             self._check_replaced(items)
         return items
@@ -86,13 +105,32 @@ class LocalFileTailer:
         size = os.fstat(self._fd).st_size
         inode = str(self._inode[1])
         start = 0
-        if self._resume_inode == inode and size >= self._resume_offset:
+        if self._resume_inode == inode and size >= self._resume_offset and self._still_holds(self._fd):
             start = self._resume_offset
+            if self._resume_fingerprint is not None:
+                self.fingerprint = self._resume_fingerprint.copy()
         os.lseek(self._fd, start, os.SEEK_SET)
         self.offset = start
         self._said = None
         items.append(TailStart(inode, start))
         return True
+
+    def _still_holds(self, fd: int) -> bool:
+        """Whether the file still holds the bytes read before (the resume fingerprint)."""
+        fp = self._resume_fingerprint
+        if fp is None:
+            return True
+        head = os.pread(fd, len(fp.head), 0)
+        tail = os.pread(fd, len(fp.tail), self._resume_offset - len(fp.tail))
+        return fp.matches(head, tail)
+
+    def _restart(self, items: list[TailItem], reason: str) -> None:
+        assert self._fd is not None
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self.offset = 0
+        self.fingerprint.reset()
+        items.append(TailReset(reason))
+        self._more = True
 
     def _read(self, items: list[TailItem]) -> int:
         assert self._fd is not None
@@ -106,6 +144,7 @@ class LocalFileTailer:
             if not data:
                 return total
             total += len(data)
+            self.fingerprint.read(self.offset, data)
             self.offset += len(data)
             items.append(TailData(data))
         self._more = True
@@ -114,10 +153,7 @@ class LocalFileTailer:
     def _check_replaced(self, items: list[TailItem]) -> None:
         assert self._fd is not None
         if os.fstat(self._fd).st_size < self.offset:
-            os.lseek(self._fd, 0, os.SEEK_SET)
-            self.offset = 0
-            items.append(TailReset(f"{self.path}: file truncated"))
-            self._more = True
+            self._restart(items, f"{self.path}: file truncated")
             return
         try:
             st = os.stat(self.path)
@@ -132,6 +168,7 @@ class LocalFileTailer:
             self.close()  # the old file was read to its end just now
             if self._open():
                 self.offset = 0
+                self.fingerprint.reset()
                 self._said = None
                 items.append(TailReset(f"'{self.path}' has been replaced;  following new file"))
                 self._more = True

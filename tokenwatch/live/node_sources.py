@@ -31,6 +31,7 @@ from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.remote_commands import stat_command, tail_command
+from tokenwatch.live.tail_fingerprint import TailFingerprint
 from tokenwatch.live.tail_stream import (
     TailData,
     TailItem,
@@ -108,15 +109,22 @@ class NodeSource(Protocol):
     async def run(self, transport: Transport, ctx: NodeContext) -> None: ...
 
 
+def has_readings(events: Sequence[Event]) -> bool:
+    """Whether a parser's events hold a reading (not just notices about lines it could not read)."""
+    return any(not isinstance(e, Notice) for e in events)
+
+
 async def _feed(
     ctx: NodeContext, source: str, parser: StreamParser, data: bytes, baseline: Baseline | None = None
-) -> None:
+) -> bool:
+    """Parse and emit; True when the bytes held a reading."""
     try:
         events = parser.feed(data, ctx.now())
     except Exception as exc:  # a parser bug must not take the node's other streams with it
         await ctx.health.notice(source, "error", f"{source}: parser failed: {type(exc).__name__}: {exc}")
-        return
+        return False
     await ctx.emit_all(events if baseline is None else baseline.apply(events))
+    return has_readings(events)
 
 
 def describe_exit(program: str, status: int | None, stderr: str) -> str:
@@ -147,8 +155,10 @@ class CommandSource:
         stream = await transport.start(self.argv)
         try:
             while data := await stream.read():
-                ctx.saw(self.name)
-                await _feed(ctx, self.name, parser, data)
+                # Liveness counts parsed samples, not bytes: a stream of garbage or of "Unable to
+                # determine the device handle" lines is as good as silent.
+                if await _feed(ctx, self.name, parser, data):
+                    ctx.saw(self.name)
             status, stderr = await stream.finish()
         finally:
             await stream.aclose()
@@ -177,6 +187,7 @@ class FileTailSource:
         self.offset = 0
         self.settled = False  # the file's content at the watch's start has been read (placed or a baseline)
         self.baseline: Baseline | None = None
+        self.fingerprint = TailFingerprint()  # of the bytes read: a file rewritten meanwhile is noticed
 
     async def backfill(self, transport: Transport, ctx: NodeContext) -> Backfill:
         """Before the run starts: the file's backlog at its own times, or as a baseline."""
@@ -236,11 +247,18 @@ class FileTailSource:
             done = await self._read_backlog(transport, ctx, may_place=False)
             await ctx.emit_all([retime(e, ctx.now()) for e in done.at_start])
         if transport.local:
-            tailer = LocalFileTailer(self.path, inode=self.inode, offset=self.offset, poll_s=self.poll_s)
+            tailer = LocalFileTailer(
+                self.path,
+                inode=self.inode,
+                offset=self.offset,
+                poll_s=self.poll_s,
+                fingerprint=self.fingerprint.copy(),
+            )
             async for items in tailer.follow(ctx.clock):
                 await self._handle(items, ctx, lambda: _const(tailer.inode))
             return
-        stream = await transport.start([], shell_command=tail_command(self.path, self.inode, self.offset))
+        command = tail_command(self.path, self.inode, self.offset, self.fingerprint)
+        stream = await transport.start([], shell_command=command)
         splitter = TailStreamSplitter()
         try:
             while data := await stream.read():
@@ -261,6 +279,7 @@ class FileTailSource:
         for item in items:
             if isinstance(item, TailData):
                 assert self.parser is not None
+                self.fingerprint.read(self.offset, item.data)
                 self.offset += len(item.data)
                 ctx.saw(self.name)
                 await _feed(ctx, self.name, self.parser, item.data, self.baseline)
@@ -272,11 +291,13 @@ class FileTailSource:
                         f"{self.path} was rotated or truncated meanwhile: reading it from the start",
                     )
                     self.parser, self.baseline = self.parser_factory(), None
+                    self.fingerprint.reset()
                 self.inode, self.offset = item.inode, item.offset
                 ctx.saw(self.name)
             elif isinstance(item, TailReset):
                 self.parser, self.baseline = self.parser_factory(), None
                 self.offset = 0
+                self.fingerprint.reset()
                 self.inode = await inode_now()
                 await ctx.health.notice(self.name, "info", item.reason)
             elif isinstance(item, TailMessage):
@@ -326,13 +347,14 @@ class ScrapeSource:
             except HttpError as exc:
                 await ctx.health.notice(self.name, "warning", str(exc))
             else:
-                ctx.saw(self.name)
                 ctx.health.forget_notice(self.name)
                 try:
                     events = self.parser.parse(text, ctx.now())
                 except Exception as exc:
                     await ctx.health.notice(self.name, "error", f"{redact(self.url)}: parser failed: {exc}")
                 else:
+                    if has_readings(events):  # a page that reads as nothing is no sign of life
+                        ctx.saw(self.name)
                     await ctx.emit_all(events)
             await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
 

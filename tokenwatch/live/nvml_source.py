@@ -136,8 +136,8 @@ class NvmlSource:
             while True:
                 began = ctx.clock.time()
                 batch = await asyncio.to_thread(reader.read, ctx.now())
-                ctx.saw(self.name)
                 if len(batch.gpu):  # one event per poll: the node's GPUs at one instant
+                    ctx.saw(self.name)  # a poll in which every GPU failed is no sign of life
                     await ctx.emit(batch)
                 await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
         finally:

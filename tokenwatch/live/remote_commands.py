@@ -11,6 +11,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from tokenwatch.live.tail_fingerprint import TailFingerprint
+
 
 def _watched_script(program: str, *, merge_stderr: bool) -> str:
     """``program`` (sh words) in the background with stdin /dev/null; a watcher reads the channel's
@@ -23,13 +25,18 @@ def _watched_script(program: str, *, merge_stderr: bool) -> str:
     )
 
 
-# $1 path, $2 inode we read before ('' = none), $3 byte offset already read. Resume at the offset
-# when the file is the same one (same inode) and no shorter; otherwise it was rotated or truncated
-# while we were away: start from its beginning. The first output line says which.
+# $1 path, $2 inode we read before ('' = none), $3 byte offset already read, $4 and $5 how many bytes
+# of the file's start and of the bytes before the offset we remember, $6 their MD5 ('' = none). Resume
+# at the offset when the file is the same one (same inode), no shorter, and those bytes are still the
+# ones read (a node without md5sum skips that check); otherwise it was rotated, or truncated (and may
+# have grown again) while we were away: start from its beginning. The first output line says which.
 _TAIL_SCRIPT = (
     'p=$1; want=$2; off=$3; st=$(stat -L -c "%i %s" -- "$p" 2>/dev/null) || st="- 0"; '
     "ino=${st% *}; size=${st#* }; start=0; "
-    'if [ -n "$want" ] && [ "$ino" = "$want" ] && [ "$size" -ge "$off" ]; then start=$off; fi; '
+    'if [ -n "$want" ] && [ "$ino" = "$want" ] && [ "$size" -ge "$off" ]; then start=$off; '
+    'if [ -n "$6" ]; then sum=$( { head -c "$4" -- "$p"; tail -c +"$((off - $5 + 1))" -- "$p" | '
+    'head -c "$5"; } 2>/dev/null | md5sum 2>/dev/null ); sum=${sum%% *}; '
+    'if [ -n "$sum" ] && [ "$sum" != "$6" ]; then start=0; fi; fi; fi; '
     'printf "TW-START %s %s\\n" "$ino" "$start"; '
 ) + _watched_script('tail -c +"$((start + 1))" -F -- "$p"', merge_stderr=True)
 
@@ -42,15 +49,20 @@ def watched(argv: Sequence[str], *, merge_stderr: bool = False) -> str:
     return shlex.join(["sh", "-c", script, "tokenwatch", *argv])
 
 
-def tail_command(path: str, inode: str | None, offset: int) -> str:
-    """Follow ``path`` by name from ``offset`` if it is still the file with ``inode``.
+def tail_command(
+    path: str, inode: str | None, offset: int, fingerprint: TailFingerprint | None = None
+) -> str:
+    """Follow ``path`` by name from ``offset`` if it is still the file with ``inode`` (and, given a
+    ``fingerprint`` of what was read, still holds those bytes).
 
     ``tail -F`` announces rotation and truncation on stderr; stderr is merged into stdout so the
     announcements arrive in order with the data (see :mod:`tokenwatch.live.tail_stream`).
     Output: one ``TW-START <inode|-> <start>`` line, then the file's bytes from ``start``."""
     if offset < 0:
         raise ValueError("offset must be >= 0")
-    return shlex.join(["sh", "-c", _TAIL_SCRIPT, "tokenwatch", path, inode or "", str(offset)])
+    fp = fingerprint if fingerprint is not None and (fingerprint.head or fingerprint.tail) else None
+    check = [str(len(fp.head)), str(len(fp.tail)), fp.digest()] if fp is not None else ["0", "0", ""]
+    return shlex.join(["sh", "-c", _TAIL_SCRIPT, "tokenwatch", path, inode or "", str(offset), *check])
 
 
 def stat_command(path: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,22 +87,23 @@ class HostKeyClient(asyncssh.SSHClient):
         shown = host if port in (None, 22) else f"[{host}]:{port}"
         fingerprint = key.get_fingerprint()
         if self.known_hosts.has_keys_for(host, addr, port if port != 22 else None):
+            # Reasons are recorded and reported: they name the node, never a path on this machine.
             self.verdict = (
                 f"HOST KEY CHANGED for {shown} ({fingerprint}): refusing to connect; if the node was "
-                f"reinstalled, remove the old key (ssh-keygen -R '{shown}' -f {self.known_hosts.path})"
+                f"reinstalled, remove the old key from ssh.known_hosts (ssh-keygen -R '{shown}' -f FILE)"
             )
             return False
         if self.accept_new:
             self.new_key = (host, port, key)
             return True
         self.verdict = (
-            f"unknown host key for {shown} ({fingerprint}): not in {self.known_hosts.path} "
+            f"unknown host key for {shown} ({fingerprint}): not in ssh.known_hosts "
             "(add it with ssh-keyscan, or run with --accept-new-host-keys)"
         )
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost_reason = _describe(exc) if exc is not None else "connection closed"
+        self.lost_reason = public_reason(_describe(exc)) if exc is not None else "connection closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,22 +153,34 @@ class SshConnector:
             try:
                 conn = await asyncssh.connect(target.host, **options)
             except asyncssh.HostKeyNotVerifiable as exc:
-                raise ConnectError(client.verdict or f"host key not verified: {exc.reason}") from None
+                reason = client.verdict or f"host key not verified: {exc.reason}"
+                raise ConnectError(public_reason(reason)) from None
             except asyncssh.PermissionDenied:
-                who = f"{target.user}@" if target.user else ""
                 raise ConnectError(
-                    f"authentication failed for {who}{target.host}: no accepted key (keys or agent)"
+                    f"authentication failed at {target.host}: no key offered was accepted (client_keys, "
+                    "~/.ssh or the agent)"
                 ) from None
             except TimeoutError:
                 raise ConnectError(f"no answer within {s.connect_timeout_s:g} s") from None
             except Exception as exc:
-                raise ConnectError(_describe(exc)) from None
+                raise ConnectError(public_reason(_describe(exc))) from None
             finally:
                 self.in_flight -= 1
         if client.new_key is not None:  # the handshake proved the server holds it: remember it
             host, port, key = client.new_key
             self.known_hosts.record(host, port, key)
         return conn, client
+
+
+# "user@" before a host, and absolute or home-relative paths (a fingerprint's base64 may hold "/", but
+# never after a space or a quote).
+_USER_AT = re.compile(r"(?<![\w.@-])[\w.-]+@(?=[\w\[])")
+_LOCAL_PATH = re.compile(r"""(?<![^\s'"(=])~?/[^\s'"),;:]+""")
+
+
+def public_reason(text: str) -> str:
+    """A failure reason fit for recordings, snapshots and reports: no user names, no local paths."""
+    return _LOCAL_PATH.sub("(a local file)", _USER_AT.sub("", text))
 
 
 def _describe(exc: BaseException) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import IO
 
 import orjson
 
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.formatting import format_clock, group, kilowatts, pct, projection, verdict_word
+from tokenwatch.formatting import format_clock, group, kilowatts, pct, printable, projection, verdict_word
 
 MAX_ALERTS_IN_LINE = 4
 
@@ -35,8 +36,8 @@ def human_line(snap: RackSnapshot) -> str:
         parts.append(verdict_part(snap))
     line = "  ".join(parts)
     if figures is not None:
-        line = f"{line}  run figures; {snap.banner}"
-    alerts = [a.message for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
+        line = f"{line}  run figures; {printable(snap.banner)}"
+    alerts = [printable(a.message) for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
     more = len(snap.active_alerts) - len(alerts)
     if more > 0:
         alerts.append(f"+{more} more")
@@ -55,13 +56,20 @@ class HeadlessLogger:
     """Writes at each interval boundary; the session calls :meth:`at` with the boundary's run time."""
 
     def __init__(
-        self, core: RackCore, out: IO[str] | None, jsonl: IO[bytes] | None, start_s: float = 0.0
+        self,
+        core: RackCore,
+        out: IO[str] | None,
+        jsonl: IO[bytes] | None,
+        start_s: float = 0.0,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
-        """``start_s``: boundaries before it are not written (a replay that starts at 30m)."""
+        """``start_s``: boundaries before it are not written (a replay that starts at 30m). ``warn``
+        hears, once, that the JSONL file could not be written (the lines go on without it)."""
         self.core = core
         self.start_s = start_s
         self.out = out
         self.jsonl = jsonl
+        self.warn = warn
         self.last_t: float | None = None
 
     def at(self, t: float) -> None:
@@ -73,8 +81,15 @@ class HeadlessLogger:
             self.out.write(human_line(snap) + "\n")
             self.out.flush()
         if self.jsonl is not None:
-            self.jsonl.write(orjson.dumps(snapshot_json(snap)) + b"\n")
-            self.jsonl.flush()
+            try:
+                self.jsonl.write(orjson.dumps(snapshot_json(snap)) + b"\n")
+                self.jsonl.flush()
+            except BrokenPipeError:
+                raise  # stdout's reader left: the CLI ends quietly
+            except OSError as exc:  # a full disk: the snapshots stop, the watch goes on
+                self.jsonl = None
+                if self.warn is not None:
+                    self.warn(f"tokenwatch: --jsonl stopped at {format_clock(t)}: {exc.strerror or exc}")
 
     def finish(self) -> None:
         """The last line at the run's end time (when it fell between boundaries)."""

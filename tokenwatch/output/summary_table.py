@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokenwatch.core.summary import RunSummary, coverage_lines
 from tokenwatch.durations import format_clock
-from tokenwatch.formatting import group
+from tokenwatch.formatting import group, printable
 
 
 def _what(summary: RunSummary) -> str:
@@ -19,7 +19,8 @@ def _what(summary: RunSummary) -> str:
 
 def render_summary(summary: RunSummary) -> str:
     s = summary.spread
-    head = f"{summary.name} · {summary.scenario} · {_what(summary)} · {format_clock(summary.duration_s)}"
+    name, took = printable(summary.name), format_clock(summary.duration_s)
+    head = f"{name} · {summary.scenario} · {_what(summary)} · {took}"
     rows: list[tuple[str, str]] = [
         ("Total aggregate", group(summary.tokens_per_s, 1)),
         ("Max single-node", group(s.max, 1)),
@@ -37,7 +38,7 @@ def render_summary(summary: RunSummary) -> str:
     lines = [summary.status] if summary.status else []
     lines += [head, f"{'':{width}}{'tokens/s':>14}"]
     lines += [f"{label:<{width}}{value:>14}" for label, value in rows]
-    lines += coverage_lines(summary)
+    lines += [printable(line) for line in coverage_lines(summary)]
     if summary.latency_ms:
         lines.append("")
         lines.append(f"{'Latency (ms)':<{width}}{'p50':>10}{'p90':>10}{'p99':>10}")
@@ -46,13 +47,13 @@ def render_summary(summary: RunSummary) -> str:
             lines.append(f"{metric.upper():<{width}}{cells}")
     flagged = [n.name for n in summary.nodes if n.valid is False]
     if flagged:
-        lines.append(f"Flagged node results (see the warnings): {', '.join(flagged)}")
+        lines.append(f"Flagged node results (see the warnings): {', '.join(printable(n) for n in flagged)}")
     for run in summary.apart:
         result = run.extra.get("result") or "no result"
         lines.append(
-            f"Not in the aggregate: {run.name} ({run.extra.get('kind', 'other')} run, {result}, "
+            f"Not in the aggregate: {printable(run.name)} ({run.extra.get('kind', 'other')} run, {result}, "
             f"{group(run.tokens_per_s, 1)} tokens/s)"
         )
     for warning in summary.warnings:
-        lines.append(f"warning: {warning}")
+        lines.append(f"warning: {printable(warning)}")
     return "\n".join(lines)

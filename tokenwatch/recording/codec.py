@@ -18,6 +18,8 @@ import orjson
 from tokenwatch.events import (
     GPU_METRICS,
     LATENCY_METRICS,
+    MAX_RUN_GPUS,
+    MAX_RUN_TIME_S,
     NODE_STATES,
     SCENARIOS,
     Event,
@@ -37,6 +39,13 @@ from tokenwatch.events import (
 )
 
 SCHEMA_VERSION = 1
+# Bounds on what one record may hold (the run's size and clock are bounded in tokenwatch.events). A value
+# beyond them is damage or hostility, never a reading, and would otherwise reach loops and allocations.
+MAX_COUNTER = 2**63 - 1  # counters are int64 in the core
+MAX_GPU_VALUE = 1e9  # above every GPU metric's plausible range (MiB of HBM are the largest)
+MAX_LATENCY_S = 1e6
+MAX_NAME_CHARS = 1024  # run, node, source names
+MAX_TEXT_CHARS = 65_536  # log lines, notices, reasons
 _DUMP_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -162,13 +171,21 @@ def _time(r: Mapping[str, Any]) -> float:
     t = r["t"]
     if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
         raise CodecError(f"bad time {t!r}")
+    if t > MAX_RUN_TIME_S:
+        raise CodecError(f"run time {t:g} s is beyond the limit of {MAX_RUN_TIME_S:,.0f} s (366 days)")
     return float(t)
 
 
-def _text(value: Any, what: str) -> str:
+def _text(value: Any, what: str, limit: int = MAX_TEXT_CHARS) -> str:
     if not isinstance(value, str):
         raise CodecError(f"{what} must be text")
+    if len(value) > limit:
+        raise CodecError(f"{what} is longer than {limit:,} characters")
     return value
+
+
+def _name(value: Any, what: str) -> str:
+    return _text(value, what, MAX_NAME_CHARS)
 
 
 def _opt_int(value: Any, what: str) -> int | None:
@@ -179,12 +196,38 @@ def _opt_int(value: Any, what: str) -> int | None:
     return value
 
 
+def _count(value: Any, what: str) -> int | None:
+    """A counter: a whole number in 0..2^63-1 (or missing)."""
+    number = _opt_int(value, what)
+    if number is not None and not 0 <= number <= MAX_COUNTER:
+        raise CodecError(f"{what} must be a whole number from 0 to 2^63-1")
+    return number
+
+
 def _float(value: Any) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise CodecError(f"expected a number, got {value!r}")
     return float(value)
+
+
+def _gpu_value(value: Any, metric: str) -> float:
+    number = _float(value)
+    if not abs(number) <= MAX_GPU_VALUE and not math.isnan(number):
+        raise CodecError(f"{metric} {number:g} is beyond any reading (|value| <= {MAX_GPU_VALUE:g})")
+    return number
+
+
+def _check_gpu_block(block: np.ndarray) -> None:
+    if not (np.isnan(block) | (np.abs(block) <= MAX_GPU_VALUE)).all():
+        raise CodecError(f"gpu_batch holds a value beyond any reading (|value| <= {MAX_GPU_VALUE:g})")
+
+
+def _check_counts(arr: np.ndarray, what: str) -> np.ndarray:
+    if len(arr) and arr.min() < 0:
+        raise CodecError(f"{what} must not be negative")
+    return arr
 
 
 class _IndexArrays:
@@ -221,12 +264,12 @@ def _array(value: Any, dtype: type, what: str) -> np.ndarray:
 
 def _d_run_started(r: Mapping[str, Any]) -> RunStarted:
     nodes = r["nodes"]
-    if (
-        not isinstance(nodes, list)
-        or not all(isinstance(n, str) for n in nodes)
-        or len(set(nodes)) != len(nodes)
+    if not isinstance(nodes, list) or len(nodes) > MAX_RUN_GPUS:
+        raise CodecError(f"nodes must be a list of at most {MAX_RUN_GPUS:,} names")
+    if not all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in nodes) or len(set(nodes)) != len(
+        nodes
     ):
-        raise CodecError("nodes must be a list of distinct names")
+        raise CodecError(f"nodes must be distinct names of at most {MAX_NAME_CHARS} characters")
     if r["scenario"] not in SCENARIOS:
         raise CodecError(f"scenario must be one of {SCENARIOS}")
     if r["source"] not in ("sim", "live", "replay"):
@@ -234,18 +277,25 @@ def _d_run_started(r: Mapping[str, Any]) -> RunStarted:
     gpus = _opt_int(r["gpus_per_node"], "gpus_per_node")
     if gpus is None or not 0 < gpus <= 1024:
         raise CodecError("gpus_per_node must be between 1 and 1024")
+    if len(nodes) * gpus > MAX_RUN_GPUS:
+        raise CodecError(
+            f"a run declares at most {MAX_RUN_GPUS:,} GPUs; this one {len(nodes):,} nodes x {gpus} = "
+            f"{len(nodes) * gpus:,} GPUs"
+        )
     nominal = r.get("nominal_duration_s")
+    if nominal is not None and not 0 <= _float(nominal) <= MAX_RUN_TIME_S:
+        raise CodecError(f"nominal_duration_s must be between 0 and {MAX_RUN_TIME_S:g} s")
     meta = r.get("meta") or {}
     if not isinstance(meta, dict):
         raise CodecError("meta must be a mapping")
     return RunStarted(
         t=_time(r),
-        name=_text(r["name"], "name"),
+        name=_name(r["name"], "name"),
         scenario=r["scenario"],
         nodes=tuple(nodes),
         gpus_per_node=gpus,
         nominal_duration_s=None if nominal is None else _float(nominal),
-        total_samples=_opt_int(r.get("total_samples"), "total_samples"),
+        total_samples=_count(r.get("total_samples"), "total_samples"),
         source=r["source"],
         wall_epoch=_float(r["wall_epoch"]),
         meta=meta,
@@ -257,8 +307,8 @@ def _d_gpu(r: Mapping[str, Any]) -> GpuSample:
     reasons = _opt_int(r.get("throttle_reasons", 0), "throttle_reasons") or 0
     if gpu is None or not 0 <= reasons < 2**64:
         raise CodecError("bad GPU index or throttle reasons")
-    values = {m: _float(r.get(m)) for m in GPU_METRICS}
-    return GpuSample(_time(r), _text(r["node"], "node"), gpu, **values, throttle_reasons=reasons)
+    values = {m: _gpu_value(r.get(m), m) for m in GPU_METRICS}
+    return GpuSample(_time(r), _name(r["node"], "node"), gpu, **values, throttle_reasons=reasons)
 
 
 def _d_gpu_batch(r: Mapping[str, Any], index: _IndexArrays, metrics: tuple[str, ...]) -> GpuBatch:
@@ -276,6 +326,7 @@ def _d_gpu_batch(r: Mapping[str, Any], index: _IndexArrays, metrics: tuple[str, 
             raise CodecError("gpu_batch columns must be lists of numbers") from None
         if block.shape != (len(wanted), len(gpu)):
             raise CodecError("gpu_batch columns must all have one value per row")
+        _check_gpu_block(block)
         values[:, wanted] = block.T
     if "throttle_reasons" in r or metrics is GPU_METRICS:
         reasons = _array(r["throttle_reasons"], np.uint64, "throttle_reasons")
@@ -287,23 +338,24 @@ def _d_gpu_batch(r: Mapping[str, Any], index: _IndexArrays, metrics: tuple[str, 
 
 
 def _d_progress(r: Mapping[str, Any]) -> Progress:
-    tokens = _opt_int(r.get("tokens"), "tokens")
-    if tokens is not None and tokens < 0:
-        raise CodecError("tokens must be a non-negative whole number")
     return Progress(
         _time(r),
-        _text(r["node"], "node"),
-        _opt_int(r.get("samples"), "samples"),
-        tokens,
-        _opt_int(r.get("prompt_tokens"), "prompt_tokens"),
+        _name(r["node"], "node"),
+        _count(r.get("samples"), "samples"),
+        _count(r.get("tokens"), "tokens"),
+        _count(r.get("prompt_tokens"), "prompt_tokens"),
     )
 
 
 def _d_progress_batch(r: Mapping[str, Any], index: _IndexArrays) -> ProgressBatch:
     node_index = index.array(r["node_index"], "progress_batch.node_index")
-    samples = _array(r["samples"], np.int64, "samples")
-    tokens = _array(r["tokens"], np.int64, "tokens")
-    prompt = _array(r["prompt_tokens"], np.int64, "prompt_tokens") if "prompt_tokens" in r else None
+    samples = _check_counts(_array(r["samples"], np.int64, "samples"), "samples")
+    tokens = _check_counts(_array(r["tokens"], np.int64, "tokens"), "tokens")
+    prompt = (
+        _check_counts(_array(r["prompt_tokens"], np.int64, "prompt_tokens"), "prompt_tokens")
+        if "prompt_tokens" in r
+        else None
+    )
     if not len(node_index) == len(samples) == len(tokens) or (
         prompt is not None and len(prompt) != len(tokens)
     ):
@@ -315,10 +367,14 @@ def _d_latency(r: Mapping[str, Any]) -> LatencyBatch:
     if r["metric"] not in LATENCY_METRICS:
         raise CodecError(f"latency metric must be one of {LATENCY_METRICS}")
     values = _array(r["values_s"], np.float64, "values_s")
+    if not ((values >= 0) & (values <= MAX_LATENCY_S)).all():
+        raise CodecError(f"latencies must be between 0 and {MAX_LATENCY_S:g} s")
     counts = _array(r["counts"], np.int64, "counts") if r.get("counts") is not None else None
-    if counts is not None and len(counts) != len(values):
-        raise CodecError("counts and values differ in length")
-    return LatencyBatch(_time(r), _text(r["node"], "node"), r["metric"], values, counts)
+    if counts is not None:
+        _check_counts(counts, "counts")
+        if len(counts) != len(values):
+            raise CodecError("counts and values differ in length")
+    return LatencyBatch(_time(r), _name(r["node"], "node"), r["metric"], values, counts)
 
 
 def _d_limit_counts(r: Mapping[str, Any]) -> LatencyLimitCounts:
@@ -347,7 +403,7 @@ def _d_loadgen_detail(r: Mapping[str, Any]) -> LoadGenDetail:
 def _d_status(r: Mapping[str, Any]) -> NodeStatus:
     if r["state"] not in NODE_STATES:
         raise CodecError(f"state must be one of {NODE_STATES}")
-    return NodeStatus(_time(r), _text(r["node"], "node"), r["state"], _text(r.get("reason", ""), "reason"))
+    return NodeStatus(_time(r), _name(r["node"], "node"), r["state"], _text(r.get("reason", ""), "reason"))
 
 
 def _d_notice(r: Mapping[str, Any]) -> Notice:
@@ -358,8 +414,8 @@ def _d_notice(r: Mapping[str, Any]) -> Notice:
         _time(r),
         r["level"],
         _text(r["message"], "message"),
-        None if node is None else _text(node, "node"),
-        None if source is None else _text(source, "source"),
+        None if node is None else _name(node, "node"),
+        None if source is None else _name(source, "source"),
     )
 
 
@@ -371,7 +427,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "limit_counts": _d_limit_counts,
     "loadgen_detail": _d_loadgen_detail,
     "status": _d_status,
-    "log": lambda r: LogLine(_time(r), _text(r["node"], "node"), _text(r["text"], "text")),
+    "log": lambda r: LogLine(_time(r), _name(r["node"], "node"), _text(r["text"], "text")),
     "notice": _d_notice,
     "heartbeat": lambda r: Heartbeat(_time(r)),
     "run_ended": lambda r: RunEnded(_time(r), _text(r.get("reason", ""), "reason")),
@@ -411,9 +467,9 @@ class Decoder:
             return decoder(record)
         except KeyError as exc:
             raise CodecError(f"{record['k']} record without {exc.args[0]!r}") from None
+        except CodecError as exc:
+            raise CodecError(f"bad {record['k']} record: {exc}") from None
         except (TypeError, ValueError, OverflowError) as exc:
-            if isinstance(exc, CodecError):
-                raise
             raise CodecError(f"bad {record['k']} record: {exc}") from None
 
     def loads(self, line: bytes) -> Event:

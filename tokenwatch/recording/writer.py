@@ -2,13 +2,17 @@
 
 Lines are buffered and handed to the OS with ``os.write`` at least every ``flush_interval_s``
 (the session also calls :meth:`flush` on a timer), so after ``kill -9`` everything older than
-about a second is on disk. A ``.zst`` file is one zstd frame whose blocks are flushed the same
-way: a reader decodes every complete block of a cut-off file.
+about a second is on disk. A ``.zst`` file is a series of independent zstd frames, each ending on a
+line and carrying a checksum: a flush ends a frame once it holds :data:`FRAME_BYTES` of lines (other
+flushes end a block), so a reader decodes every complete block of a cut-off file, skips a damaged
+frame to the next intact one, and can start reading at any frame (a replay's seek).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import os
 import time
 from pathlib import Path
@@ -26,10 +30,20 @@ if TYPE_CHECKING:
 
 HEADER_KEY = "tokenwatch_recording"
 _MAX_BUFFER_BYTES = 1 << 20
+# Lines per zstd frame (uncompressed). Damage loses at most one frame; a reader starting mid-file decodes
+# at most one frame it does not need. 1 MiB frames compress as well as one stream (within 1 %).
+FRAME_BYTES = 1 << 20
 
 
 class RecordingError(OSError):
-    """The recording cannot be created or written; the message names the file."""
+    """The recording cannot be created or written; the message names the file.
+
+    ``disk_full``: the write failed for want of space (ENOSPC, EDQUOT): the recording stopped, what was
+    written before is intact."""
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
 
 
 def header(meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -63,17 +77,27 @@ class RecordingWriter:
             raise RecordingError(f"{self.path}: already exists; choose another name or remove it") from None
         except OSError as exc:
             raise RecordingError(f"{self.path}: cannot create the recording: {exc.strerror}") from None
-        self._zstd = (
-            zstandard.ZstdCompressor(level=zstd_level).compressobj() if self.path.suffix == ".zst" else None
-        )
+        self._compressor = zstandard.ZstdCompressor(level=zstd_level, write_checksum=True)
+        self._zstd = self._compressor.compressobj() if self.path.suffix == ".zst" else None
+        self._frame_bytes = 0  # lines in the open frame
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._last_flush = self._now()
+        self._good_size = 0  # bytes on disk up to the end of the last complete write
         self.events_written = 0
         self._append(orjson.dumps(header(meta)) + b"\n")
         self.flush()
 
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the recording is closed")
+        return self._fd
+
     def write(self, event: Event) -> None:
+        """Buffer one event. After a failed write (:class:`RecordingError`, raised once) the recording
+        has stopped: later events are dropped."""
+        if self._fd is None:
+            return
         self._append(dumps(event))
         self.events_written += 1
         if self._buffered > _MAX_BUFFER_BYTES or self._now() - self._last_flush >= self.flush_interval_s:
@@ -84,14 +108,20 @@ class RecordingWriter:
         self._buffered += len(line)
 
     def flush(self) -> None:
-        """Hand everything buffered to the OS (a complete zstd block for ``.zst``)."""
+        """Hand everything buffered to the OS (for ``.zst`` a complete block, or the end of a frame)."""
         if self._fd is None:
             return
         data = b"".join(self._buffer)
         self._buffer.clear()
         self._buffered = 0
         if self._zstd is not None:
-            data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+            self._frame_bytes += len(data)
+            if self._frame_bytes >= FRAME_BYTES:  # end the frame: the next one starts afresh
+                data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
+                self._zstd = self._compressor.compressobj()
+                self._frame_bytes = 0
+            else:
+                data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         self._write_all(data)
         self._last_flush = self._now()
 
@@ -102,16 +132,33 @@ class RecordingWriter:
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            raise RecordingError(f"{self.path}: write failed: {exc.strerror}") from None
+            self._stop_after_failure()
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise RecordingError(f"{self.path}: write failed: {exc.strerror}", disk_full=full) from None
+        self._good_size += len(data)
+
+    def _stop_after_failure(self) -> None:
+        """Cut a partly written block off the end (so the file ends where the last complete write did:
+        no torn line, no damaged block) and close: the recording has stopped."""
+        fd, self._fd = self._fd, None
+        self._buffer.clear()
+        self._buffered = 0
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):  # frees space on a full disk; not possible on every file
+            os.ftruncate(fd, self._good_size)
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
     def close(self) -> None:
         if self._fd is None:
             return
         self.flush()
-        if self._zstd is not None:
+        if self._zstd is not None and self._fd is not None and self._frame_bytes:
             self._write_all(self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
-        os.close(self._fd)
-        self._fd = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     @property
     def closed(self) -> bool:

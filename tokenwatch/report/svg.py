@@ -14,10 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokenwatch.events import FloatArray
+from tokenwatch.formatting import printable
 
 
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for HTML: markup escaped, and control characters too (names and messages come from
+    recordings; an ESC in the file would drive a terminal that prints it)."""
+    return html.escape(printable(str(text)), quote=True)
 
 
 def nice_step(span: float, target: int) -> float:

@@ -6,6 +6,7 @@ core's interface is met here and nowhere else in the loading path.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,14 +41,23 @@ def ingest_recording(
             break
         core.ingest(event)
     if not core.started:
-        raise RunLoadError(f"{path}: the recording holds no run start")
+        # The run start may have been there but refused: then its warning says why.
+        why = next((w for w in reader.warnings if "run_started" in w), None)
+        raise RunLoadError(why or f"{path}: the recording holds no run start")
     return core, reader
 
 
 def summarize_recording(path: str | Path) -> tuple[RunSummary, list[str]]:
     """The rack summary of a recording and the reader's warnings (what ``summarize`` prints)."""
     core, reader = ingest_recording(path, summary_only=True)
-    return core.summary(), reader.warnings
+    return with_losses(core.summary(), reader), reader.warnings
+
+
+def with_losses(summary: RunSummary, reader: RecordingReader) -> RunSummary:
+    """The summary, warning of what the recording lost or left out (damaged frames, repeated spans)."""
+    if not reader.losses:
+        return summary
+    return dataclasses.replace(summary, warnings=(*summary.warnings, *reader.losses))
 
 
 def load_recording(path: Path, tdp_w: float | None) -> RunData:
@@ -61,7 +71,7 @@ def load_recording(path: Path, tdp_w: float | None) -> RunData:
     core, reader = ingest_recording(path)
     run = core.run
     assert run is not None  # ingest_recording refuses a recording without a run start
-    summary = core.summary()
+    summary = with_losses(core.summary(), reader)
     snapshot = core.snapshot()
     history = core.history()
     source = "--tdp-w" if tdp_w is not None else "GPU power limit reported in telemetry"

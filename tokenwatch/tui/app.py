@@ -25,6 +25,7 @@ from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.rack_snapshot import empty_snapshot
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.formatting import printable
 from tokenwatch.session import Session
 from tokenwatch.tui.screens.dashboard import DashboardScreen
 from tokenwatch.tui.screens.help_screen import HelpScreen
@@ -96,12 +97,17 @@ class TokenwatchApp(App[None]):
         # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed.
         self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
-            self.notify(problem, title="Theme", severity="warning", timeout=15)
+            self.notify(printable(problem), title="Theme", severity="warning", timeout=15)
         if self.on_loop is not None:
             self.on_loop(asyncio.get_running_loop())
+        self.session.on_recording_stopped(self._recording_stopped)
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
         self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+
+    def _recording_stopped(self, message: str) -> None:
+        """A full disk: the recording stopped, the dashboard goes on (the alert is in the panel too)."""
+        self.notify(message, title="Recording", severity="error", timeout=30)
 
     def _on_theme_changed(self, _theme: Theme) -> None:
         self.refresh_data(force=True)

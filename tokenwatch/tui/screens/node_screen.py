@@ -17,7 +17,7 @@ from tokenwatch import throttle
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.views import scale_reference
-from tokenwatch.formatting import DASH, format_clock, group
+from tokenwatch.formatting import DASH, format_clock, group, printable
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.screens.replay_screen import ReplayScreen
 from tokenwatch.tui.widgets.gpu_timelines import SERIES, GpuTimelines
@@ -76,7 +76,7 @@ class NodeScreen(ReplayScreen):
         its figures."""
         pal = palette(self.app)
         text = Text(no_wrap=True, overflow="crop")
-        text.append(f" {self.node} ", style=pal.cursor)
+        text.append(f" {printable(self.node)} ", style=pal.cursor)
         rows = snap.nodes
         if self.node not in rows.names:
             text.append("  not in this run", style=pal.muted)
@@ -87,7 +87,7 @@ class NodeScreen(ReplayScreen):
         good = condition in ("up", "finished")
         text.append(f"  {STATUS_LABEL[condition]}", style=pal.good if good else pal.bad)
         if rows.reason[i] and not good:
-            text.append(f" ({rows.reason[i]})", style=pal.muted)
+            text.append(f" ({printable(rows.reason[i])})", style=pal.muted)
         reasons = self._limiting_reasons(snap, i)
         if reasons:
             text.append(f" [{reasons}]", style=pal.warn)
@@ -132,6 +132,6 @@ class NodeScreen(ReplayScreen):
         if marker == self._log_shown:
             return
         log.clear()
-        log.write_lines(f"{format_clock(t)}  {line}" for t, line in lines)
+        log.write_lines(f"{format_clock(t)}  {printable(line)}" for t, line in lines)
         self._log_shown = marker
         panel.border_subtitle = f"{len(lines)} recent lines"

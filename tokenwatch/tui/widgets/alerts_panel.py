@@ -11,7 +11,7 @@ from textual.strip import Strip
 
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import format_clock
+from tokenwatch.formatting import format_clock, printable
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
 
@@ -81,7 +81,7 @@ class AlertsPanel(LinePass, ScrollView, can_focus=True):
         segs = [
             Segment(f"{format_clock(alert.t)} ", base + pal.muted),
             Segment(f"{alert_symbol(alert)} ", base + style),
-            Segment(alert.message, base + style),
+            Segment(printable(alert.message), base + style),
         ]
         strip = Strip(segs)
         if strip.cell_length > width:

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.formatting import printable
 
 
 def end_kind(snap: RackSnapshot) -> str:
@@ -56,4 +57,4 @@ class EndBanner(Widget):
         if snap is None or not snap.ended:
             return Text("")
         mark = {"complete": "✓", "partial": "▲", "interrupted": "✗"}[end_kind(snap)]
-        return Text(f"{mark} {snap.banner or f'ended: {snap.end_reason}'}")
+        return Text(f"{mark} {printable(snap.banner or f'ended: {snap.end_reason}')}")

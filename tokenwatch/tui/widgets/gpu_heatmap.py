@@ -20,7 +20,7 @@ from textual.strip import Strip
 
 from tokenwatch.core.snapshot import DOWN_GPU, NEVER_REPORTED, STALE_GPU, RackSnapshot
 from tokenwatch.core.views import HEAT_METRICS, MIN_SPANS, NO_NODE, HeatGrid, heat_grid
-from tokenwatch.formatting import DASH
+from tokenwatch.formatting import DASH, printable
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
 
@@ -103,7 +103,7 @@ class GpuHeatmap(LinePass, ScrollView, can_focus=True):
         """(label width, cell width)."""
         grid = self.grid
         assert grid is not None
-        label_w = max((len(r) for r in grid.row_labels), default=4) + 1
+        label_w = max((len(printable(r)) for r in grid.row_labels), default=4) + 1
         cols = max(1, len(grid.col_labels))
         cell_w = max(1, min(8, (width - label_w) // cols - 1))
         return label_w, cell_w
@@ -156,7 +156,7 @@ class GpuHeatmap(LinePass, ScrollView, can_focus=True):
     def _row(
         self, grid: HeatGrid, row: int, pal: Palette, base: Style, width: int, label_w: int, cell_w: int
     ) -> Strip:
-        label = grid.row_labels[row]
+        label = printable(grid.row_labels[row])
         snap = self.snapshot
         down = (
             snap is not None

@@ -17,7 +17,7 @@ from textual.widget import Widget
 
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.views import spread_vs_median_pct
-from tokenwatch.formatting import group
+from tokenwatch.formatting import group, printable
 from tokenwatch.tui.charts import hbar, hbar_left
 from tokenwatch.tui.palette import Palette, palette
 from tokenwatch.tui.widgets.run_summary import summary_text
@@ -120,7 +120,7 @@ class NodeSpreadPanel(Widget):
             keyed = np.where(np.isfinite(deviation[order]), deviation[order], np.inf)
             order = order[np.lexsort((order, keyed))][: max(0, room - 1)]
         scale = bar_scale_pct(deviation[np.array(running)])
-        label_w = max(len(n) for n in names) + 2
+        label_w = max(len(printable(n)) for n in names) + 2
         half = max(2, (width - label_w - 10) // 2)
         for i in order.tolist():
             self._bar_line(text, snap, pal, i, float(deviation[i]), scale, label_w, half)
@@ -146,7 +146,8 @@ class NodeSpreadPanel(Widget):
         rows = snap.nodes
         slow = bool(rows.straggler[i])
         text.append(
-            f"{'▼' if slow else ' '}{rows.names[i]:<{label_w - 1}}", style=pal.warn if slow else pal.text
+            f"{'▼' if slow else ' '}{printable(rows.names[i]):<{label_w - 1}}",
+            style=pal.warn if slow else pal.text,
         )
         if not math.isfinite(dev):
             text.append(f"{'':{half}}│{'':{half}}  —\n", style=pal.muted)
@@ -171,14 +172,15 @@ class NodeSpreadPanel(Widget):
         down = rows.state[i] == "down"
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(
-            f"{'✗' if down else '◌'}{rows.names[i]} {rows.state[i]}", style=pal.bad if down else pal.warn
+            f"{'✗' if down else '◌'}{printable(rows.names[i])} {rows.state[i]}",
+            style=pal.bad if down else pal.warn,
         )
         mean = rows.mean_tokens_per_s[i]
         line.append(
             f"  last mean {group(mean)} tok/s" if math.isfinite(mean) else "  no work", style=pal.text
         )
         if rows.reason[i]:
-            line.append(f"  ({rows.reason[i]})", style=pal.muted)
+            line.append(f"  ({printable(rows.reason[i])})", style=pal.muted)
         line.truncate(max(1, width), overflow="ellipsis")
         text.append_text(line)
         text.append("\n")

@@ -24,7 +24,7 @@ from textual.strip import Strip
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import NodeTable as NodeRows
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import DASH, group
+from tokenwatch.formatting import DASH, group, printable
 from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
@@ -315,7 +315,7 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         delta = rows.delta_vs_median_pct[i]
         lo, hi = self._spark_range
         return {
-            "node": rows.names[i],
+            "node": printable(rows.names[i]),
             "status": STATUS_LABEL[condition],
             "now": group(rows.tokens_per_s[i]),
             "mean": group(rows.mean_tokens_per_s[i]),

@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import DASH, format_clock, group, kilowatts
+from tokenwatch.formatting import DASH, format_clock, group, kilowatts, printable
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.widgets.big_figure import BigFigure
 from tokenwatch.tui.widgets.end_banner import end_kind
@@ -95,7 +95,7 @@ class RunHeader(Widget):
         run = snap.run
         started = bool(run.nodes)
         pal = palette(self.app)
-        title = f"{run.name} · {run.scenario}" if started else run.name
+        title = f"{printable(run.name)} · {run.scenario}" if started else printable(run.name)
         if started:
             title += f" · {len(run.nodes)} nodes × {run.gpus_per_node} GPUs"
         self._set("#title", title)

@@ -12,7 +12,7 @@ import textwrap
 from rich.text import Text
 
 from tokenwatch.core.summary import RunSummary, coverage_lines, name_list
-from tokenwatch.formatting import DASH, format_clock, group
+from tokenwatch.formatting import DASH, format_clock, group, printable
 from tokenwatch.tui.palette import Palette
 
 _LABEL = 27
@@ -44,7 +44,7 @@ def summary_text(summary: RunSummary, pal: Palette, width: int) -> Text:
         text.append(f"{value:>{_VALUE}}\n", style="bold")
     wrap = max(20, width)
     for line in coverage_lines(summary):
-        text.append("\n".join(textwrap.wrap(line, wrap)) + "\n", style=pal.muted)
+        text.append("\n".join(textwrap.wrap(printable(line), wrap)) + "\n", style=pal.muted)
     if summary.latency_ms:
         text.append(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}\n", style=pal.muted)
         for metric, pcts in summary.latency_ms.items():
@@ -53,7 +53,7 @@ def summary_text(summary: RunSummary, pal: Palette, width: int) -> Text:
             text.append(cells + "\n", style="bold")
     flagged = [n for n in summary.nodes if n.valid is False]
     if flagged:
-        text.append(f"Flagged: {name_list([n.name for n in flagged], 8)}\n", style=pal.warn)
+        text.append(f"Flagged: {printable(name_list([n.name for n in flagged], 8))}\n", style=pal.warn)
     for warning in summary.warnings:
-        text.append("\n".join(textwrap.wrap(f"▲ {warning}", wrap)) + "\n", style=pal.warn)
+        text.append("\n".join(textwrap.wrap(f"▲ {printable(warning)}", wrap)) + "\n", style=pal.warn)
     return text

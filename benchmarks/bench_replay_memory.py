@@ -1,0 +1,128 @@
+"""Replay memory: the dashboard's seekable replay, and the headless replay, of a long, large recording.
+
+    python benchmarks/bench_replay_memory.py                     # makes an 8-rack x 8-hour recording first
+    python benchmarks/bench_replay_memory.py --recording FILE    # any recording
+    python benchmarks/bench_replay_memory.py --only dashboard
+
+The default input is what `tokenwatch sim --racks 8 --duration 8h --speed 0 --record FILE` writes
+(576 GPUs, ~180 MB compressed, ~1.3 GB of lines; about 15 s to make here), in a temporary folder.
+Each measurement runs in its own process and prints its peak resident memory (ru_maxrss): the dashboard
+(the real app, headless, replaying at full speed to the end, then seeking back and forth, each seek
+timed) and the headless replay. Figures are printed, never asserted (tests do not time things).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+async def dashboard(path: Path) -> None:
+    from tokenwatch.collectors.replay import ReplayPlayer
+    from tokenwatch.core import RackCore
+    from tokenwatch.session import Session
+    from tokenwatch.tui.app import TokenwatchApp
+    from tokenwatch.tui.theme_loader import shipped_dir
+
+    player = ReplayPlayer(path, speed=0)
+    session = Session(RackCore(), [player], flush_interval_s=None)
+    player.bind(session)
+    app = TokenwatchApp(session, mode="replay", player=player, theme_dirs=[shipped_dir()])
+    async with app.run_test(size=(160, 50)) as pilot:
+        began = time.perf_counter()
+        next_report = 0.0
+        while not player.at_end:
+            await pilot.pause(0.5)
+            if player.position_s >= next_report:
+                print(f"    {player.position_s / 3600:5.2f} h played, peak {peak_mb():6.0f} MB", flush=True)
+                next_report += 3600
+        played = time.perf_counter() - began
+        print(
+            f"  played to the end ({player.position_s / 3600:.2f} h of run time) in {played:.0f} s: "
+            f"peak {peak_mb():.0f} MB, {player.keyframe_count} keyframes "
+            f"(one every {player.keyframe_every_s / 60:.0f} min)"
+        )
+        player.pause()
+        for target_h in (1.0, 7.0, 4.0, 0.5, 7.9):
+            t0 = time.perf_counter()
+            player.seek(target_h * 3600)
+            await pilot.pause()
+            while player.seeking:
+                await pilot.pause(0.01)
+            print(
+                f"  seek to {target_h:4.1f} h: {time.perf_counter() - t0:5.2f} s "
+                f"(at {player.position_s / 3600:.2f} h), peak {peak_mb():.0f} MB"
+            )
+        await pilot.press("q")
+    print(f"  dashboard replay: peak resident memory {peak_mb():.0f} MB")
+
+
+def headless(path: Path) -> None:
+    from tokenwatch.cli import main
+
+    began = time.perf_counter()
+    with open("/dev/null", "w") as devnull:
+        saved, sys.stdout = sys.stdout, devnull
+        try:
+            main(["replay", str(path), "--speed", "0", "--headless", "--interval", "1h"])
+        finally:
+            sys.stdout = saved
+    print(
+        f"  headless replay in {time.perf_counter() - began:.0f} s: peak resident memory {peak_mb():.0f} MB"
+    )
+
+
+def make_recording(folder: Path) -> Path:
+    path = folder / "r8-8h.jsonl.zst"
+    print("making the input: tokenwatch sim --racks 8 --duration 8h --speed 0 --record ...", flush=True)
+    t0 = time.perf_counter()
+    sim = ["sim", "--racks", "8", "--duration", "8h", "--speed", "0", "--headless", "--interval", "8h"]
+    subprocess.run(
+        [sys.executable, "-m", "tokenwatch", *sim, "--record", str(path)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    print(f"  {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--recording", type=Path)
+    parser.add_argument("--only", choices=("dashboard", "headless"))
+    parser.add_argument("--in-process", choices=("dashboard", "headless"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.in_process == "dashboard":
+        asyncio.run(dashboard(args.recording))
+        return
+    if args.in_process == "headless":
+        headless(args.recording)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = args.recording or make_recording(Path(folder))
+        for kind in ("dashboard", "headless"):
+            if args.only in (None, kind):
+                print(f"{kind} replay of {path.name}:", flush=True)
+                subprocess.run(
+                    [sys.executable, __file__, "--in-process", kind, "--recording", str(path)], check=True
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""A full disk does not end the watch (issue 14, point 1).
+
+The recording stops with one clear alert, monitoring and the headless output go on, and the summary at
+the end says the recording is partial. On a real 2 MB tmpfs where this machine allows mounting one; and
+always with the recording's file descriptor swapped for /dev/full mid-run (the kernel's ENOSPC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tokenwatch
+from tokenwatch.core import RackCore
+from tokenwatch.events import Notice, RunEnded
+from tokenwatch.recording import RecordingError, RecordingWriter, read_events
+from tokenwatch.session import Session
+from tokenwatch.sim.collector import SimulatorCollector
+from tokenwatch.sim.profile import load_profile
+from tokenwatch.sim.rack_sim import SimSettings
+
+STOPPED = re.compile(r"recording stopped: disk full at (\d\d:\d\d); everything before is readable")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs, or a skip saying why there is none."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot run mount: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True, timeout=20, check=False)
+
+
+def clock_s(text: str) -> int:
+    minutes, seconds = text.split(":")
+    return int(minutes) * 60 + int(seconds)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_a_full_tmpfs_stops_the_recording_not_the_run(tiny_disk: Path, suffix: str) -> None:
+    rec = tiny_disk / f"run{suffix}"
+    done = run_tokenwatch(
+        "sim", "--speed", "0", "--headless", "--interval", "10m", "--record", str(rec), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    stopped = STOPPED.findall(done.stderr)
+    assert len(stopped) == 1, done.stderr  # one alert, not one per event
+    lines = done.stdout.split("\n\n")[0].splitlines()
+    assert [line.split()[0] for line in lines][-1] >= "80:00"  # every line to the end of the run
+    assert "Total aggregate" in done.stdout
+    assert "the recording is partial" in done.stdout
+    events, warnings = read_events(rec)  # everything before is readable
+    assert events
+    assert len(warnings) <= 1
+    assert not any(isinstance(e, RunEnded) for e in events)
+    assert events[-1].t <= clock_s(stopped[0]) + 1
+    # Unpaced runs flush by size: at most the last 1 MiB buffer (~3 minutes of this rack) is lost.
+    assert events[-1].t >= clock_s(stopped[0]) - 240
+
+
+async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl.zst"
+    recorder = RecordingWriter(path)
+    settings = SimSettings(load_profile("gb300-nvl72"), duration_s=1200.0)
+    session = Session(
+        RackCore(), [SimulatorCollector(settings, speed=0)], recorder=recorder, flush_interval_s=None
+    )
+    stopped: list[str] = []
+    session.on_recording_stopped(stopped.append)
+    full = os.open("/dev/full", os.O_WRONLY)
+
+    def fill_the_disk(t: float) -> None:
+        if t == 300.0:
+            recorder.flush()
+            os.dup2(full, recorder.fileno())  # from now on every write is ENOSPC
+
+    session.every(100.0, fill_the_disk)
+    try:
+        await asyncio.wait_for(session.run(), 120)
+    finally:
+        os.close(full)
+    assert session.core.ended  # the run went on to its end
+    assert session.core.now > 1000
+    assert len(stopped) == 1
+    assert STOPPED.fullmatch(stopped[0])
+    assert clock_s(STOPPED.fullmatch(stopped[0]).group(1)) >= 300  # type: ignore[union-attr]
+    notices = [a for a in session.core.state.alerts.newest_first() if "recording stopped" in a.message]
+    assert len(notices) == 1
+    assert notices[0].severity == "critical"
+    summary = session.summary()
+    assert any("the recording is partial" in w for w in summary.warnings)
+    assert recorder.closed
+    events, _ = read_events(path)
+    # Everything flushed before the disk filled (the event that fired the callback included) is readable.
+    assert 300 <= events[-1].t <= 301
+
+
+def test_the_writer_reports_a_full_disk_once_and_then_stays_closed(tmp_path: Path) -> None:
+    writer = RecordingWriter(tmp_path / "r.jsonl")
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, writer.fileno())
+    finally:
+        os.close(full)
+
+    def write_a_lot() -> None:
+        for i in range(100_000):
+            writer.write(Notice(float(i), "info", "x" * 100))
+
+    with pytest.raises(RecordingError, match="No space left on device") as info:
+        write_a_lot()
+    assert info.value.disk_full
+    assert writer.closed
+    writer.write(Notice(1.0, "info", "after"))  # ignored: the recording has stopped
+    writer.flush()
+    with contextlib.suppress(RecordingError):
+        writer.close()
+
+
+async def test_the_dashboard_goes_on_when_the_disk_fills(tmp_path: Path) -> None:
+    from tests.tui.apps import sim_app
+    from tokenwatch.tui.widgets.alerts_panel import AlertsPanel
+
+    recorder = RecordingWriter(tmp_path / "run.jsonl.zst")
+    app = sim_app(duration="10m", speed=120, recorder=recorder)
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(1000):
+                await pilot.pause(0.02)
+                if app.session.core.now >= 30:
+                    break
+            os.dup2(full, recorder.fileno())
+            for _ in range(1000):
+                await pilot.pause(0.02)
+                if app.session.core.now >= 120:
+                    break
+            assert app.session.core.now >= 120  # still running, still fed
+            assert app.session.recording_stopped is not None
+            assert STOPPED.fullmatch(app.session.recording_stopped)
+            panel = app.screen.query_one(AlertsPanel)
+            assert any("recording stopped: disk full" in a.message for a in panel.alerts)
+            await pilot.press("q")
+    finally:
+        os.close(full)
+    assert app.return_code in (0, None)
