@@ -8,23 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.core.fleet_runs import fleet_events, rack_events
+from tests.core.fleet_runs import GPUS, expected_rack, facts_at, fleet_events, rack_events
 from tokenwatch.core import Alert, RackCore
 from tokenwatch.core.rack_groups import rack_groups
 from tokenwatch.core.run_info import RunInfo
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, NodeStatus, ProgressBatch, RunStarted
+from tokenwatch.events import Event, RunStarted
 
 PER_RACK = 4
 RACKS = 3
-GPUS = 4
-WINDOW_S = 10.0
-STALE_S = 5.0
 FAULTS = "node06:down@40-70"  # rack02's second node
 
 
@@ -68,69 +64,6 @@ def test_a_racks_label_list_that_cannot_be_used_is_said_once() -> None:
 
 
 # ---------------------------------------------------------------- the figures, from the events themselves
-@dataclasses.dataclass
-class NodeFacts:
-    """What the events said about one node up to a time (worked out without the core)."""
-
-    tokens: list[tuple[float, int]] = dataclasses.field(default_factory=list)  # (t, cumulative)
-    down: bool = False
-    power: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict)  # gpu -> (t, W)
-
-
-def facts_at(events: list[Event], t: float) -> list[NodeFacts]:
-    start = events[0]
-    assert isinstance(start, RunStarted)
-    facts = [NodeFacts() for _ in start.nodes]
-    power = GPU_METRICS.index("power_w")
-    for ev in events:
-        if ev.t > t:
-            break
-        if isinstance(ev, ProgressBatch):
-            for i, tokens in zip(ev.node_index.tolist(), ev.tokens_done.tolist(), strict=True):
-                facts[i].tokens.append((ev.t, tokens))
-        elif isinstance(ev, GpuBatch):
-            for i, g, row in zip(ev.node_index.tolist(), ev.gpu.tolist(), ev.values, strict=True):
-                facts[i].power[g] = (ev.t, float(row[power]))
-        elif isinstance(ev, NodeStatus):
-            facts[start.nodes.index(ev.node)].down = ev.state == "down"
-    return facts
-
-
-def tokens_at(node: NodeFacts, t: float) -> int:
-    return max((c for s, c in node.tokens if s <= t), default=0)
-
-
-def expected_rack(facts: list[NodeFacts], t: float) -> dict[str, Any]:
-    """One rack's row: window rate, power, spread of measured means, nodes up, worst node."""
-    up = [not f.down and f.tokens and t - f.tokens[-1][0] <= STALE_S for f in facts]
-    rates = [(tokens_at(f, t) - tokens_at(f, t - WINDOW_S)) / WINDOW_S for f in facts]
-    rate = sum(r for r, u in zip(rates, up, strict=True) if u)
-    power = sum(
-        w for f, u in zip(facts, up, strict=True) if u for s, w in f.power.values() if t - s <= STALE_S
-    )
-    means = []
-    for f, u in zip(facts, up, strict=True):
-        grew = [s for (s, c), (_, before) in zip(f.tokens[1:], f.tokens, strict=False) if c > before]
-        first = f.tokens[0][0] if f.tokens else math.nan
-        if u and grew and grew[-1] > first:
-            means.append(f.tokens[-1][1] / (grew[-1] - first))
-    running = [
-        (r, k) for k, (r, u) in enumerate(zip(rates, up, strict=True)) if u and tokens_at(facts[k], t) > 0
-    ]
-    median = statistics.median(r for r, _ in running)
-    slowest, worst = min(running)
-    return {
-        "tokens_per_s": rate,
-        "per_gpu": rate / (len(facts) * GPUS),
-        "power_w": power,
-        "tokens_per_joule": rate / power,
-        "spread_pct": (max(means) - min(means)) / min(means) * 100.0,
-        "nodes_up": sum(up),
-        "worst": worst,
-        "worst_delta_pct": (slowest - median) / median * 100.0,
-    }
-
-
 @pytest.fixture(scope="module")
 def offline_fleet() -> list[Event]:
     return fleet_events(RACKS, PER_RACK, duration_s=120.0, faults=FAULTS)
