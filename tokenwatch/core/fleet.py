@@ -166,12 +166,9 @@ def _final(state: RackState, memo: FleetMemo, now: float) -> tuple[FloatArray, F
 
 
 def _cause_hints(nodes: NodeTable) -> tuple[str, ...]:
-    """Each node's cause hint in words where the snapshot carries them (issue 13), else ()."""
-    hints = getattr(nodes, "cause", None)
-    if hints is None:
+    """Each node's cause hint in words (``NodeTable.cause_text``, where the snapshot carries the cause
+    hints of issue 13), else ()."""
+    texts = getattr(nodes, "cause_text", ())
+    if len(texts) != len(nodes.names):
         return ()
-    out = []
-    for hint in hints:
-        text = hint if isinstance(hint, str) else getattr(hint, "text", None)
-        out.append(text if isinstance(text, str) else "")
-    return tuple(out)
+    return tuple(text if isinstance(text, str) else "" for text in texts)

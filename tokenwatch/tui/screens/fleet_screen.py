@@ -34,7 +34,7 @@ class FleetScreen(ReplayScreen):
     CSS_PATH = "fleet_screen.tcss"
     # Textual types these as instance attributes, so no ClassVar here (mypy would object).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (180, "-wide")]  # noqa: RUF012
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (50, "-tall")]  # noqa: RUF012
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-mid"), (50, "-tall")]  # noqa: RUF012
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "sort_next", "Sort"),
