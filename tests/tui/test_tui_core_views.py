@@ -17,13 +17,13 @@ from tokenwatch import throttle
 from tokenwatch.core import RackCore
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.histogram import GAMMA, N_BUCKETS, bucket_upper, bucket_value
+from tokenwatch.core.rack_groups import nodes_per_rack
 from tokenwatch.core.snapshot import DOWN_GPU, GpuTable, LatencyStats, RackSnapshot
 from tokenwatch.core.views import (
     HEAT_METRICS,
     NO_NODE,
     display_histogram,
     heat_grid,
-    nodes_per_rack,
     spread_vs_median_pct,
     value_scale,
 )

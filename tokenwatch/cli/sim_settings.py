@@ -16,6 +16,8 @@ def sim_settings(args: argparse.Namespace) -> SimSettings:
     profile = load_profile(args.profile)
     if not 1 <= args.racks <= 256:
         raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
+    # A fleet's racks are the profile's rack repeated: say so, whatever its GPUs per node.
+    extra_meta: dict[str, object] = {"nodes_per_rack": profile.nodes} if args.racks > 1 else {}
     if args.racks > 1:
         profile = dataclasses.replace(
             profile,
@@ -27,5 +29,10 @@ def sim_settings(args: argparse.Namespace) -> SimSettings:
         profile = dataclasses.replace(profile, benchmark=args.benchmark)
     faults = parse_faults(args.faults, profile.node_names())
     return SimSettings(
-        profile, scenario=args.scenario, seed=args.seed, duration_s=args.duration, faults=faults
+        profile,
+        scenario=args.scenario,
+        seed=args.seed,
+        duration_s=args.duration,
+        faults=faults,
+        extra_meta=extra_meta,
     )

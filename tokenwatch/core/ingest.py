@@ -216,6 +216,7 @@ def _latency(state: RackState, ev: LatencyBatch) -> None:
     finite = ev.values_s[np.isfinite(ev.values_s)]
     if finite.size:
         state.latency_max[ev.metric] = float(np.fmax(state.latency_max[ev.metric], finite.max()))
+        state.node_latency_max[ev.metric][i] = np.fmax(state.node_latency_max[ev.metric][i], finite.max())
     _seen(state, i, ev.t)
 
 

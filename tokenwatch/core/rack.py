@@ -20,6 +20,7 @@ from tokenwatch.core.ingest import apply_event
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets, node_latency_buckets
 from tokenwatch.core.node_history import NodeHistory, node_history
 from tokenwatch.core.rack_snapshot import build_snapshot, empty_snapshot
+from tokenwatch.core.rack_view import rack_state
 from tokenwatch.core.run_history import RunHistory, run_history
 from tokenwatch.core.state import RackState, SkipLog, new_state
 from tokenwatch.core.summary import RunSummary, summarize_state
@@ -174,12 +175,34 @@ class RackCore:
             raise ValueError("no run in the stream: the recording holds no run start")
         return run_history(self._state)
 
-    def node_history(self, node: str, last: int | None = None) -> NodeHistory | None:
-        """One node's recent full-resolution series (None for a node the run does not have)."""
+    def node_history(self, node: str, last: int | None = None, rack: str | None = None) -> NodeHistory | None:
+        """One node's recent full-resolution series (None for a node the run does not have). With
+        ``rack`` (a fleet's), its share is of that rack's throughput, as on the rack's own dashboard."""
         state = self._state
         if state is None or node not in state.index:
             return None
-        return node_history(state, node, last)
+        r = self._rack_index(rack) if rack is not None else None
+        return node_history(state if r is None else rack_state(state, r, for_forecast=True), node, last)
+
+    # ------------------------------------------------------------------ a fleet's racks
+    @property
+    def racks(self) -> tuple[str, ...]:
+        """The racks of a run of more than one rack, in node order (``()`` for one rack)."""
+        state = self._state
+        return () if state is None or state.fleet is None else state.fleet.groups.names
+
+    def rack_snapshot(self, rack: str, now: float | None = None) -> RackSnapshot | None:
+        """Rack ``rack`` of a fleet as the snapshot of a run of its nodes alone (what its dashboard
+        draws: :mod:`tokenwatch.core.rack_view`); None for a rack the run does not have."""
+        state = self._state
+        r = self._rack_index(rack)
+        if state is None or r is None:
+            return None
+        return build_snapshot(rack_state(state, r), state.now if now is None else now)
+
+    def _rack_index(self, rack: str) -> int | None:
+        racks = self.racks
+        return racks.index(rack) if rack in racks else None
 
     def latency_buckets(
         self, bounds_s: Sequence[float] = DEFAULT_BOUNDS_S

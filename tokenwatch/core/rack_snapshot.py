@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.fleet import fleet_table
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
@@ -166,6 +167,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         verdict=verdict_view(state, now),
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
+        fleet=fleet_table(state, nodes, state_codes, now),
     )
 
 

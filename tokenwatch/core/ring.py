@@ -79,6 +79,15 @@ class RecentRing:
         order = self._order(last)
         return self.times[order], self.values[(order, *np.atleast_1d(index))]
 
+    def columns(self, index: int | slice) -> RecentRing:
+        """The same ring seen through ``values[:, index]`` (one rack's nodes): shares the storage, so it
+        is for reading while the ring stands still (building a snapshot), never for pushing."""
+        view = RecentRing.__new__(RecentRing)
+        view.capacity, view.times, view._times2 = self.capacity, self.times, self._times2
+        view.values = self.values[:, index]
+        view._next, view._size = self._next, self._size
+        return view
+
     def oldest(self) -> tuple[float, FloatArray] | None:
         i = self.oldest_slot()
         return None if i is None else (float(self.times[i]), self.values[i])
@@ -146,6 +155,20 @@ class DownsampledSeries:
         self._count[:half], self._count[half:] = count, 0.0
         self.width_s *= 2
         self._points = (self._points + 1) // 2
+
+    def columns(self, index: int | slice) -> DownsampledSeries:
+        """The same series seen through ``[:, index]`` of each point (one rack's nodes, or one rack's
+        row): shares the storage, so it is for reading while the series stands still, never for adding."""
+        view = DownsampledSeries.__new__(DownsampledSeries)
+        view.capacity, view.mode, view.width_s, view.times = (
+            self.capacity,
+            self.mode,
+            self.width_s,
+            self.times,
+        )
+        view.sums, view._count = self.sums[:, index], self._count[:, index]
+        view._points = self._points
+        return view
 
     def view(self) -> tuple[FloatArray, FloatArray]:
         """(times, values) of the filled points, oldest first; values are means or last samples."""

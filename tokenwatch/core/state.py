@@ -18,6 +18,7 @@ from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
+from tokenwatch.core.fleet_memo import FleetMemo, new_fleet_memo
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
@@ -132,6 +133,11 @@ class RackState:
     # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
     recent_throttle: RecentRing
     verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict_state.py)
+    # Per node, so one rack of a fleet has its own figures (core/rack_view.py): energy (J) integrated at
+    # each tick like energy_j, and the largest latency seen per metric (s).
+    node_energy_j: FloatArray
+    node_latency_max: dict[LatencyMetric, FloatArray]
+    fleet: FleetMemo | None  # a run of more than one rack: its racks and their forecasts (core/fleet.py)
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""
@@ -267,6 +273,9 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         bucket_memo=BucketMemo(),
         recent_throttle=RecentRing(gpu_recent, (n, g), np.uint64),
         verdict=new_verdict_state(ev, cfg),
+        node_energy_j=np.zeros(n),
+        node_latency_max={m: np.full(n, np.nan) for m in LATENCY_METRICS},
+        fleet=new_fleet_memo(run, cfg, alerts, ev.t),
         now=ev.t,
         last_sample_t=ev.t,
     )

@@ -15,7 +15,7 @@ import numpy as np
 
 from tokenwatch.core.histogram import GAMMA, MIN_VALUE_S, bucket_index
 from tokenwatch.core.nan_math import finite_range, nan_quiet
-from tokenwatch.core.run_info import RunInfo
+from tokenwatch.core.rack_groups import nodes_per_rack, rack_label
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.events import FloatArray
 
@@ -29,7 +29,6 @@ HEAT_METRICS: tuple[str, ...] = (
     "temp_c",
     "util_pct",
 )
-GPUS_PER_RACK = 72  # an NVL72 domain: what "a rack" means when the run does not say
 _MAX_NODE_ROWS = 72
 NO_NODE = -1  # a heatmap cell with no node behind it (the padding of a multi-rack grid's last rack)
 
@@ -160,14 +159,6 @@ class HeatGrid:
         return self.scale.high
 
 
-def nodes_per_rack(run: RunInfo) -> int:
-    """``meta["nodes_per_rack"]`` when the source says; otherwise as many nodes as fill 72 GPUs."""
-    declared = run.meta.get("nodes_per_rack") if run.meta else None
-    if isinstance(declared, int) and declared > 0:
-        return declared
-    return max(1, GPUS_PER_RACK // max(1, run.gpus_per_node))
-
-
 def heat_grid(snap: RackSnapshot, metric: str, max_node_rows: int = _MAX_NODE_ROWS) -> HeatGrid:
     """The heatmap of ``metric`` (a name from :data:`HEAT_METRICS`).
 
@@ -196,10 +187,9 @@ def heat_grid(snap: RackSnapshot, metric: str, max_node_rows: int = _MAX_NODE_RO
     codes = np.full(racks * per_rack, NO_NODE, np.int8)
     codes[:nodes] = freshness.min(axis=1) if gpus else 3
     grid = padded.reshape(racks, per_rack)
-    width = len(str(racks))
     return HeatGrid(
         metric,
-        tuple(f"rack{r + 1:0{max(2, width)}d}" for r in range(racks)),
+        tuple(rack_label(r, racks) for r in range(racks)),
         tuple(f"n{c + 1:02d}" for c in range(per_rack)),
         grid,
         codes.reshape(racks, per_rack),

@@ -9,6 +9,7 @@ collectors are async, recordings are read in threads.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -28,6 +29,7 @@ from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.formatting import printable
 from tokenwatch.session import Session
 from tokenwatch.tui.screens.dashboard import DashboardScreen
+from tokenwatch.tui.screens.fleet_screen import FleetScreen
 from tokenwatch.tui.screens.help_screen import HelpScreen
 from tokenwatch.tui.screens.node_screen import NodeScreen
 from tokenwatch.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
@@ -36,6 +38,7 @@ from tokenwatch.tui.widgets.replay_bar import ReplayState, speed_label
 REFRESH_HZ = 4.0
 _QUIT_TIMEOUT_S = 10.0
 _NODE_HISTORY_POINTS = 300  # the node screen's window: 5 minutes at 1 s ticks
+_GC_YOUNG_OBJECTS = 10_000  # the garbage collector's youngest generation, once the run is in
 
 
 class TokenwatchApp(App[None]):
@@ -75,6 +78,8 @@ class TokenwatchApp(App[None]):
         self._session_worker: Worker[None] | None = None
         self._refresh_timer: Timer | None = None
         self._quitting = False
+        self._fleet_led = False  # the fleet board has replaced the dashboard (a run of several racks)
+        self._gc_thresholds: tuple[int, ...] | None = None  # before the heap was settled (None: not yet)
         self.theme_catalog: ThemeCatalog = load_catalog(theme_dirs)
         self._theme_problems = list(self.theme_catalog.problems)
         # Only tokenwatch's themes: they carry the heatmap scale, and the palette lists exactly them.
@@ -136,24 +141,69 @@ class TokenwatchApp(App[None]):
             player.message,
         )
 
-    def node_history(self, node: str) -> NodeHistory | None:
-        return self.session.core.node_history(node, last=_NODE_HISTORY_POINTS)
+    def node_history(self, node: str, rack: str | None = None) -> NodeHistory | None:
+        return self.session.core.node_history(node, last=_NODE_HISTORY_POINTS, rack=rack)
+
+    def shown_rack(self) -> str | None:
+        """The fleet's rack on screen (its dashboard, or one of its nodes); None: the run as a whole."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, DashboardScreen | FleetScreen):
+                return screen.rack if isinstance(screen, DashboardScreen) else None
+        return None
 
     def refresh_data(self, force: bool = False) -> None:
-        """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``)."""
+        """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``).
+
+        A rack's screens are drawn from that rack's snapshot alone (18 nodes, not the fleet's 1,152)."""
         core = self.session.core
         replay = self.replay_state()
         token = (id(core), self.session.events_seen, replay, self.theme)
         if token == self._last_token and not force:
             return
         self._last_token = token
-        self.latest = core.snapshot()
+        rack = self.shown_rack()
+        snap = core.rack_snapshot(rack) if rack is not None else None
+        self.latest = snap if snap is not None else core.snapshot()
         self.refreshes += 1
+        self._settle_heap(core.started)
+        if self._lead_with_fleet(self.latest):
+            return  # the board draws itself once mounted
         screen = self.screen
-        if isinstance(screen, DashboardScreen):
+        if isinstance(screen, DashboardScreen | FleetScreen):
             screen.show_snapshot(self.latest, self.badge(), replay)
         elif isinstance(screen, NodeScreen):
-            screen.show_snapshot(self.latest, self.node_history(screen.node), self.badge())
+            screen.show_snapshot(self.latest, self.node_history(screen.node, rack), self.badge())
+
+    def _lead_with_fleet(self, snap: RackSnapshot) -> bool:
+        """A run of more than one rack leads with the fleet board: it takes the dashboard's place once
+        the run says so (the dashboard is what shows before the run starts). True when it switched."""
+        if self._fleet_led or snap.fleet is None or len(snap.fleet) < 2:
+            return False
+        screen = self.screen
+        if not isinstance(screen, DashboardScreen) or screen.over_fleet:
+            return False  # a dialog is open: the board comes when it closes
+        self._fleet_led = True
+        self.switch_screen(FleetScreen(player=self.player, badge=self.badge()))
+        return True
+
+    def _settle_heap(self, started: bool) -> None:
+        """Once the run's state exists: collect, then freeze what is alive (the core's state, Textual's
+        widgets and modules) out of the garbage collector's sight, and let the youngest generation grow
+        to 10,000 objects before it is collected. A full collection otherwise walks ~100,000 long-lived
+        objects (50-80 ms at 64 racks: the long tail of a refresh and of a key's response), and the
+        objects every frame makes (strips, segments, styles) were promoted until one was due every few
+        frames (benchmarks/bench_fleet_board.py, --no-gc-freeze for the figures before)."""
+        if started and self._gc_thresholds is None:
+            self._gc_thresholds = gc.get_threshold()
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(max(_GC_YOUNG_OBJECTS, self._gc_thresholds[0]), *self._gc_thresholds[1:])
+
+    def on_unmount(self) -> None:
+        if self._gc_thresholds is not None:
+            # Back in the collector's sight, as it was: an app made after this one (tests) starts clean.
+            gc.unfreeze()
+            gc.set_threshold(*self._gc_thresholds)
 
     # ------------------------------------------------------------------ screenshots
     def deliver_screenshot(

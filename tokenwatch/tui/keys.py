@@ -29,7 +29,19 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (
-        "Replay (dashboard and node screen)",
+        "Fleet board (a run of more than one rack)",
+        (
+            ("s", "sort the racks by the next column"),
+            ("S", "reverse the sort"),
+            ("click a column title", "sort by that column (again: reverse)"),
+            ("↑ ↓ pgup pgdn home end", "move between racks"),
+            ("enter, double click", "open the rack's dashboard (its nodes alone)"),
+            ("a", "the dashboard of every node of the fleet"),
+            ("escape", "back to the board (from a rack's or the fleet's dashboard)"),
+        ),
+    ),
+    (
+        "Replay (dashboard, board and node screen)",
         (
             ("space", "pause / resume"),
             ("← →", "seek 1 minute back / forward"),

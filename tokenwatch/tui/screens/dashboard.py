@@ -43,12 +43,32 @@ class DashboardScreen(ReplayScreen):
         Binding("m", "heat_metric", "Heatmap"),
         Binding("l", "latency_metric", "Latency"),
         Binding("enter", "open_node", "Node", show=False),
+        Binding("escape", "back_to_fleet", "Fleet"),
     ]
 
-    def __init__(self, *, player: ReplayPlayer | None = None, badge: str = "SIM") -> None:
+    def __init__(
+        self,
+        *,
+        player: ReplayPlayer | None = None,
+        badge: str = "SIM",
+        rack: str | None = None,
+        over_fleet: bool = False,
+    ) -> None:
+        """``rack``: one rack of a fleet; ``over_fleet``: opened from the fleet board (a rack, or every
+        node of the fleet), where escape goes back to."""
         super().__init__()
         self._has_player = player is not None
         self.badge = badge
+        self.rack = rack
+        self.over_fleet = over_fleet or rack is not None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back_to_fleet":
+            return self.over_fleet  # a run of one rack: this is the bottom screen
+        return super().check_action(action, parameters)
+
+    def action_back_to_fleet(self) -> None:
+        self.app.pop_screen()
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")

@@ -1,0 +1,191 @@
+"""The fleet board at 64 racks (1,152 nodes, 4,608 GPUs): a full refresh, a key's response, drilling into a
+rack, and what the garbage collector did meanwhile; and the cost of the per-rack forecasts in the core.
+
+    python benchmarks/bench_fleet_board.py                  # 120x40 and 200x60
+    python benchmarks/bench_fleet_board.py --no-gc-freeze   # as before the fix: the long tail comes back
+
+A "full refresh" is what the 4 Hz timer does when data changed, made to repaint everything: the core's
+snapshot (with the fleet table), every panel of the board updated from it, and the whole screen rendered to
+terminal bytes. A key's time is its action plus the repaint of the whole screen. Enter is measured to the
+rack dashboard's first full frame (its mount included); escape back to the board's. Figures are printed,
+never asserted (tests do not time things).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import io
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_tui import ms, sixty_four_racks  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from tokenwatch.core import RackCore  # noqa: E402
+from tokenwatch.core.fleet import fleet_tick  # noqa: E402
+from tokenwatch.session import Session  # noqa: E402
+from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
+from tokenwatch.tui.screens.fleet_screen import FleetScreen  # noqa: E402
+from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
+from tokenwatch.tui.widgets.fleet_board import FleetBoard  # noqa: E402
+
+
+class GcWatch:
+    """Each full (generation 2) collection's pause while the measurement runs."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._t0 = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        elif info["generation"] == 2:
+            self.pauses.append(time.perf_counter() - self._t0)
+
+    def report(self) -> str:
+        if not self.pauses:
+            return "no full collection"
+        return f"{len(self.pauses)} full collections, longest {max(self.pauses) * 1000:.0f} ms"
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) -> None:
+    async with app.run_test(size=size) as pilot:
+        for _ in range(200):
+            if isinstance(app.screen, FleetScreen) and app.screen.is_mounted:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause(0.2)
+        out = Console(
+            file=io.StringIO(), width=size[0], height=size[1], force_terminal=True, color_system="truecolor"
+        )
+
+        def frame() -> None:
+            screen = app.screen
+            if screen._layout_required:  # as Textual's own frame does: layout only when a size changed
+                screen._refresh_layout(app.size)
+                screen._layout_required = False
+            update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+            out.file = io.StringIO()
+            out.print(update, end="")
+
+        watch = GcWatch()
+        board_screen = app.screen
+        assert isinstance(board_screen, FleetScreen)
+        stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            snap = app.session.core.snapshot()
+            t1 = time.perf_counter()
+            board_screen.show_snapshot(snap, app.badge(), app.replay_state())
+            t2 = time.perf_counter()
+            frame()
+            t3 = time.perf_counter()
+            for key, value in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+                stages[key].append(value)
+            await pilot.pause()
+        for key, values in stages.items():
+            print(f"    board refresh {key:<14} {ms(values)}")
+        print(f"    garbage collector meanwhile: {watch.report()}")
+        watch.pauses.clear()
+        board = board_screen.query_one(FleetBoard)
+        for label, action in (
+            ("key s (sort)", board_screen.action_sort_next),
+            ("key down", lambda: board.action_cursor(1)),
+        ):
+            times = []
+            for _ in range(iterations):
+                t0 = time.perf_counter()
+                action()
+                frame()
+                times.append(time.perf_counter() - t0)
+                await pilot.pause()
+            print(f"    {label:<28} {ms(times)}")
+        print(f"    garbage collector meanwhile: {watch.report()}")
+        watch.pauses.clear()
+        opened, back, rack_refresh = [], [], []
+        for _ in range(max(5, iterations // 4)):
+            t0 = time.perf_counter()
+            await board_screen.open_dashboard(board.cursor_rack)  # what enter does, awaited
+            app.refresh_data(force=True)
+            frame()
+            opened.append(time.perf_counter() - t0)
+            await pilot.pause()
+            for _ in range(3):
+                t0 = time.perf_counter()
+                app.refresh_data(force=True)
+                frame()
+                rack_refresh.append(time.perf_counter() - t0)
+                await pilot.pause()
+            t0 = time.perf_counter()
+            await app.pop_screen()  # what escape does, awaited
+            app.refresh_data(force=True)
+            frame()
+            back.append(time.perf_counter() - t0)
+            await pilot.pause()
+            board.action_cursor(1)
+        print(f"    {'enter, first time (mount)':<28} {ms(opened[:1])}")
+        opened = opened[1:]
+        print(f"    {'enter (a rack, first frame)':<28} {ms(opened)}")
+        print(f"    {'the rack dashboard refresh':<28} {ms(rack_refresh)}")
+        print(f"    {'escape (back, first frame)':<28} {ms(back)}")
+        print(f"    garbage collector meanwhile: {watch.report()}")
+        watch.close()
+
+
+def bench_ticks(core: RackCore) -> None:
+    """The per-rack forecasts a verdict tick makes (every verdict_interval_s of run time)."""
+    state = core.state
+    assert state.fleet is not None
+    times = []
+    for _ in range(10):
+        state.fleet.next_due_s = 0.0
+        t0 = time.perf_counter()
+        fleet_tick(state, state.now)
+        times.append(time.perf_counter() - t0)
+    interval = state.config.verdict_interval_s
+    median = statistics.median(times)
+    print(
+        f"64 racks' forecasts at a verdict tick: {ms(times)}; every {interval:g} s of run time, "
+        f"{median / interval * 100:.2f} % of one core at real time"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--no-gc-freeze", action="store_true", help="leave the heap unfrozen (before)")
+    args = parser.parse_args()
+    print(
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
+        "(other work on the machine inflates median and p95; min is the least disturbed)\n"
+    )
+    t0 = time.perf_counter()
+    core = sixty_four_racks(300.0)
+    print(f"(64-rack run simulated and ingested to 5:00 in {time.perf_counter() - t0:.1f} s)")
+    bench_ticks(core)
+    for size in ((120, 40), (200, 60)):
+        print(f"\nThe fleet board, 64 racks at 5:00, {size[0]}x{size[1]}:")
+        app = TokenwatchApp(Session(core, [], flush_interval_s=None), mode="sim", theme_dirs=[shipped_dir()])
+        if args.no_gc_freeze:  # as if already done, so it is never done
+            app._gc_thresholds = gc.get_threshold()
+        asyncio.run(measure(app, size, args.iterations))
+
+
+if __name__ == "__main__":
+    main()
