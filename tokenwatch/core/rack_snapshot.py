@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
@@ -144,7 +145,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sparkline_tokens_per_s=spark,
     )
     summary = summarize_state(state) if state.ended else None
-    return RackSnapshot(
+    snap = RackSnapshot(
         t=now,
         run=run,
         ended=state.ended,
@@ -167,6 +168,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
     )
+    # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
+    return snap if state.fleet is None else with_fleet(snap, state.fleet, now, steady_mean)
 
 
 def _sparklines(state: RackState, points: int) -> np.ndarray:

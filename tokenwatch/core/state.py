@@ -18,6 +18,7 @@ from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
+from tokenwatch.core.fleet_state import FleetState
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
@@ -136,6 +137,8 @@ class RackState:
     energy_j: float = 0.0
     ticks_sampled: int = 0
     last_sample_t: float = 0.0
+    # Rack-level figures of a fleet watched through Prometheus (core/fleet_state.py); None otherwise.
+    fleet: FleetState | None = None
 
     # ------------------------------------------------------------------ reads
     @property
