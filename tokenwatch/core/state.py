@@ -131,14 +131,14 @@ class RackState:
     # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
     recent_throttle: RecentRing
     verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict_state.py)
+    # Rack-level figures of a fleet watched through Prometheus (core/fleet_state.py); None otherwise.
+    fleet: FleetState | None = None
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""
     energy_j: float = 0.0
     ticks_sampled: int = 0
     last_sample_t: float = 0.0
-    # Rack-level figures of a fleet watched through Prometheus (core/fleet_state.py); None otherwise.
-    fleet: FleetState | None = None
 
     # ------------------------------------------------------------------ reads
     @property
