@@ -154,3 +154,17 @@ def test_a_replay_of_the_events_gives_the_same_board() -> None:
         assert table is not None
         assert table.state == ("up", "up", "down")
         assert table.tokens_per_s[:2].tolist() == [1000.0, 1000.0]
+
+
+@pytest.mark.parametrize("fleet", [True, False])
+def test_a_fleets_nodes_never_read_raise_no_stale_alerts(fleet: bool) -> None:
+    """Rack figures alone (a backfill, or the racks off screen) say nothing of a node's silence; a run
+    of the same nodes that is not a fleet's does call them stale."""
+    core = RackCore(CoreConfig(stale_after_s=5.0))
+    run = started()
+    core.ingest(run if fleet else RunStarted(0.0, "r", "Offline", run.nodes, 4, None, None, "live", 1.7e9))
+    rows = {r: figures(1000.0, 500.0) for r in RACKS}
+    for k in range(1, 13):
+        core.ingest(batch(5.0 * k, rows) if fleet else Heartbeat(5.0 * k))
+    stale = [a for a in core.snapshot().alerts if a.kind == "stale"]
+    assert len(stale) == (0 if fleet else len(run.nodes))
