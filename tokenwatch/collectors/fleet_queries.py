@@ -18,7 +18,7 @@ on one querier (over the fleet's per-node series, ~1,000 of them: cheap either w
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tokenwatch.sources.metric_catalogue import PRESETS
@@ -173,6 +173,31 @@ def filled(template: str, *, rack: str, node: str, window_s: float) -> str:
         .replace("$node", node)
         .replace("$window", f"{max(1, round(window_s))}s")
     )
+
+
+def node_metric_names(preset: FleetPreset) -> frozenset[str]:
+    """Every metric the node reader's catalogue queries name: its GPU and progress presets'."""
+    return PRESETS[preset.gpu_preset].sample_names | PRESETS[preset.progress_preset].sample_names
+
+
+def scoped_names(promql: str, names: Iterable[str], matcher: str) -> str:
+    """Every bare selector of ``names`` (a name without braces, as the catalogue's queries write them,
+    so :func:`scoped` finds nothing there) with ``matcher`` added: a drill-down then reads one rack's
+    series instead of all the fleet's GPUs' before a join drops the others."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    if not matcher or not alternatives:
+        return promql
+    # String literals, label lists and existing selectors are matched first and kept as they are.
+    token = re.compile(
+        rf'("(?:[^"\\]|\\.)*"|\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{{[^}}]*\}})'
+        rf"|(?<![\w:])({alternatives})(?![\w:{{(])"
+    )
+
+    def add(found: re.Match[str]) -> str:
+        name = found.group(2)
+        return found.group(0) if name is None else f"{name}{{{matcher}}}"
+
+    return token.sub(add, promql)
 
 
 def query(template: str, *, rack: str, node: str, window_s: float, matcher: str = "") -> str:

@@ -30,9 +30,11 @@ from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.collectors.fleet_queries import (
     FLEET_PRESETS,
     FleetPreset,
+    node_metric_names,
     query,
     rack_matcher,
     rack_queries,
+    scoped_names,
 )
 from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample
 from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
@@ -229,9 +231,15 @@ class PrometheusFleetCollector:
         assert self.node_reader is not None
         if racks is None:
             return dict(self.node_reader.queries)
+        # The rack's own series only (the selectors scoped), and the join keeps out any series a
+        # selector the catalogue does not name brought in.
+        matcher, names = rack_matcher(self.settings.rack_label, racks), node_metric_names(self.preset)
         members = self._q(f"group by ($rack) ({self.preset.up})", racks)
         on = f"on ({self.settings.rack_label})"
-        return {f: f"({q}) and {on} ({members})" for f, q in self.node_reader.queries.items()}
+        return {
+            f: f"({scoped_names(q, names, matcher)}) and {on} ({members})"
+            for f, q in self.node_reader.queries.items()
+        }
 
     # ------------------------------------------------------------- figures
     def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
