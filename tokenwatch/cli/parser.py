@@ -113,7 +113,8 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         "--prometheus-port",
         type=port_arg,
         metavar="N",
-        help="serve /metrics on 127.0.0.1:N (0: a free port); the address is printed on stderr",
+        help="serve /metrics on port N of 127.0.0.1, or of --prometheus-host (0: a free port); the "
+        "address is printed on stderr",
     )
     p.add_argument(
         "--prometheus-host",
