@@ -196,6 +196,49 @@ class LatencyLimitCounts:
         _read_only(self.node_index, self.judged, self.over)
 
 
+# The columns of RackFiguresBatch.values: what a fleet board needs of each rack, as a Prometheus server
+# aggregates it from the rack's node series. Node counts and GPUs as floats (NaN = not known); rates in
+# generated tokens/s (windowed: the rack exporters' own window, or rate() over the configured one);
+# ``mean_*``: the largest and smallest measured mean (tokens / own duration) of the rack's healthy nodes,
+# whose ratio is the rack's spread; ``worst_*`` / ``median_*`` over its running nodes' windowed rates;
+# ``projected_*`` the rack's own MLPerf projection where its exporter serves one (valid: 1, 0 or NaN).
+RACK_FIGURES: tuple[str, ...] = (
+    "nodes_total",
+    "nodes_up",
+    "nodes_running",
+    "gpus",
+    "tokens_per_s",
+    "power_w",
+    "mean_max_tokens_per_s",
+    "mean_min_tokens_per_s",
+    "worst_tokens_per_s",
+    "median_tokens_per_s",
+    "projected_tokens_per_s",
+    "projected_valid",
+)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RackFiguresBatch:
+    """Rack-level figures of a fleet at one ``t``, one row per rack (a fleet watched through the
+    Prometheus server that already scrapes it, where the racks' nodes are not fetched one by one).
+
+    ``values`` has shape (len(racks), len(RACK_FIGURES)), NaN = not known. ``down`` marks racks whose
+    series are gone (their exporter stopped answering the server); ``worst_node`` is each rack's slowest
+    running node ("" if none) and ``worst_cause`` a hint why ("" if none is known).
+    """
+
+    t: float
+    racks: tuple[str, ...]
+    values: FloatArray
+    down: npt.NDArray[np.bool_]
+    worst_node: tuple[str, ...]
+    worst_cause: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _read_only(self.values, self.down)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadGenDetail:
     """Records of a node's LoadGen detail log (``mlperf_log_detail.txt``), key -> the log's own value.
@@ -263,6 +306,7 @@ Event: TypeAlias = (
     | LatencyBatch
     | LatencyLimitCounts
     | LoadGenDetail
+    | RackFiguresBatch
     | NodeStatus
     | LogLine
     | Notice

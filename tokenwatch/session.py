@@ -16,12 +16,16 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.core import RackCore, RunSummary
 from tokenwatch.events import Collector, Emit, Event, Notice, RunEnded
 from tokenwatch.formatting import format_clock
 from tokenwatch.recording import RecordingError, RecordingWriter
+
+if TYPE_CHECKING:
+    from tokenwatch.collectors.prometheus_fleet import FleetFocus
 
 _DONE = object()
 _TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time
@@ -68,6 +72,9 @@ class Session:
         self.interrupted = False  # stopped before the run ended: it ends as "interrupted"
         # A seekable replay keeps its session open past the run's end, so it can seek back.
         self.stop_on_run_end = True
+        # A fleet watched through Prometheus: the racks on screen, whose nodes are fetched every
+        # interval. The dashboard sets it when a rack is opened (None for every other run).
+        self.fleet_focus: FleetFocus | None = None
 
     def every(self, interval_s: float, callback: Callable[[float], None]) -> None:
         """``callback(T)`` at each multiple T of ``interval_s`` of run time, once all events to T are in."""

@@ -56,12 +56,13 @@ class _Mirror:
             if fam.kind == "histogram":
                 b = fam.histogram
                 assert b is not None
-                hist = HistogramMetricFamily(fam.name, fam.help, labels=["node"])
+                label_names = sorted(_labels(fam.labels[0]))  # node, and the rack it is in
+                hist = HistogramMetricFamily(fam.name, fam.help, labels=label_names)
                 for i, lab in enumerate(fam.labels):
                     les = [go_string(x) for x in b.bounds_s] + ["+Inf"]
                     values = [*b.cumulative[i].tolist(), int(b.count[i])]
                     hist.add_metric(
-                        [_labels(lab)["node"]],
+                        [_labels(lab)[n] for n in label_names],
                         list(zip(les, map(float, values), strict=True)),
                         float(b.sum_s[i]),
                     )
@@ -205,7 +206,10 @@ def test_cli_sim_serves_metrics() -> None:
                 body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
             except OSError:
                 time.sleep(0.2)
-        assert 'tokenwatch_gpu_power_watts{gpu="3",node="node18"}' in body
+        # Every series names its rack: a one-rack run's is the run's name (no config names it here).
+        assert (
+            'tokenwatch_gpu_power_watts{gpu="3",node="node18",rack="gb300-nvl72 offline (simulated)"}' in body
+        )
     finally:
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

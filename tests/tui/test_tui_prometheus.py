@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import urllib.request
 
 from tests.tui.apps import replay_app, settle
@@ -15,7 +16,7 @@ def scrape(port: int) -> dict[str, float]:
     for line in body.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
-            values[name] = float(value)
+            values[re.sub(r',rack="[^"]*"', "", name)] = float(value)  # one rack: keyed by node
     return values
 
 

@@ -30,6 +30,7 @@ class RunOptions:
     ttft_sla_s: float | None = None
     tpot_sla_s: float | None = None
     prometheus_port: int | None = None
+    prometheus_host: str | None = None  # None: 127.0.0.1
     speed: float | None = None
     start_s: float = 0.0
     benchmark: str | None = None  # MLPerf rules for the verdict (None: the run's own)
@@ -49,6 +50,7 @@ class RunOptions:
             ttft_sla_s=args.ttft_sla,
             tpot_sla_s=args.tpot_sla,
             prometheus_port=args.prometheus_port,
+            prometheus_host=args.prometheus_host,
             speed=getattr(args, "speed", None),
             start_s=getattr(args, "start", 0.0),
             benchmark=getattr(args, "benchmark", None),

@@ -120,7 +120,15 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         "--prometheus-port",
         type=port_arg,
         metavar="N",
-        help="serve /metrics on 127.0.0.1:N (0: a free port); the address is printed on stderr",
+        help="serve /metrics on port N of 127.0.0.1, or of --prometheus-host (0: a free port); the "
+        "address is printed on stderr",
+    )
+    p.add_argument(
+        "--prometheus-host",
+        metavar="H",
+        help="with --prometheus-port: the address /metrics listens on (default 127.0.0.1, this machine "
+        "only; 0.0.0.0 or another address lets anyone who can reach it read the run's figures, node "
+        "names and rack: there is no authentication)",
     )
     p.add_argument(
         "--benchmark",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import errno
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ from tokenwatch.recording import RecordingWriter
 from tokenwatch.session import Session
 
 if TYPE_CHECKING:
+    from tokenwatch.collectors.prometheus_fleet import FleetFocus
     from tokenwatch.exporter.server import MetricsServer
 
 
@@ -77,6 +77,7 @@ def run_session(
     created_epoch: float | None = None,
     after: Callable[[Session], None] | None = None,
     player: ReplayPlayer | None = None,
+    fleet_focus: FleetFocus | None = None,
 ) -> int:
     """Run to the end (or Ctrl-C / a stop signal / q) and return the exit status: 0 when the run ended by
     itself, 130 when it was interrupted (its summary is printed marked ``INTERRUPTED at ...``)."""
@@ -93,6 +94,7 @@ def run_session(
             exporter.close()
         raise
     session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if options.paced else None)
+    session.fleet_focus = fleet_focus
     holder.append(session)
     if options.wants_dashboard():
         from tokenwatch.tui.launch import run_dashboard
@@ -140,19 +142,33 @@ def print_summary(session: Session, out: IO[str]) -> None:
 
 
 def start_exporter(options: RunOptions, core: RackCore | Callable[[], RackCore]) -> MetricsServer | None:
-    """The /metrics server, announced on stderr with the port it bound (``--prometheus-port 0`` picks a
-    free one). A port already taken is a usage error: one line, exit status 2."""
+    """The /metrics server, announced on stderr with the address it bound (``--prometheus-port 0`` picks
+    a free port; ``--prometheus-host`` another address than 127.0.0.1, with a warning when it is not
+    loopback). A port in use or an address that is not this machine's is a usage error: one line, exit
+    status 2."""
+    from tokenwatch.cli.serve_cmd import is_loopback, listen_error
+
+    host = options.prometheus_host
     if options.prometheus_port is None:
+        if host is not None:
+            raise UsageError("--prometheus-host needs --prometheus-port (the port /metrics is served on)")
         return None
     from tokenwatch.exporter import serve_metrics
 
+    address = host or "127.0.0.1"
     try:
-        server = serve_metrics(core, options.prometheus_port)
+        server = serve_metrics(core, options.prometheus_port, host=address)
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise UsageError(f"--prometheus-port: port {options.prometheus_port} is in use") from None
-        raise UsageError(f"--prometheus-port {options.prometheus_port}: {exc.strerror or exc}") from None
-    stderr_line(f"serving /metrics on http://127.0.0.1:{server.port}/metrics")
+        raise UsageError(
+            f"--prometheus-port: {listen_error(exc, address, options.prometheus_port)}"
+        ) from None
+    shown = f"[{address}]" if ":" in address else address
+    stderr_line(f"serving /metrics on http://{shown}:{server.port}/metrics")
+    if not is_loopback(address):
+        stderr_line(
+            f"tokenwatch: warning: /metrics listens on {address}: anyone who can reach it can read the run's "
+            "figures, node names and rack (there is no authentication)"
+        )
     return server
 
 

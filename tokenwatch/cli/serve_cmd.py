@@ -29,6 +29,8 @@ _BROWSERLESS: dict[str, str] = {
     "writing the same file (record in a terminal, then serve `replay FILE`)",
     "prometheus_port": "--prometheus-port makes no sense in a browser: every browser session would serve "
     "/metrics on the same port (run the exporter in a terminal)",
+    "prometheus_host": "--prometheus-host makes no sense in a browser: every browser session would serve "
+    "/metrics on the same port (run the exporter in a terminal)",
 }
 
 

@@ -9,9 +9,10 @@ from typing import TextIO
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
+from tokenwatch.collectors.prometheus_fleet import PrometheusFleetCollector
 from tokenwatch.formatting import printable
 from tokenwatch.live.build import build_collector, core_config, plan_watch
-from tokenwatch.live.config import load_watch_config
+from tokenwatch.live.config import load_watch_config, rack_label
 from tokenwatch.live.supervisor import LiveOptions
 
 
@@ -26,7 +27,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         options=LiveOptions(stop_after_s=args.stop_after),
         warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"),
     )
-    return run_session(options, [collector], core_config=core_config(config))
+    focus = next(
+        (c.focus for c in collector.rack_collectors if isinstance(c, PrometheusFleetCollector)), None
+    )
+    return run_session(options, [collector], core_config=core_config(config), fleet_focus=focus)
 
 
 class _PrintableLines:
@@ -45,7 +49,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     config = load_watch_config(args.config)
     out = _PrintableLines(sys.stdout)
     plan = plan_watch(config, warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"))
-    if config.local:
+    if config.fleet is not None:
+        fleet = config.fleet
+        where = (
+            f"a fleet through Prometheus at {fleet.url} ({fleet.preset} series, racks by label "
+            f"{rack_label(config)!r}, nodes by {fleet.node_label!r}; found when the watch starts)"
+        )
+    elif config.local:
         where = "local mode: this machine is the node"
     else:
         names = [t.name for t in plan.targets]
@@ -59,9 +69,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     out.write(f"  run       {config.run.name} ({config.run.scenario}{rules})\n")
     out.write(f"  nodes     {where}" + (f", {gpus} GPUs each" if gpus else "") + "\n")
     gpu = config.gpu
-    out.write(
-        f"  gpu       {gpu.source}" + (f" every {gpu.interval_s:g} s" if gpu.source != "none" else "") + "\n"
-    )
+    if config.fleet is not None:
+        f = config.fleet
+        out.write(
+            f"  fleet     rack figures every {f.interval_s:g} s, every node every {f.detail_interval_s:g} s "
+            f"(alerts), history up to {f.lookback_s / 3600:g} h back\n"
+        )
+    else:
+        out.write(
+            f"  gpu       {gpu.source}"
+            + (f" every {gpu.interval_s:g} s" if gpu.source != "none" else "")
+            + "\n"
+        )
     for p in config.progress:
         detail = p.path or p.url or ""
         extra = p.preset or ("patterns" if p.patterns else "")

@@ -65,9 +65,11 @@ class PrometheusApi:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def query(self, promql: str) -> list[Sample]:
-        """The instant vector (or scalar) ``promql`` evaluates to now, as (labels, value) pairs."""
-        status, body = await self._ask("/api/v1/query", {"query": promql})
+    async def query(self, promql: str, at: float | None = None) -> list[Sample]:
+        """The instant vector (or scalar) ``promql`` evaluates to now (or at Unix time ``at``), as
+        (labels, value) pairs."""
+        params = {"query": promql} if at is None else {"query": promql, "time": f"{at:.3f}"}
+        status, body = await self._ask("/api/v1/query", params)
         if status != 200:
             # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
             try:

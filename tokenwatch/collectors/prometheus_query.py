@@ -143,10 +143,17 @@ class PrometheusQueryCollector:
                     Notice(t, "info", f"prometheus query {field!r} answers again", source=self.name)
                 )
             results[field] = answer
-        events += self._gpu_events(t, results)
-        events += self.progress_events(t, results)
-        events += self.latency_events(t, results)
-        return events + self._pending_notices(t)
+        return events + self.node_events(t, results)
+
+    def node_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
+        """The events one instant's answers (field -> samples) make: GPU rows, counters, latency
+        deltas, and notices of labels that name no node of the run."""
+        return [
+            *self._gpu_events(t, results),
+            *self.progress_events(t, results),
+            *self.latency_events(t, results),
+            *self._pending_notices(t),
+        ]
 
     # -------------------------------------------------------------- history
     def _step(self, start: float, end: float) -> float:

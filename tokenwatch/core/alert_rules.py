@@ -33,6 +33,11 @@ def evaluate_rules(state: RackState, t: float, codes: np.ndarray) -> None:
 def _stale(state: RackState, t: float, codes: np.ndarray) -> None:
     memory, names = state.rules, state.run.nodes
     stale = codes == 1
+    if state.fleet_figures is not None or "fleet" in state.run.meta:
+        # A fleet's nodes are read only for the racks on screen and the alerting pass: one never read
+        # is not known to be silent (its rack's figures say whether the rack is), so it raises nothing
+        # (else a backfill of rack figures alone would raise every node's stale alert, tick after tick).
+        stale &= ~np.isnan(state.last_seen)
     for i in np.flatnonzero(stale | memory.stale_alerted).tolist():
         name = names[i]
         reason = (

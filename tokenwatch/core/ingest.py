@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.fleet_state import ingest_rack_figures, new_fleet_state
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_ingest import apply_detail, apply_limit_counts, count_latency
 from tokenwatch.events import (
@@ -27,6 +28,7 @@ from tokenwatch.events import (
     Notice,
     Progress,
     ProgressBatch,
+    RackFiguresBatch,
 )
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
@@ -42,6 +44,7 @@ DataEvent = (
     | Notice
     | LoadGenDetail
     | LatencyLimitCounts
+    | RackFiguresBatch
 )
 
 
@@ -65,9 +68,25 @@ def apply_event(state: RackState, ev: DataEvent) -> None:
         apply_detail(state, ev)
     elif isinstance(ev, LatencyLimitCounts):
         apply_limit_counts(state, ev)
+    elif isinstance(ev, RackFiguresBatch):
+        _rack_figures(state, ev)
     else:
         kind = "warning" if ev.level == "warning" else ("error" if ev.level == "error" else "info")
         state.alerts.event(ev.t, ev.node, kind, ev.message, "critical" if kind == "error" else kind)
+
+
+def _rack_figures(state: RackState, ev: RackFiguresBatch) -> None:
+    """A fleet's rack-level figures (a fleet watched through Prometheus): kept beside the node state."""
+    if state.fleet_figures is None:
+        cfg = state.config
+        state.fleet_figures = new_fleet_state(
+            state.run.meta,
+            history_points=cfg.history_points,
+            tick_s=cfg.tick_s,
+            stale_after_s=cfg.stale_after_s,
+            nodes=len(state.run.nodes),
+        )
+    ingest_rack_figures(state.fleet_figures, ev)
 
 
 def _node(state: RackState, name: str) -> int | None:

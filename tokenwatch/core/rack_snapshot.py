@@ -8,6 +8,7 @@ import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet import fleet_table
+from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
@@ -145,7 +146,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sparkline_tokens_per_s=spark,
     )
     summary = summarize_state(state) if state.ended else None
-    return RackSnapshot(
+    snap = RackSnapshot(
         t=now,
         run=run,
         ended=state.ended,
@@ -169,6 +170,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
         fleet=fleet_table(state, nodes, state_codes, now),
     )
+    # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
+    return snap if state.fleet_figures is None else with_fleet(snap, state.fleet_figures, now, steady_mean)
 
 
 def _sparklines(state: RackState, points: int) -> np.ndarray:

@@ -66,6 +66,7 @@ def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackS
         "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
         "energy_j": float(state.node_energy_j[rows].sum()),
         "fleet": None,
+        "fleet_figures": None,
     }
     values = {
         f.name: made[f.name] if f.name in made else rows_of(getattr(state, f.name), rows, n)

@@ -19,6 +19,7 @@ from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.fleet_memo import FleetMemo, new_fleet_memo
+from tokenwatch.core.fleet_state import FleetState
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
@@ -138,6 +139,8 @@ class RackState:
     node_energy_j: FloatArray
     node_latency_max: dict[LatencyMetric, FloatArray]
     fleet: FleetMemo | None  # a run of more than one rack: its racks and their forecasts (core/fleet.py)
+    # Rack-level figures of a fleet watched through Prometheus (core/fleet_state.py); None otherwise.
+    fleet_figures: FleetState | None = None
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""

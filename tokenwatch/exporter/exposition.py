@@ -23,23 +23,42 @@ from tokenwatch.exporter.families import (
     node_families,
     rack_families,
 )
+from tokenwatch.exporter.rack_labels import node_racks, rack_label_name, run_rack_name
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+def _label_set(pairs: dict[str, str]) -> str:
+    """``a="x",b="y"``: sorted by name, as the text format writes them."""
+    return ",".join(f'{k}="{escape(v)}"' for k, v in sorted(pairs.items()))
+
+
 @functools.lru_cache(maxsize=4)
-def label_sets(nodes: tuple[str, ...], gpus_per_node: int) -> tuple[list[str], list[str]]:
-    """(per-node label sets, per-GPU label sets, node-major), built once per run."""
-    node_labels = [f'node="{escape(n)}"' for n in nodes]
-    gpu_labels = [f'gpu="{g}",node="{escape(n)}"' for n in nodes for g in range(gpus_per_node)]
+def label_sets(
+    nodes: tuple[str, ...], gpus_per_node: int, racks: tuple[str, ...] | str = "", rack_label: str = "rack"
+) -> tuple[list[str], list[str]]:
+    """(per-node label sets, per-GPU label sets, node-major), built once per run. ``racks``: each
+    node's rack, or the one rack of them all ("" for none)."""
+    of = (lambda i: racks[i]) if isinstance(racks, tuple) else (lambda _i: racks)
+    node_labels = []
+    gpu_labels = []
+    for i, n in enumerate(nodes):
+        pairs = {"node": n, rack_label: of(i)} if of(i) else {"node": n}
+        node_labels.append(_label_set(pairs))
+        gpu_labels += [_label_set({**pairs, "gpu": str(g)}) for g in range(gpus_per_node)]
     return node_labels, gpu_labels
 
 
 def families(view: MetricsView) -> list[Family]:
     snap = view.snapshot
-    node_labels, gpu_labels = label_sets(snap.run.nodes, snap.run.gpus_per_node)
+    label = rack_label_name(snap)
+    per_node = node_racks(snap)
+    rack = run_rack_name(snap) if per_node is None else ""
+    node_labels, gpu_labels = label_sets(
+        snap.run.nodes, snap.run.gpus_per_node, rack if per_node is None else per_node, label
+    )
     return [
-        *rack_families(snap),
+        *rack_families(snap, _label_set({label: rack}) if rack else ""),
         *node_families(snap, node_labels),
         *gpu_families(snap, gpu_labels),
         *latency_families(view, node_labels),

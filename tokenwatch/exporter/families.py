@@ -7,6 +7,7 @@ Missing telemetry (NaN) is left out rather than served as NaN, so Prometheus sho
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -73,13 +74,21 @@ def _f(values: Sequence[float] | np.ndarray) -> FloatArray:
     return np.asarray(values, dtype=np.float64)
 
 
-def rack_families(snap: RackSnapshot) -> list[Family]:
+def _with(rack: str, labels: str) -> str:
+    """A rack's label set joined to others (``rack`` sorts before ``run``, ``stat``: names given here)."""
+    return f"{rack},{labels}" if rack and labels else rack or labels
+
+
+def rack_families(snap: RackSnapshot, rack: str = "") -> list[Family]:
+    """The run-wide series; ``rack`` is the label set of the one rack the run is ("" for a fleet)."""
     agg, run, spread = snap.aggregate, snap.run, snap.node_spread
 
     def one(name: str, help_: str, value: float, kind: str = "gauge") -> Family:
-        return Family(f"{PREFIX}_{name}", help_, kind, [""], _f([value]))
+        return Family(f"{PREFIX}_{name}", help_, kind, [rack], _f([value]))
 
-    info_labels = f'run="{escape(run.name)}",scenario="{escape(run.scenario)}",source="{escape(run.source)}"'
+    info_labels = _with(
+        rack, f'run="{escape(run.name)}",scenario="{escape(run.scenario)}",source="{escape(run.source)}"'
+    )
     families = [
         Family(f"{PREFIX}_run_info", "The run being watched (value 1).", "gauge", [info_labels], _f([1.0])),
         one("run_elapsed_seconds", "Run time so far (s).", snap.t),
@@ -116,11 +125,26 @@ def rack_families(snap: RackSnapshot) -> list[Family]:
             f"{PREFIX}_rack_node_tokens_per_second",
             "Max, min, mean and median of the nodes' measured tokens/s.",
             "gauge",
-            [f'stat="{k}"' for k in ("max", "mean", "median", "min")],
+            [_with(rack, f'stat="{k}"') for k in ("max", "mean", "median", "min")],
             _f([spread.max, spread.mean, spread.median, spread.min]),
         ),
         one("alerts_active", "Alerts active now.", float(len(snap.active_alerts))),
     ]
+    forecast = snap.verdict.forecast if snap.verdict is not None else None
+    if forecast is not None:  # the rack's own projection, for a fleet board to show per rack
+        band = forecast.tokens_per_s
+        families += [
+            one(
+                "rack_projected_tokens_per_second",
+                "The MLPerf forecast: the rack's projected result (tokens/s).",
+                band.value if band is not None else math.nan,
+            ),
+            one(
+                "rack_projected_valid",
+                "The MLPerf forecast: 1 projected VALID, 0 INVALID (absent while undecided).",
+                math.nan if forecast.valid is None else float(forecast.valid),
+            ),
+        ]
     if snap.progress_pct is not None:
         families.insert(3, one("run_progress_ratio", "Run progress (0..1).", snap.progress_pct / 100.0))
     return families
@@ -166,6 +190,7 @@ def node_families(snap: RackSnapshot, node_labels: Sequence[str]) -> list[Family
         ),
         fam("node_progress_ratio", "Node progress (0..1).", nodes.progress_pct / 100.0),
         fam("node_power_watts", "Node GPU power (W).", nodes.power_w),
+        fam("node_gpus", "GPUs of the node.", np.full(len(nodes.names), float(snap.run.gpus_per_node))),
     ]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from tokenwatch.clock import Clock
 from tokenwatch.core import CoreConfig
 from tokenwatch.events import MAX_RUN_GPUS, Collector
-from tokenwatch.live.config import WatchConfig
+from tokenwatch.live.config import WatchConfig, rack_label
 from tokenwatch.live.hostlist import HostListError
 from tokenwatch.live.plan import RACK_WIDE_GPU, RACK_WIDE_PROGRESS, local_gpu_problem, node_sources
 from tokenwatch.live.ssh_connect import SshConnector, SshSettings
@@ -147,6 +147,9 @@ def plan_watch(
     """Every decision ``watch`` makes before it connects, and every refusal: ``check`` runs exactly this,
     so it fails on every config that ``watch`` would refuse. Raises :class:`WatchSetupError` (one line);
     ``warn`` hears what would be watched with less than asked (e.g. no GPU telemetry on this machine)."""
+    if config.fleet is not None:  # the fleet's nodes come from its Prometheus, when the watch starts
+        gpus = config.nodes.gpus_per_node if config.nodes and config.nodes.gpus_per_node else 1
+        return WatchPlan([], gpus, gpu_here=False, rack_wide=True, client_keys=None)
     targets = resolved_targets(config, slurm_job)
     rack_wide = config.gpu.source in RACK_WIDE_GPU or any(
         p.kind in RACK_WIDE_PROGRESS for p in config.progress
@@ -195,6 +198,8 @@ def build_collector(
     :func:`plan_watch`).
     """
     plan = plan_watch(config, slurm_job=slurm_job, warn=warn)
+    if config.fleet is not None:
+        return fleet_watch(config, options=options, clock=clock)
     connector = None
     if not config.local:
         connector = SshConnector(
@@ -218,4 +223,35 @@ def build_collector(
     )
     if plan.rack_wide:
         collector.rack_collectors = rack_collectors(config, plan.targets, plan.gpus_per_node, collector.now)
+    return collector
+
+
+def fleet_watch(
+    config: WatchConfig, *, options: LiveOptions | None = None, clock: Clock | None = None
+) -> LiveCollector:
+    """A fleet watched through its Prometheus: no SSH, no node sources; one collector asks the server
+    for each rack's figures (and for the nodes on screen), finds the racks and nodes when the watch
+    starts and fills in the run's history. ``collector.rack_collectors[0].focus`` is what the
+    dashboard sets to drill down."""
+    from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector
+
+    fleet = config.fleet
+    assert fleet is not None
+    gpus = config.nodes.gpus_per_node if config.nodes else None
+    collector = LiveCollector(
+        config, [], lambda _target: [], gpus_per_node=gpus or 1, options=options, clock=clock
+    )
+    settings = FleetSettings(
+        url=fleet.url,
+        preset=fleet.preset,
+        rack_label=rack_label(config),
+        node_label=fleet.node_label,
+        interval_s=fleet.interval_s,
+        detail_interval_s=fleet.detail_interval_s,
+        lookback_s=fleet.lookback_s,
+        window_s=fleet.rate_window_s,
+        gpus_per_node=gpus,
+    )
+    collector.rack_collectors = [PrometheusFleetCollector(settings, now=collector.now, clock=collector.clock)]
+    collector.meta_extra = {"gpu_source": "prometheus-fleet", "local": False}
     return collector

@@ -51,6 +51,22 @@ class NodesConfig:
     hosts: str | list[str | HostEntry] | None = None
     gpus_per_node: int | None = None
     slurm_job: str | None = None
+    rack: str | None = None  # this rack's name on /metrics (default: from the host range, else the run's)
+    rack_label: str | None = None  # the Prometheus label that names a series' rack (default "rack")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """A fleet of racks watched through the Prometheus server that scrapes it (no host list: the racks
+    and nodes are what the server knows)."""
+
+    url: str
+    preset: str = "tokenwatch"  # tokenwatch (the racks' own exporters) | vllm | sglang (+ dcgm-exporter)
+    node_label: str = "node"
+    interval_s: float = duration_field(5.0, key="interval")
+    detail_interval_s: float = duration_field(30.0, key="detail_interval")  # every node, for alerts
+    lookback_s: float = duration_field(3 * 3600.0, key="lookback")  # where to seek the run's start
+    rate_window_s: float = duration_field(60.0, key="rate_window")  # rate() window of server presets
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +119,7 @@ class WatchConfig:
     gpu: GpuConfig = field(default_factory=GpuConfig)
     progress: list[ProgressSourceConfig] = field(default_factory=list)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    fleet: FleetConfig | None = None
     path: str = ""  # where it was read from (not a YAML key: set by the loader)
 
     @property
@@ -173,6 +190,7 @@ def _check(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -> None
     if ssh.connect_timeout_s <= 0:
         raise reader.error(("ssh", "connect_timeout"), "must be longer than zero")
     _check_gpu(reader, config)
+    _check_fleet(reader, config, data)
     for i, source in enumerate(config.progress):
         _check_progress(reader, source, ("progress", i), data["progress"][i])
     alerts = config.alerts
@@ -214,6 +232,49 @@ def _check_nodes(reader: Reader, config: WatchConfig) -> None:
                 raise reader.error(("nodes", "hosts", i, "port"), "must be 1..65535")
     if nodes.slurm_job is not None and not re.fullmatch(r"[0-9]+(_[0-9]+)?", nodes.slurm_job):
         raise reader.error(("nodes", "slurm_job"), f"not a Slurm job id: {nodes.slurm_job!r}")
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def rack_label(config: WatchConfig) -> str:
+    """The label that names a series' rack (``nodes.rack_label``, default ``rack``)."""
+    return (config.nodes.rack_label if config.nodes else None) or "rack"
+
+
+def _check_fleet(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -> None:
+    nodes = config.nodes
+    if nodes is not None and nodes.rack_label is not None and not _LABEL_NAME.fullmatch(nodes.rack_label):
+        raise reader.error(("nodes", "rack_label"), f"not a Prometheus label name: {nodes.rack_label!r}")
+    if nodes is not None and nodes.rack is not None and not nodes.rack.strip():
+        raise reader.error(("nodes", "rack"), "must not be empty")
+    fleet = config.fleet
+    if fleet is None:
+        return
+    from tokenwatch.collectors.fleet_queries import FLEET_PRESETS
+
+    if nodes is not None and (nodes.hosts is not None or nodes.slurm_job is not None):
+        key = "hosts" if nodes.hosts is not None else "slurm_job"
+        raise reader.error(("nodes", key), "a fleet's nodes are what its Prometheus knows: no host list")
+    for section in ("progress", "gpu"):
+        if section in data:
+            raise reader.error(
+                (section,), f"not used with fleet (the fleet's Prometheus serves the {section})"
+            )
+    _check_url(reader, ("fleet", "url"), fleet.url)
+    if fleet.preset not in FLEET_PRESETS:
+        known = ", ".join(FLEET_PRESETS)
+        raise reader.error(("fleet", "preset"), f"unknown preset {fleet.preset!r} (known: {known})")
+    if not _LABEL_NAME.fullmatch(fleet.node_label):
+        raise reader.error(("fleet", "node_label"), f"not a Prometheus label name: {fleet.node_label!r}")
+    if fleet.interval_s < 1:
+        raise reader.error(("fleet", "interval"), "must be at least 1s")
+    if fleet.detail_interval_s < fleet.interval_s:
+        raise reader.error(("fleet", "detail_interval"), "must be at least the interval")
+    if not 0 <= fleet.lookback_s <= 24 * 3600:
+        raise reader.error(("fleet", "lookback"), "must be between 0s (no history) and 24h")
+    if fleet.rate_window_s < 1:
+        raise reader.error(("fleet", "rate_window"), "must be at least 1s")
 
 
 def _check_gpu(reader: Reader, config: WatchConfig) -> None:

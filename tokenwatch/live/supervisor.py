@@ -22,12 +22,13 @@ from tokenwatch.clock import Clock, MonotonicClock
 from tokenwatch.events import Collector, Emit, Event, Heartbeat, NodeStatus, RunEnded, RunStarted
 from tokenwatch.live.backlog import Backfill, retime
 from tokenwatch.live.config import WatchConfig
+from tokenwatch.live.discovery import NodeDiscovery
 from tokenwatch.live.history import HistorySource, RunClock, merged, run_clock
 from tokenwatch.live.node_health import NodeHealth
 from tokenwatch.live.node_runner import NodeRunner
 from tokenwatch.live.node_sources import NodeContext, NodeSource
 from tokenwatch.live.ssh_connect import SshConnector
-from tokenwatch.live.targets import NodeTarget
+from tokenwatch.live.targets import NodeTarget, rack_name
 from tokenwatch.live.tasks import cancel_and_wait
 from tokenwatch.session import run_collector
 
@@ -75,6 +76,7 @@ class LiveCollector:
         self._all_finished = asyncio.Event()
         self._emit: Emit | None = None
         self._held: list[Event] | None = None  # events before the run starts (connections, notices)
+        self.meta_extra: dict[str, Any] = {}  # what the run's sources add to its meta (a fleet's racks)
         self.t0 = 0.0
         self.run_clock = RunClock(0.0, 0.0, "")
 
@@ -104,6 +106,12 @@ class LiveCollector:
         }
         if run.benchmark is not None:  # a replay of the recording judges by the same rules
             meta["benchmark"] = run.benchmark
+        rack = rack_name(config)
+        if rack is not None:  # the rack /metrics names (one exporter per rack feeds a fleet)
+            meta["rack"] = rack
+        if config.nodes is not None and config.nodes.rack_label is not None:
+            meta["rack_label"] = config.nodes.rack_label
+        meta.update(self.meta_extra)
         return RunStarted(
             0.0,
             run.name,
@@ -121,6 +129,7 @@ class LiveCollector:
         self._emit = emit
         self._held = []
         self.t0 = self.clock.time()
+        await self._discover()
         self._make_runners()
         history, watch_mono = await self._history()
         self.t0 = watch_mono - self.run_clock.attach_s  # now() = run time: attach_s when the watch began
@@ -141,6 +150,22 @@ class LiveCollector:
         finally:
             await cancel_and_wait(tasks)
             await emit(RunEnded(self.now(), reason))
+
+    async def _discover(self) -> None:
+        """The nodes a rack-wide source finds for itself (a fleet's Prometheus), before the run starts:
+        they become the run's nodes (within ``history_timeout_s``; none if the source cannot say)."""
+        finders = [c for c in self.rack_collectors if isinstance(c, NodeDiscovery)]
+        for finder in finders:
+            try:
+                found = await asyncio.wait_for(finder.discover(), self.options.history_timeout_s)
+            except TimeoutError:
+                found = None
+            if found is None:
+                continue
+            self.targets = [NodeTarget(name, name) for name in found.nodes]
+            if found.gpus_per_node is not None:
+                self.gpus_per_node = found.gpus_per_node
+            self.meta_extra.update(found.meta)
 
     async def _history(self) -> tuple[list[Backfill], float]:
         """Every node's backlog and the rack-wide sources' start, then their history from the run's start

@@ -50,3 +50,23 @@ def resolve_targets(config: WatchConfig, slurm_job: str | None = None) -> list[N
         else:
             targets.append(NodeTarget(entry, entry, user=user))
     return targets
+
+
+_RACK_SEPARATORS = "-_."
+
+
+def rack_name(config: WatchConfig) -> str | None:
+    """The rack the watched nodes make up, for the ``rack`` label on /metrics: ``nodes.rack``, else what
+    a one-rack host range names (``rack07-node[01-18]`` -> ``rack07``: the text before the range, up to
+    its last ``-``, ``_`` or ``.``), else None (the run's name is used)."""
+    nodes = config.nodes
+    if nodes is None:
+        return None
+    if nodes.rack is not None:
+        return nodes.rack
+    hosts = nodes.hosts
+    if not isinstance(hosts, str) or "," in hosts or hosts.count("[") != 1:
+        return None
+    head = hosts.split("[", 1)[0]
+    cut = max(head.rfind(sep) for sep in _RACK_SEPARATORS)
+    return head[:cut] if cut > 0 else None

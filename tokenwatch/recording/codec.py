@@ -21,6 +21,7 @@ from tokenwatch.events import (
     MAX_RUN_GPUS,
     MAX_RUN_TIME_S,
     NODE_STATES,
+    RACK_FIGURES,
     SCENARIOS,
     Event,
     GpuBatch,
@@ -34,6 +35,7 @@ from tokenwatch.events import (
     Notice,
     Progress,
     ProgressBatch,
+    RackFiguresBatch,
     RunEnded,
     RunStarted,
 )
@@ -142,6 +144,22 @@ def _limit_counts(e: LatencyLimitCounts) -> dict[str, Any]:
     }
 
 
+def _rack_figures(e: RackFiguresBatch) -> dict[str, Any]:
+    """Columnar like a GPU batch: one list per figure, NaN as null."""
+    columns = {
+        f: [None if math.isnan(v) else v for v in e.values[:, i].tolist()] for i, f in enumerate(RACK_FIGURES)
+    }
+    return {
+        "k": "rack_figures",
+        "t": e.t,
+        "racks": list(e.racks),
+        "f": columns,
+        "down": e.down.tolist(),
+        "worst_node": list(e.worst_node),
+        "worst_cause": list(e.worst_cause),
+    }
+
+
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     RunStarted: _run_started,
     GpuSample: _gpu,
@@ -150,6 +168,7 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     ProgressBatch: _progress_batch,
     LatencyBatch: _latency,
     LatencyLimitCounts: _limit_counts,
+    RackFiguresBatch: _rack_figures,
     LoadGenDetail: lambda e: {"k": "loadgen_detail", "t": e.t, "node": e.node, "values": dict(e.values)},
     NodeStatus: lambda e: {"k": "status", "t": e.t, "node": e.node, "state": e.state, "reason": e.reason},
     LogLine: lambda e: {"k": "log", "t": e.t, "node": e.node, "text": e.text},
@@ -393,6 +412,43 @@ def _d_limit_counts(r: Mapping[str, Any]) -> LatencyLimitCounts:
     return LatencyLimitCounts(_time(r), r["metric"], limit, node_index, judged, over)
 
 
+def _texts(value: Any, what: str, length: int) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) != length or not all(isinstance(v, str) for v in value):
+        raise CodecError(f"{what} must be a list of {length} names")
+    return tuple(value)
+
+
+def _d_rack_figures(r: Mapping[str, Any]) -> RackFiguresBatch:
+    racks = r["racks"]
+    if (
+        not isinstance(racks, list)
+        or not all(isinstance(n, str) for n in racks)
+        or len(set(racks)) != len(racks)
+    ):
+        raise CodecError("racks must be a list of distinct names")
+    columns = r["f"]
+    if not isinstance(columns, dict):
+        raise CodecError("f must map figures to columns")
+    values = np.full((len(racks), len(RACK_FIGURES)), np.nan)
+    for i, name in enumerate(RACK_FIGURES):
+        if name in columns:  # a figure an older writer did not know reads as not known
+            column = columns[name]
+            if not isinstance(column, list) or len(column) != len(racks):
+                raise CodecError(f"rack figure {name} must have one value per rack")
+            values[:, i] = [_float(v) for v in column]
+    down = r["down"]
+    if not isinstance(down, list) or len(down) != len(racks) or not all(isinstance(d, bool) for d in down):
+        raise CodecError("down must be a list of one true/false per rack")
+    return RackFiguresBatch(
+        _time(r),
+        tuple(racks),
+        values,
+        np.array(down, dtype=bool),
+        _texts(r["worst_node"], "worst_node", len(racks)),
+        _texts(r["worst_cause"], "worst_cause", len(racks)),
+    )
+
+
 def _d_loadgen_detail(r: Mapping[str, Any]) -> LoadGenDetail:
     values = r["values"]
     if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
@@ -425,6 +481,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "progress": _d_progress,
     "latency": _d_latency,
     "limit_counts": _d_limit_counts,
+    "rack_figures": _d_rack_figures,
     "loadgen_detail": _d_loadgen_detail,
     "status": _d_status,
     "log": lambda r: LogLine(_time(r), _name(r["node"], "node"), _text(r["text"], "text")),

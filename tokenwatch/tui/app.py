@@ -162,6 +162,9 @@ class TokenwatchApp(App[None]):
             return
         self._last_token = token
         rack = self.shown_rack()
+        focus = self.session.fleet_focus
+        if focus is not None and focus.racks != frozenset((rack,) if rack else ()):
+            focus.show((rack,) if rack else ())  # a fleet watched through Prometheus: fetch its nodes
         snap = core.rack_snapshot(rack) if rack is not None else None
         self.latest = snap if snap is not None else core.snapshot()
         self.refreshes += 1

@@ -1,0 +1,128 @@
+"""A fleet of simulated racks behind a real Prometheus: each rack a core fed by the seeded simulator and
+served by tokenwatch's own exporter (what one headless ``tokenwatch watch --prometheus-port`` per rack
+serves), scraped every second by the Debian ``prometheus`` binary."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+
+from tests.conftest import free_port
+from tokenwatch.core import RackCore
+from tokenwatch.events import Event
+from tokenwatch.exporter import MetricsServer
+from tokenwatch.sim.faults import parse_faults
+from tokenwatch.sim.profile import load_profile
+from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+def rack_name(r: int) -> str:
+    return f"rack{r + 1:02d}"
+
+
+def rack_events(
+    r: int, nodes: int, faults: str = "", duration_s: float = 600.0, until_s: float = float("inf")
+) -> list[Event]:
+    """Rack ``r``'s simulated run (its own seed) up to run time ``until_s``, named as a watch with
+    ``nodes.rack`` names it."""
+    profile = dataclasses.replace(load_profile("gb300-nvl72"), nodes=nodes)
+    name = rack_name(r)
+    settings = SimSettings(
+        profile,
+        seed=100 + r,
+        duration_s=duration_s,
+        faults=parse_faults(faults, profile.node_names()) if faults else (),
+        name=name,
+        extra_meta={"rack": name},
+    )
+    return list(itertools.takewhile(lambda e: e.t <= until_s, RackSimulation(settings).events()))
+
+
+def rack_core(events: Sequence[Event], until_s: float) -> RackCore:
+    core = RackCore()
+    for event in events:
+        if event.t > until_s:
+            break
+        core.ingest(event)
+    return core
+
+
+class Prometheus:
+    """A real Prometheus on loopback scraping ``targets`` (host:port) every second as job ``racks``."""
+
+    def __init__(self, tmp: Path, targets: Sequence[str]) -> None:
+        self.tmp = tmp
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        listed = ", ".join(f"'{t}'" for t in targets)
+        (tmp / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+            f"scrape_configs:\n  - job_name: racks\n    static_configs:\n      - targets: [{listed}]\n"
+        )
+        self.targets = len(targets)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        assert PROMETHEUS is not None
+        self.proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={self.tmp / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.tmp / "prometheus.log", "wb"),  # noqa: SIM115
+        )
+
+    def wait_until_scraped(self, timeout_s: float = 60.0) -> None:
+        """Every target up and scraped at least twice."""
+        deadline = time.monotonic() + timeout_s
+        seen = ""
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {(self.tmp / 'prometheus.log').read_text()[-400:]}")
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=2) as answer:
+                    targets = orjson.loads(answer.read())["data"]["activeTargets"]
+                up = [t for t in targets if t["health"] == "up"]
+                seen = f"{len(up)} of {len(targets)} up"
+                if len(up) == self.targets:
+                    time.sleep(2.2)  # a second scrape of each, so every series has a fresh sample
+                    return
+            time.sleep(0.25)
+        raise RuntimeError(f"prometheus targets not up in {timeout_s:g} s: {seen}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def serve(core: RackCore, port: int = 0) -> MetricsServer:
+    return MetricsServer(core, port)
+
+
+def close_all(servers: Sequence[MetricsServer]) -> None:
+    """Close the exporters side by side (each waits up to half a second for its serving thread)."""
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(MetricsServer.close, servers))

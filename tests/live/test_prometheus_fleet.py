@@ -1,0 +1,312 @@
+"""A 64-rack fleet watched through a real Prometheus (issue 15, points 1 and 4): 64 simulated racks, each
+served by its own tokenwatch exporter with its ``rack`` label (as 64 headless watches would), scraped
+every second. The per-rack figures the server aggregates equal each rack's own core; drill-down reads
+one rack's nodes and GPUs; a rack whose exporter dies is down while the others go on; ``tokenwatch
+watch`` of a fleet config runs it end to end.
+
+Cost: 64 racks of 6 nodes x 4 GPUs (~350 series each, 22,000 in all, scraped at 1 s); the cores are
+simulated to t = 60 s once and then hold still, so what the server aggregates is exactly what each core
+says. About 20 s in all, most of it Prometheus starting and scraping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fleet_support import PROMETHEUS, Prometheus, close_all, rack_core, rack_events, rack_name, serve
+
+from tests.conftest import REPO_ROOT, cli_env
+from tokenwatch.collectors.prometheus_api import PrometheusApi
+from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector
+from tokenwatch.core import RackCore
+from tokenwatch.events import GPU_METRICS, RACK_FIGURES, GpuBatch, ProgressBatch, RackFiguresBatch, RunStarted
+from tokenwatch.exporter import MetricsServer
+from tokenwatch.recording import RecordingReader
+
+pytestmark = [
+    pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
+    pytest.mark.timeout(180),
+]
+
+RACKS, NODES, GPUS = 64, 6, 4
+HELD_AT_S = 60.0
+# A few racks with trouble: a node that throttles (slow, so likely its rack's worst), one that is down.
+FAULTS = {4: "node02:throttle@20s", 9: "node03:down@30s", 17: "node01:throttle@10s,node05:down@40s"}
+COL = {name: i for i, name in enumerate(RACK_FIGURES)}
+
+
+@dataclass
+class Fleet:
+    url: str
+    cores: list[RackCore]
+    servers: list[MetricsServer]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    cores = [
+        rack_core(rack_events(r, NODES, FAULTS.get(r, ""), until_s=HELD_AT_S), HELD_AT_S)
+        for r in range(RACKS)
+    ]
+    servers = [serve(core) for core in cores]
+    prom = Prometheus(tmp_path_factory.mktemp("fleet-prometheus"), [f"127.0.0.1:{s.port}" for s in servers])
+    prom.start()
+    try:
+        prom.wait_until_scraped()
+        yield Fleet(prom.url, cores, servers)
+    finally:
+        prom.stop()
+        close_all(servers)
+
+
+def collector(url: str) -> PrometheusFleetCollector:
+    return PrometheusFleetCollector(FleetSettings(url=url, interval_s=1.0), now=lambda: 0.0)
+
+
+async def discovered(url: str) -> tuple[PrometheusFleetCollector, RunStarted]:
+    c = collector(url)
+    found = await c.discover()
+    assert found is not None
+    started = RunStarted(
+        0.0,
+        "fleet",
+        "Offline",
+        found.nodes,
+        found.gpus_per_node or 1,
+        None,
+        None,
+        "live",
+        time.time(),
+        dict(found.meta),
+    )
+    return c, started
+
+
+async def one_round(c: PrometheusFleetCollector) -> list[object]:
+    async with PrometheusApi(c.settings.url) as api:
+        return list(await c.poll(api, time.time() - 0.5))
+
+
+@dataclass(frozen=True)
+class Own:
+    """A rack's figures as its own node-level core has them."""
+
+    nodes_total: int
+    nodes_up: int
+    gpus: int
+    tokens_per_s: float
+    per_gpu: float
+    power_w: float
+    tokens_per_joule: float
+    spread_pct: float
+    worst_node: str
+    worst_delta_pct: float
+    throttling: bool
+
+
+def expected(core: RackCore) -> Own:
+    snap = core.snapshot()
+    nodes, agg = snap.nodes, snap.aggregate
+    delta = nodes.delta_vs_median_pct
+    judged = np.isfinite(delta)
+    worst = int(np.nanargmin(np.where(judged, nodes.tokens_per_s, np.nan))) if judged.any() else -1
+    return Own(
+        nodes_total=agg.nodes,
+        nodes_up=agg.nodes_up,
+        gpus=agg.gpus,
+        tokens_per_s=agg.tokens_per_s,
+        per_gpu=agg.per_gpu_tokens_per_s,
+        power_w=agg.power_w,
+        tokens_per_joule=agg.tokens_per_joule,
+        spread_pct=snap.node_spread.spread_pct,
+        worst_node=nodes.names[worst] if worst >= 0 else "",
+        worst_delta_pct=float(delta[worst]) if worst >= 0 else math.nan,
+        throttling=bool(nodes.throttling[worst]) if worst >= 0 else False,
+    )
+
+
+def test_discovery_lists_every_rack_and_node_in_order(fleet: Fleet) -> None:
+    c, started = asyncio.run(discovered(fleet.url))
+    assert c.racks == [rack_name(r) for r in range(RACKS)]
+    assert len(started.nodes) == RACKS * NODES
+    assert started.nodes[:2] == ("rack01/node01", "rack01/node02")
+    assert started.gpus_per_node == GPUS
+    layout = started.meta["fleet"]["racks"]
+    assert layout[10] == ["rack11", 10 * NODES, NODES]
+
+
+def test_each_racks_figures_are_its_own_cores(fleet: Fleet) -> None:
+    """What the server aggregates (sum/count/min/max/quantile/bottomk by rack) equals, rack by rack, the
+    figures of that rack's own node-level core; and the fleet table a core makes of them equals them too."""
+    c, started = asyncio.run(discovered(fleet.url))
+    c.node_reader = None  # the rack figures alone
+    batch = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
+    assert batch.racks == tuple(rack_name(r) for r in range(RACKS))
+    assert not batch.down.any()
+    core = RackCore()
+    core.ingest(started)
+    core.ingest(
+        RackFiguresBatch(1.0, batch.racks, batch.values, batch.down, batch.worst_node, batch.worst_cause)
+    )
+    table = core.snapshot().fleet
+    assert table is not None
+    throttled_worst = 0
+    for r, rack_own in enumerate(fleet.cores):
+        want = expected(rack_own)
+        got = batch.values[r]
+        for name in ("nodes_total", "nodes_up", "gpus"):
+            assert got[COL[name]] == getattr(want, name), (rack_name(r), name)
+        assert got[COL["tokens_per_s"]] == pytest.approx(want.tokens_per_s, rel=1e-12)
+        assert got[COL["power_w"]] == pytest.approx(want.power_w, rel=1e-12)
+        assert batch.worst_node[r] == want.worst_node.split("/")[-1]
+        assert batch.worst_cause[r] == ("throttling" if want.throttling else "")
+        throttled_worst += want.throttling
+        # The board's row, as the core makes it from the batch.
+        assert table.racks[r] == rack_name(r)
+        assert table.state[r] == "up"
+        assert (table.nodes_total[r], table.nodes_up[r], table.gpus[r]) == (
+            want.nodes_total,
+            want.nodes_up,
+            want.gpus,
+        )
+        assert table.per_gpu_tokens_per_s[r] == pytest.approx(want.per_gpu, rel=1e-12)
+        assert table.tokens_per_joule[r] == pytest.approx(want.tokens_per_joule, rel=1e-12)
+        assert table.spread_pct[r] == pytest.approx(want.spread_pct, rel=1e-9)
+        assert table.worst_delta_pct[r] == pytest.approx(want.worst_delta_pct, rel=1e-9)
+        assert list(table.nodes_of(r)) == list(range(r * NODES, (r + 1) * NODES))
+    assert throttled_worst >= 1  # the faults above make a throttling node some rack's worst
+    assert (batch.values[:, COL["nodes_up"]] < NODES).sum() == 2  # the two racks with a node down
+    snap = core.snapshot()
+    assert snap.aggregate.tokens_per_s == pytest.approx(sum(expected(k).tokens_per_s for k in fleet.cores))
+
+
+def test_drill_down_fetches_one_racks_nodes(fleet: Fleet) -> None:
+    """With rack05 on screen (and the alerting pass not due), only its nodes' counters and GPUs come,
+    and they are its core's."""
+    c, _ = asyncio.run(discovered(fleet.url))
+    c.focus.show({"rack05"})
+    c._last_detail = time.time()  # the whole-fleet pass has just been done
+    events = asyncio.run(one_round(c))
+    gpu = [e for e in events if isinstance(e, GpuBatch)]
+    progress = [e for e in events if isinstance(e, ProgressBatch)]
+    assert len(gpu) == 1
+    assert len(progress) == 1
+    first = 4 * NODES
+    assert sorted(set(gpu[0].node_index.tolist())) == list(range(first, first + NODES))
+    own = fleet.cores[4].snapshot()
+    power = GPU_METRICS.index("power_w")
+    for row in range(len(gpu[0].gpu)):
+        node, g = int(gpu[0].node_index[row]) - first, int(gpu[0].gpu[row])
+        want = own.gpus.values[node, g, power]
+        if math.isfinite(want):
+            assert gpu[0].values[row, power] == pytest.approx(want)
+    tokens = dict(zip(progress[0].node_index.tolist(), progress[0].tokens_done.tolist(), strict=True))
+    assert tokens == {first + i: int(own.nodes.tokens_done[i]) for i in range(NODES)}
+
+
+def test_the_alerting_pass_reads_every_node(fleet: Fleet) -> None:
+    c, _ = asyncio.run(discovered(fleet.url))
+    events = asyncio.run(one_round(c))  # the first round: the whole fleet's nodes
+    progress = next(e for e in events if isinstance(e, ProgressBatch))
+    assert len(progress.node_index) == RACKS * NODES
+    tokens = progress.tokens_done.reshape(RACKS, NODES)
+    for r in (0, 31, 63):
+        assert tokens[r].tolist() == fleet.cores[r].snapshot().nodes.tokens_done.tolist()
+
+
+def test_watch_of_a_fleet_config_end_to_end(fleet: Fleet, tmp_path: Path) -> None:
+    """``tokenwatch check`` and ``tokenwatch watch --headless`` of a fleet config: the recording starts
+    with the fleet's nodes and its racks' node ranges, and holds the rack figures."""
+    config = tmp_path / "fleet.yaml"
+    config.write_text(
+        "run: {name: fleet, scenario: Offline}\n"
+        "nodes: {rack_label: rack}\n"
+        f"fleet: {{url: '{fleet.url}', interval: 1s, lookback: 0s}}\n"
+    )
+    check = subprocess.run(
+        [sys.executable, "-m", "tokenwatch", "check", str(config)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
+    assert f"a fleet through Prometheus at {fleet.url}" in check.stdout
+    recording = tmp_path / "fleet.jsonl"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tokenwatch",
+            "watch",
+            str(config),
+            "--headless",
+            "--interval",
+            "1s",
+            "--stop-after",
+            "4s",
+            "--record",
+            str(recording),
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=REPO_ROOT,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    events = list(RecordingReader(recording).events())
+    started = events[0]
+    assert isinstance(started, RunStarted)
+    assert len(started.nodes) == RACKS * NODES
+    assert started.meta["fleet"]["racks"][0] == ["rack01", 0, NODES]
+    batches = [e for e in events if isinstance(e, RackFiguresBatch)]
+    assert len(batches) >= 3
+    want = sum(expected(k).tokens_per_s for k in fleet.cores)
+    assert float(np.nansum(batches[-1].values[:, COL["tokens_per_s"]])) == pytest.approx(want, rel=1e-9)
+
+
+def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: Fleet) -> None:
+    """rack07's exporter stops: once Prometheus has failed to scrape it, rack07 is down (its figures
+    unknown, its size kept) and every other rack's figures are what they were. It comes back after."""
+    c, started = asyncio.run(discovered(fleet.url))
+    c.node_reader = None
+    before = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
+    dead = 6
+    port = fleet.servers[dead].port
+    fleet.servers[dead].close()
+    try:
+        after = before
+        deadline = time.monotonic() + 15
+        while not after.down[dead] and time.monotonic() < deadline:
+            time.sleep(0.5)
+            after = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
+        assert after.down.tolist() == [r == dead for r in range(RACKS)]
+        assert after.values[dead, COL["nodes_total"]] == NODES  # its size is still known
+        assert np.isnan(after.values[dead, COL["tokens_per_s"]])
+        others = [r for r in range(RACKS) if r != dead]
+        np.testing.assert_array_equal(after.values[others], before.values[others])
+        core = RackCore()
+        core.ingest(started)
+        core.ingest(
+            RackFiguresBatch(1.0, after.racks, after.values, after.down, after.worst_node, after.worst_cause)
+        )
+        table = core.snapshot().fleet
+        assert table is not None
+        assert table.state[dead] == "down"
+        assert table.nodes_up[dead] == 0
+        assert all(table.state[r] == "up" for r in others)
+    finally:
+        fleet.servers[dead] = serve(fleet.cores[dead], port)

@@ -1,0 +1,161 @@
+"""History from the engine (issue 15, point 2): a fleet watch that attaches mid-run fills the timeline
+from the run's start with ``query_range`` and the figures it backfills are, instant for instant, the ones
+a watch from the start saw live; its recording holds the backfill as ordinary events, so a replay of it
+ends on the board the watch showed.
+
+Four simulated racks of 4 nodes run in real time, each on its own exporter (read between events, on the
+test's loop), scraped every second by a real Prometheus. Watch A starts with the run; watch B attaches
+about 10 s in; both stop at about 16 s. About 25 s in all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fleet_support import PROMETHEUS, Prometheus, close_all, rack_core, rack_events, serve
+
+from tokenwatch.core import RackCore
+from tokenwatch.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
+from tokenwatch.exporter import MetricsServer
+from tokenwatch.live.build import fleet_watch
+from tokenwatch.live.config import WatchConfig, load_watch_config
+from tokenwatch.live.supervisor import LiveCollector
+from tokenwatch.recording import RecordingReader, RecordingWriter
+from tokenwatch.session import Session
+
+pytestmark = [
+    pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
+    pytest.mark.timeout(120),
+]
+
+RACKS, NODES = 4, 4
+B_JOINS_AT_S, BOTH_STOP_AT_S = 10.0, 16.0
+
+
+def config(tmp: Path, url: str, lookback: str) -> WatchConfig:
+    path = tmp / f"fleet-{lookback}.yaml"
+    path.write_text(
+        "run: {name: fleet, scenario: Offline}\n"
+        f"fleet: {{url: '{url}', interval: 1s, lookback: {lookback}}}\n"
+    )
+    return load_watch_config(path)
+
+
+async def feed(cores: Sequence[RackCore], events: Sequence[Sequence[Event]], begun: float) -> None:
+    """Each rack's simulated events, released as run time passes (the racks' own runs, live)."""
+    done = [0] * len(cores)
+    loop = asyncio.get_running_loop()
+    while True:
+        now = loop.time() - begun
+        for r, core in enumerate(cores):
+            while done[r] < len(events[r]) and events[r][done[r]].t <= now:
+                core.ingest(events[r][done[r]])
+                done[r] += 1
+        await asyncio.sleep(0.1)
+
+
+async def watch(collector: LiveCollector, path: Path, until: float) -> Session:
+    session = Session(RackCore(), [collector], recorder=RecordingWriter(path))
+    task = asyncio.create_task(session.run())
+    await asyncio.sleep(max(0.0, until - asyncio.get_running_loop().time()))
+    session.stop()
+    await task
+    return session
+
+
+def batches_by_instant(path: Path, settle_s: float) -> tuple[dict[int, RackFiguresBatch], float, RunStarted]:
+    """The recording's rack figures by the grid instant (Unix second) each is of: a live batch was
+    made ``settle_s`` after its instant; a backfilled one carries its instant as its time."""
+    events = list(RecordingReader(path).events())
+    started = events[0]
+    assert isinstance(started, RunStarted)
+    attached = float(started.meta["attached_at_s"])
+    out: dict[int, RackFiguresBatch] = {}
+    for event in events:
+        if isinstance(event, RackFiguresBatch):
+            wall = started.wall_epoch + event.t - (settle_s if event.t > attached else 0.0)
+            out[round(wall)] = event
+    return out, attached, started
+
+
+@pytest.fixture(scope="module")
+def racks() -> Iterator[tuple[list[RackCore], list[list[Event]], list[MetricsServer]]]:
+    events = [rack_events(r, NODES, duration_s=120.0, until_s=60.0) for r in range(RACKS)]
+    cores = [rack_core(e, 0.0) for e in events]  # the run has started; no work yet
+    servers = [serve(core) for core in cores]
+    try:
+        yield cores, [e[sum(1 for x in e if x.t <= 0.0) :] for e in events], servers
+    finally:
+        close_all(servers)
+
+
+def test_the_backfill_is_what_a_watch_from_the_start_saw_and_replays_as_seen(
+    racks: tuple[list[RackCore], list[list[Event]], list[MetricsServer]], tmp_path: Path
+) -> None:
+    cores, events, servers = racks
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{s.port}" for s in servers])
+    prom.start()
+    try:
+        prom.wait_until_scraped()
+        asyncio.run(_two_watches(tmp_path, prom.url, cores, events, servers))
+    finally:
+        prom.stop()
+    settle = 0.5
+    live, _, _ = batches_by_instant(tmp_path / "a.jsonl", settle)
+    later, attached, started = batches_by_instant(tmp_path / "b.jsonl", settle)
+    assert attached > 5.0  # B joined a run well under way
+    backfill = {k: b for k, b in later.items() if b.t <= attached}
+    common = sorted(set(backfill) & set(live))
+    assert len(common) >= 5
+    moving = 0
+    for instant in common:
+        a, b = live[instant], backfill[instant]
+        assert a.racks == b.racks
+        np.testing.assert_array_equal(a.values, b.values, err_msg=f"at {instant}")
+        assert a.down.tolist() == b.down.tolist()
+        assert a.worst_node == b.worst_node
+        moving += bool(np.nansum(a.values[:, RACK_FIGURES.index("tokens_per_s")]) > 0)  # working
+    assert moving >= 3
+    # B's timeline starts where the run did (the first step the fleet's token counters grew), not
+    # where B joined it.
+    assert min(b.t for b in backfill.values()) <= 2.0
+    assert started.meta["t0"] == "prometheus-fleet"
+
+
+async def _two_watches(
+    tmp: Path,
+    url: str,
+    cores: Sequence[RackCore],
+    events: Sequence[Sequence[Event]],
+    servers: Sequence[MetricsServer],
+) -> None:
+    loop = asyncio.get_running_loop()
+    for server in servers:
+        server.attach_loop(loop)  # scrapes read each core between two of its events
+    a = fleet_watch(config(tmp, url, "0s"))  # from the start: nothing before it to fill in
+    begun = loop.time()
+    run_a = asyncio.create_task(watch(a, tmp / "a.jsonl", begun + BOTH_STOP_AT_S))
+    await asyncio.sleep(1.5)  # A has found the fleet and read its first instant: now the racks work
+    feeder = asyncio.create_task(feed(cores, events, loop.time()))
+    await asyncio.sleep(B_JOINS_AT_S - 1.5)
+    b = fleet_watch(config(tmp, url, "10m"))
+    session_b = await watch(b, tmp / "b.jsonl", begun + BOTH_STOP_AT_S)
+    await run_a
+    feeder.cancel()
+    # A replay of B's recording ends on the board B's own core showed.
+    replayed = RackCore()
+    for event in RecordingReader(tmp / "b.jsonl").events():
+        replayed.ingest(event)
+    seen, again = session_b.core.snapshot().fleet, replayed.snapshot().fleet
+    assert seen is not None
+    assert again is not None
+    assert seen.racks == again.racks
+    assert seen.state == again.state
+    np.testing.assert_array_equal(seen.tokens_per_s, again.tokens_per_s)
+    np.testing.assert_array_equal(seen.spread_pct, again.spread_pct)
+    assert math.isclose(session_b.core.snapshot().timeline.times[0], replayed.snapshot().timeline.times[0])
