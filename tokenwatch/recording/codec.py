@@ -19,7 +19,9 @@ from tokenwatch.events import (
     GPU_METRICS,
     LATENCY_METRICS,
     NODE_STATES,
+    OPTIONAL_GPU_METRICS,
     SCENARIOS,
+    EngineQueue,
     Event,
     GpuBatch,
     GpuSample,
@@ -73,13 +75,19 @@ def _gpu(e: GpuSample) -> dict[str, Any]:
     out: dict[str, Any] = {"k": "gpu", "t": e.t, "node": e.node, "gpu": e.gpu}
     for m in GPU_METRICS:
         value = getattr(e, m)
+        if math.isnan(value) and m in OPTIONAL_GPU_METRICS:
+            continue  # a column the source does not have: the record reads as it did before it existed
         out[m] = None if math.isnan(value) else value
     out["throttle_reasons"] = e.throttle_reasons
     return out
 
 
 def _gpu_batch(e: GpuBatch) -> dict[str, Any]:
-    columns = {m: np.ascontiguousarray(e.values[:, i]) for i, m in enumerate(GPU_METRICS)}
+    columns = {
+        m: np.ascontiguousarray(e.values[:, i])
+        for i, m in enumerate(GPU_METRICS)
+        if m not in OPTIONAL_GPU_METRICS or not np.isnan(e.values[:, i]).all()
+    }
     return {
         "k": "gpu_batch",
         "t": e.t,
@@ -133,6 +141,14 @@ def _limit_counts(e: LatencyLimitCounts) -> dict[str, Any]:
     }
 
 
+def _engine_queue(e: EngineQueue) -> dict[str, Any]:
+    out: dict[str, Any] = {"k": "engine_queue", "t": e.t, "node": e.node}
+    for key, value in (("running", e.running), ("waiting", e.waiting), ("kv_cache_pct", e.kv_cache_pct)):
+        if not math.isnan(value):
+            out[key] = value
+    return out
+
+
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     RunStarted: _run_started,
     GpuSample: _gpu,
@@ -141,6 +157,7 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     ProgressBatch: _progress_batch,
     LatencyBatch: _latency,
     LatencyLimitCounts: _limit_counts,
+    EngineQueue: _engine_queue,
     LoadGenDetail: lambda e: {"k": "loadgen_detail", "t": e.t, "node": e.node, "values": dict(e.values)},
     NodeStatus: lambda e: {"k": "status", "t": e.t, "node": e.node, "state": e.state, "reason": e.reason},
     LogLine: lambda e: {"k": "log", "t": e.t, "node": e.node, "text": e.text},
@@ -344,6 +361,13 @@ def _d_loadgen_detail(r: Mapping[str, Any]) -> LoadGenDetail:
     return LoadGenDetail(_time(r), _text(r["node"], "node"), values)
 
 
+def _d_engine_queue(r: Mapping[str, Any]) -> EngineQueue:
+    values = [_float(r.get(key)) for key in ("running", "waiting", "kv_cache_pct")]
+    if any(v < 0 for v in values):  # NaN compares False: a gauge not reported is fine
+        raise CodecError("engine queue gauges must not be negative")
+    return EngineQueue(_time(r), _text(r["node"], "node"), *values)
+
+
 def _d_status(r: Mapping[str, Any]) -> NodeStatus:
     if r["state"] not in NODE_STATES:
         raise CodecError(f"state must be one of {NODE_STATES}")
@@ -370,6 +394,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "latency": _d_latency,
     "limit_counts": _d_limit_counts,
     "loadgen_detail": _d_loadgen_detail,
+    "engine_queue": _d_engine_queue,
     "status": _d_status,
     "log": lambda r: LogLine(_time(r), _text(r["node"], "node"), _text(r["text"], "text")),
     "notice": _d_notice,
