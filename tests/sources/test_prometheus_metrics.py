@@ -238,7 +238,11 @@ DCGM_MEANING = {
     "hbm_busy_pct": [("DCGM_FI_PROF_DRAM_ACTIVE", 100.0), ("DCGM_FI_DEV_MEM_COPY_UTIL", 1.0)],
     "util_pct": [("DCGM_FI_DEV_GPU_UTIL", 1.0)],
     "temp_c": [("DCGM_FI_DEV_GPU_TEMP", 1.0)],
-    "energy_j": [("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001)],  # mJ
+    # mJ; prometheus_client names a counter family's samples with _total where the file does not
+    "energy_j": [
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total", 0.001),
+    ],
     "hbm_temp_c": [("DCGM_FI_DEV_MEMORY_TEMP", 1.0)],
     "xid": [("DCGM_FI_DEV_XID_ERRORS", 1.0)],
 }

@@ -17,8 +17,13 @@ import numpy as np
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.cadence import NodeCadence
+from tokenwatch.core.cause import CauseMemory
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
+from tokenwatch.core.energy import EnergyCounters
+from tokenwatch.core.engine_queue import EngineQueues
+from tokenwatch.core.gpu_errors import GpuErrors
 from tokenwatch.core.histogram import LogHistogram
+from tokenwatch.core.power_limits import PowerLimitLog
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
@@ -130,6 +135,13 @@ class RackState:
     # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
     recent_throttle: RecentRing
     verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict_state.py)
+    # Issue 13: energy counters and integrated power per node, power-limit changes, XID / NVLink errors,
+    # the engines' queues, and the stragglers' cause hints (core/causes.py).
+    energy: EnergyCounters
+    power_limits: PowerLimitLog
+    gpu_errors: GpuErrors
+    engine: EngineQueues
+    causes: CauseMemory
     now: float = 0.0
     ended: bool = False
     end_reason: str = ""
@@ -264,6 +276,11 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         bucket_memo=BucketMemo(),
         recent_throttle=RecentRing(gpu_recent, (n, g), np.uint64),
         verdict=new_verdict_state(ev, cfg),
+        energy=EnergyCounters.for_rack(n, g),
+        power_limits=PowerLimitLog(),
+        gpu_errors=GpuErrors.for_rack(n, g),
+        engine=EngineQueues.for_nodes(n, r),
+        causes=CauseMemory.for_nodes(n),
         now=ev.t,
         last_sample_t=ev.t,
     )

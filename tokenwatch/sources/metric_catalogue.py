@@ -109,6 +109,12 @@ def _one(name: str, *, times: float = 1.0, per: float = 1.0) -> tuple[GpuRead, .
     return (GpuRead((name,), times=times, per=per),)
 
 
+def _counter(name: str, *, per: float = 1.0) -> tuple[GpuRead, ...]:
+    """A dcgm-exporter counter: its name, or with the ``_total`` that prometheus_client's parser gives a
+    counter family whose name lacks it (a ``# TYPE ... counter`` line just before its samples)."""
+    return (GpuRead((name,), per=per), GpuRead((f"{name}_total",), per=per))
+
+
 def _trtllm(name: str) -> tuple[str, ...]:
     """A TensorRT-LLM family as trtllm-serve serves it, and with each prefix Dynamo has added."""
     return (name, f"trtllm_{name}", f"trtllm:{name}")
@@ -193,18 +199,18 @@ PRESETS: Mapping[str, MetricPreset] = {
             # the last XID error's value and the NVLink error counters: dcgm-exporter's own names
             # (NVIDIA/dcgm-exporter@00d6d344 etc/default-counters.csv; the NVLink error counters are
             # listed there but commented out, so only a site that enables them has them).
-            "energy_j": _one("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", per=1000.0),
+            "energy_j": _counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", per=1000.0),
             "hbm_temp_c": _one("DCGM_FI_DEV_MEMORY_TEMP"),
             "xid": _one("DCGM_FI_DEV_XID_ERRORS"),
-            "nvlink_errors": (
+            "nvlink_errors": tuple(
                 GpuRead(
-                    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",),
-                    (
-                        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-                        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-                        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+                    (f"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{suffix}",),
+                    tuple(
+                        f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL{suffix}"
+                        for kind in ("CRC_DATA", "REPLAY", "RECOVERY")
                     ),
-                ),
+                )
+                for suffix in ("", "_total")
             ),
         },
         throttle_reasons=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
