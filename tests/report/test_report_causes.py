@@ -1,6 +1,7 @@
 """The report's cause section and power note, over a seeded simulator recording with two faults of known
-cause: node03 throttled from 1:30 and node05's power limit lowered to 1,200 W from 2:00. The stragglers and
-the limit changes are checked against the recorded events themselves. Cost: ~1 s (a 5-minute Offline run)."""
+cause (tests/tui/recordings.py CAUSE_FAULTS): node03 throttled from 1:30 and node05's power limit lowered
+to 1,200 W from 2:00. The stragglers and the limit changes are checked against the recorded events
+themselves. Cost: ~1 s (a 5-minute Offline run)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tui.recordings import write_recording
+from tests.tui.recordings import cause_run_events, write_recording
 from tokenwatch.core import CoreConfig
 from tokenwatch.events import GPU_METRICS, GpuBatch, RunStarted
 from tokenwatch.recording import RecordingReader
 from tokenwatch.report.run_report import render_run_report
 from tokenwatch.runs.loading import load_run
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SIM_EPOCH, RackSimulation, SimSettings
 
-FAULTS = "node03:throttle@90s,node05:powercap=1200@2m"
 _LIMIT = GPU_METRICS.index("power_limit_w")
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    profile = load_profile("gb300-nvl72")
-    settings = SimSettings(
-        profile, seed=4, duration_s=300.0, faults=parse_faults(FAULTS, profile.node_names(), 4)
-    )
     path = tmp_path_factory.mktemp("causes") / "faults.jsonl.zst"
-    return write_recording(path, RackSimulation(settings, wall_epoch=SIM_EPOCH).events())
+    return write_recording(path, cause_run_events())
 
 
 def limit_changes(path: Path) -> list[tuple[float, str, float, float]]:
@@ -108,11 +101,7 @@ def test_the_power_note_says_where_the_energy_comes_from(recording: Path) -> Non
 
 
 def test_a_healthy_run_has_no_cause(tmp_path: Path) -> None:
-    profile = load_profile("gb300-nvl72")
-    settings = SimSettings(profile, seed=4, duration_s=180.0)
-    path = write_recording(
-        tmp_path / "healthy.jsonl.zst", RackSimulation(settings, wall_epoch=SIM_EPOCH).events()
-    )
+    path = write_recording(tmp_path / "healthy.jsonl.zst", cause_run_events(180.0, faults=""))
     causes = section(render_run_report(load_run(path)), "causes")
     assert "No straggler and no power-limit change during the run." in causes
     assert "causes-table" not in causes
