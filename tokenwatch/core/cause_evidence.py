@@ -48,12 +48,68 @@ class RackEvidence:
     hbm_temp_c: FloatArray
     queue: FloatArray
     typical_queue: FloatArray
+    peer_rates: PeerRates | None = None
 
     def mean(self, metric: str) -> FloatArray:
         return self.gpu_mean[:, :, SERIES[metric]]
 
     def typical_of(self, metric: str) -> float:
         return float(self.typical[SERIES[metric]])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PeerRates:
+    """The nodes' rates over the recent ring's ``straggler_subwindow_s`` sub-windows, read once per
+    judgement: ``times`` (k + 1,) the sub-window edges, ``rates`` (k, nodes), and per sub-window the
+    running nodes' rates sorted (NaN last) with their NaN count, so the median of a node's peers (the
+    running nodes but itself) is two look-ups, not a median over the rack for every straggler."""
+
+    times: FloatArray
+    rates: FloatArray
+    running: np.ndarray
+    sorted_running: FloatArray
+    nan_running: np.ndarray
+
+    def peer_median(self, node: int) -> FloatArray | None:
+        """Per sub-window, the median rate of the running nodes other than ``node`` (NaN where one of them
+        has no rate, as ``np.median`` gives); None when it has no peer. Equal to ``np.median`` over them."""
+        m = self.sorted_running.shape[1]
+        if not self.running[node]:
+            size, removed = m, None
+        else:
+            size, value = m - 1, self.rates[:, node]
+            # Its value's place in each sorted row (NaN sorts last: removing the last one).
+            with np.errstate(invalid="ignore"):
+                below = (self.sorted_running < value[:, None]).sum(axis=1)
+            removed = np.where(np.isnan(value), m - 1, below)
+        if size <= 0:
+            return None
+        rows = np.arange(self.rates.shape[0])
+        middle = np.array([(size - 1) // 2, size // 2])[None, :].repeat(len(rows), axis=0)
+        if removed is not None:
+            middle = middle + (middle >= removed[:, None])
+        pair = self.sorted_running[rows[:, None], middle]
+        nans = self.nan_running - (np.isnan(self.rates[:, node]) if removed is not None else 0)
+        return np.where(nans > 0, np.nan, (pair[:, 0] + pair[:, 1]) / 2.0)
+
+
+def peer_rates(state: RackState, t: float, running: np.ndarray) -> PeerRates | None:
+    """The rates :func:`rate_since` compares a node with; None when the ring is too short."""
+    ring = state.recent_tokens
+    oldest = ring.oldest()
+    if oldest is None or not running.any():
+        return None
+    step = state.config.straggler_subwindow_s
+    count = int((t - oldest[0]) // step)
+    if count < 2:
+        return None
+    slots = ring.slots_at_or_before(t - step * np.arange(count, -1, -1.0))
+    times, tokens = ring.times[slots], ring.values[slots]
+    if len(times) < 3:
+        return None
+    rates = np.diff(tokens, axis=0) / np.diff(times)[:, None]
+    ranked = np.sort(rates[:, running], axis=1)
+    return PeerRates(times, rates, running, ranked, np.isnan(ranked).sum(axis=1))
 
 
 def rack_evidence(state: RackState, t: float, codes: np.ndarray) -> RackEvidence:
@@ -88,6 +144,7 @@ def rack_evidence(state: RackState, t: float, codes: np.ndarray) -> RackEvidence
         hbm_temp_c=state.gpu_values[:, :, _HBM_TEMP],
         queue=queue,
         typical_queue=_median_over(queue[running]) if state.engine.any_seen else np.full(3, np.nan),
+        peer_rates=peer_rates(state, t, running),
     )
 
 
@@ -121,37 +178,24 @@ def series_since(
     return _run_start(times, holds, ~missing)
 
 
-def rate_since(state: RackState, node: int, t: float, running: np.ndarray) -> float:
+def rate_since(peers: PeerRates | None, node: int) -> float:
     """When the node's rate fell to where it is now against the median running node: over the recent
-    ring's ``straggler_subwindow_s`` sub-windows, the start of the newest run of sub-windows at which it
-    was below the median by more than half its deficit over the last one. NaN when the ring is too short."""
-    cfg = state.config
-    ring = state.recent_tokens
-    oldest = ring.oldest()
-    if oldest is None or not running.any():
+    ring's ``straggler_subwindow_s`` sub-windows (``peers``, :func:`peer_rates`), the start of the newest
+    run of sub-windows at which it was below the median by more than half its deficit over the last one.
+    NaN when the ring is too short."""
+    if peers is None:
         return math.nan
-    step = cfg.straggler_subwindow_s
-    count = int((t - oldest[0]) // step)
-    if count < 2:
+    median = peers.peer_median(node)
+    if median is None:
         return math.nan
-    slots = ring.slots_at_or_before(t - step * np.arange(count, -1, -1.0))
-    times, tokens = ring.times[slots], ring.values[slots]
-    if len(times) < 3:
-        return math.nan
-    rates = np.diff(tokens, axis=0) / np.diff(times)[:, None]
-    peers = running.copy()
-    peers[node] = False
-    if not peers.any():
-        return math.nan
-    median = np.median(rates[:, peers], axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        deficit = np.where(median > 0, 1.0 - rates[:, node] / median, np.nan)
+        deficit = np.where(median > 0, 1.0 - peers.rates[:, node] / median, np.nan)
     now = float(np.nanmean(deficit[-2:])) if np.isfinite(deficit[-2:]).any() else math.nan
     if not now > 0:
         return math.nan
     with np.errstate(invalid="ignore"):
         holds = deficit > now / 2.0
-    return _run_start(times[:-1], holds, np.isfinite(deficit))
+    return _run_start(peers.times[:-1], holds, np.isfinite(deficit))
 
 
 def _run_start(times: FloatArray, holds: np.ndarray, measured: np.ndarray) -> float:

@@ -124,11 +124,11 @@ def judge_node(state: RackState, ev: RackEvidence, i: int) -> Cause:
         if c is not None
     ]
     if not candidates:
-        return _no_gpu_cause(state, ev, i)
+        return _no_gpu_cause(ev, i)
     candidates.sort(key=lambda c: -c.score)
     best = candidates[0].cause
     if math.isnan(best.since_t):
-        best = replace(best, since_t=rate_since(state, i, ev.t, ev.running))
+        best = replace(best, since_t=rate_since(ev.peer_rates, i))
     extra = next((c.short for c in candidates[1:] if c.short and c.short not in best.evidence), "")
     return replace(best, extra=extra)
 
@@ -306,9 +306,9 @@ def _util(ev: RackEvidence, i: int) -> _Candidate | None:
     return _Candidate(float(gap[g]) / 2, Cause("util", text, g, math.nan), f"GPU{g} util {util[g]:.0f} %")
 
 
-def _no_gpu_cause(state: RackState, ev: RackEvidence, i: int) -> Cause:
+def _no_gpu_cause(ev: RackEvidence, i: int) -> Cause:
     """No GPU evidence: the engine, with its queue against the rack's where the server reports one."""
-    since = rate_since(state, i, ev.t, ev.running)
+    since = rate_since(ev.peer_rates, i)
     has_gpus = bool(np.isfinite(ev.gpu_mean[i]).any())
     queue = _queue_words(ev, i)
     if has_gpus:
