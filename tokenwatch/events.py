@@ -77,6 +77,10 @@ class GpuSample:
     """One GPU's telemetry at ``t``. Units are in the names; ``math.nan`` = not reported.
 
     ``throttle_reasons`` is NVML's clocks-event-reasons bitmask (see :mod:`tokenwatch.throttle`).
+    ``energy_j`` is the GPU's cumulative energy counter (NVML ``nvmlDeviceGetTotalEnergyConsumption``,
+    dcgm ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, both mJ at the source), counted from whenever the
+    driver started it: only its growth means anything. ``xid`` is the last XID error the GPU reported
+    (0 none); ``nvlink_errors`` the cumulative count of its NVLink CRC, replay and recovery errors.
     """
 
     t: float
@@ -92,6 +96,10 @@ class GpuSample:
     util_pct: float = NAN
     temp_c: float = NAN
     throttle_reasons: int = 0
+    energy_j: float = NAN
+    hbm_temp_c: float = NAN
+    xid: float = NAN
+    nvlink_errors: float = NAN
 
 
 # GpuSample's numeric fields in a fixed order: the columns of GpuBatch and of the core's GPU tables.
@@ -105,7 +113,15 @@ GPU_METRICS: tuple[str, ...] = (
     "hbm_busy_pct",
     "util_pct",
     "temp_c",
+    # Read where a source has them (older recordings lack these columns: they read as missing).
+    "energy_j",
+    "hbm_temp_c",
+    "xid",
+    "nvlink_errors",
 )
+# Columns a recording writes only when some GPU of the batch has a value, so a source without them
+# (and every recording made before they existed) keeps its bytes.
+OPTIONAL_GPU_METRICS: frozenset[str] = frozenset({"energy_j", "hbm_temp_c", "xid", "nvlink_errors"})
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -255,6 +271,19 @@ class LoadGenDetail:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineQueue:
+    """An inference engine's queue on a node at ``t``: requests running and waiting, and its KV-cache use
+    (%), as the server's gauges say (vLLM ``num_requests_running`` / ``num_requests_waiting``, SGLang
+    ``num_running_reqs`` / ``num_queue_reqs``); summed over the node's engines; NaN = not reported."""
+
+    t: float
+    node: str
+    running: float = NAN
+    waiting: float = NAN
+    kv_cache_pct: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
 class NodeStatus:
     """A source's verdict on a node: up, stale, down or finished, with a human reason."""
 
@@ -307,6 +336,7 @@ Event: TypeAlias = (
     | LatencyLimitCounts
     | LoadGenDetail
     | RackFiguresBatch
+    | EngineQueue
     | NodeStatus
     | LogLine
     | Notice

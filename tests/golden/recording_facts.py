@@ -37,6 +37,7 @@ STALE_AFTER_S = 5.0  # README: "stale when a node has sent nothing for stale_aft
 _POWER, _SM, _HBM, _TEMP = (
     GPU_METRICS.index(m) for m in ("power_w", "sm_clock_mhz", "hbm_used_mib", "temp_c")
 )
+_ENERGY = GPU_METRICS.index("energy_j")
 
 
 @dataclass(slots=True)
@@ -135,12 +136,21 @@ class RecordingFacts:
         return out
 
     def mean_rack_power_w(self) -> float:
-        """Run-time average of the rack's power on 1-s ticks: every GPU with a reading at most STALE_AFTER_S
-        old, on a node that is neither down nor reported stale (a finished node idling still draws). The
-        run's end is a last tick; a stream with no end stops at its last whole tick before the last event."""
+        """The run's GPU energy (:meth:`run_energy_j`) over the time it covers: the run's end, or for a
+        stream with no end its last whole tick before the last event."""
+        energy, covered = self.run_energy_j()
+        return energy / covered
+
+    def run_energy_j(self) -> tuple[float, float]:
+        """(energy J, seconds covered). Per node (README, energy): from its GPUs' energy counters when every
+        GPU of it that reported has one (each counter's growth from its first reading; a reading below the
+        last one restarted from zero), else its power integrated on 1-s ticks: every GPU with a reading at
+        most STALE_AFTER_S old, on a node that is neither down nor reported stale (a finished node idling
+        still draws); the run's end is a last tick."""
         shape = (len(self.names), self.run.gpus_per_node)
         power, seen = np.full(shape, np.nan), np.full(shape, -np.inf)
-        energy_j = previous = 0.0
+        integrated = np.zeros(shape[0])
+        previous = 0.0
         k = 0
         ticks = [*np.arange(TICK_S, self.last_t, TICK_S).tolist()] + ([self.last_t] if self.end else [])
         for t in ticks:
@@ -151,9 +161,30 @@ class RecordingFacts:
                 k += 1
             live = np.array([node.reported_state(t)[0] not in ("down", "stale") for node in self.nodes])
             fresh = live[:, None] & (t - seen <= STALE_AFTER_S)
-            energy_j += float(np.nansum(np.where(fresh, power, np.nan))) * (t - previous)
+            integrated += np.nansum(np.where(fresh, power, np.nan), axis=1) * (t - previous)
             previous = t
-        return energy_j / previous
+        counted: dict[tuple[int, int], float] = {}
+        last: dict[tuple[int, int], float] = {}
+        reported: set[tuple[int, int]] = set()
+        for _, ni, gi, values in self.gpu_events:
+            for node, gpu, reading in zip(ni.tolist(), gi.tolist(), values[:, _ENERGY].tolist(), strict=True):
+                reported.add((node, gpu))
+                if not math.isfinite(reading):
+                    continue
+                before = last.get((node, gpu))
+                if before is None:
+                    counted[(node, gpu)] = 0.0
+                else:
+                    counted[(node, gpu)] += reading - before if reading >= before else reading
+                last[(node, gpu)] = reading
+        energy = 0.0
+        for i in range(len(self.names)):
+            gpus = [key for key in reported if key[0] == i]
+            if gpus and all(key in counted for key in gpus):
+                energy += sum(counted[key] for key in gpus)
+            else:
+                energy += float(integrated[i])
+        return energy, previous
 
     def means_at(self, t: float, which: str = "tokens") -> np.ndarray:
         return np.array([node.measured_mean(t, which) for node in self.nodes])

@@ -25,6 +25,7 @@ from tests.golden.cases import (
 )
 from tests.golden.conftest import Produced
 from tests.golden.recording_facts import RecordingFacts, node_figures, recording_facts
+from tokenwatch.core.cause import CAUSE_KINDS
 
 Types = tuple[type, ...]
 NUM: Types = (float, type(None))  # every measured figure: a float, or null when it is missing
@@ -38,7 +39,7 @@ SNAPSHOT_KEYS = {
     "alerts",
     "verdict",
 }
-VERDICT_KEYS = {"benchmark", "projected", "end_s", "valid", "checks"}
+VERDICT_KEYS = {"benchmark", "projected", "end_s", "energy_to_finish_j", "valid", "checks"}
 CHECK_TYPES: dict[str, Types] = {
     "name": (str,),
     "now": NUM,
@@ -85,7 +86,10 @@ NODE_TYPES: dict[str, Types] = {
     "sm_clock_mhz": NUM,
     "hbm_used_mib": NUM,
     "temp_c": NUM,
+    "tokens_per_joule": NUM,
+    "cause": (dict, type(None)),
 }
+CAUSE_TYPES: dict[str, Types] = {"kind": (str,), "text": (str,), "gpu": (int, type(None)), "since_t": NUM}
 ALERT_TYPES: dict[str, Types] = {"t": (float,), "node": (str, type(None)), "kind": (str,), "message": (str,)}
 ALERT_KINDS = {
     "down",
@@ -152,7 +156,8 @@ def test_keys_and_types(produced: Produced, case: HeadlessCase) -> None:
                 assert isinstance(stopped[key], types), key
             assert stopped["state"] in ("down", "stale")
         if "end" in snap:
-            assert set(snap["end"]) == set(END_TYPES)
+            assert set(END_TYPES) <= set(snap["end"]) <= {*END_TYPES, "energy_source"}
+            assert snap["end"].get("energy_source", "counter") in ("counter", "power", "mixed")
             for key, types in END_TYPES.items():
                 assert isinstance(snap["end"][key], types), key
         for node in snap["nodes"]:
@@ -160,6 +165,7 @@ def test_keys_and_types(produced: Produced, case: HeadlessCase) -> None:
             for key, types in NODE_TYPES.items():
                 assert isinstance(node[key], types), (node["name"], key)
             assert node["status"] in ("up", "stale", "down", "finished")
+            check_cause(node["cause"], node["name"], snap)
         for alert in snap["alerts"]:
             assert set(alert) == set(ALERT_TYPES)
             for key, types in ALERT_TYPES.items():
@@ -167,6 +173,21 @@ def test_keys_and_types(produced: Produced, case: HeadlessCase) -> None:
             assert alert["kind"] in ALERT_KINDS
             assert alert["t"] <= snap["t"]
         check_verdict(snap["verdict"])
+
+
+def check_cause(cause: dict[str, Any] | None, node: str, snap: dict[str, Any]) -> None:
+    """A node has a cause hint exactly while it is a straggler (its straggler alert is active), and the
+    straggler alert's message ends with the hint it was raised with."""
+    straggling = [a for a in snap["alerts"] if a["kind"] == "straggler" and a["node"] == node]
+    assert (cause is not None) == bool(straggling), node
+    if cause is None:
+        return
+    assert set(cause) == set(CAUSE_TYPES)
+    for key, types in CAUSE_TYPES.items():
+        assert isinstance(cause[key], types), (node, key)
+    assert cause["kind"] in CAUSE_KINDS
+    assert cause["since_t"] is None or cause["since_t"] <= snap["t"]
+    assert "; " in straggling[0]["message"]  # "nodeX straggler: 6.2% below the median node; <hint>"
 
 
 def check_verdict(verdict: dict[str, Any]) -> None:
@@ -178,6 +199,10 @@ def check_verdict(verdict: dict[str, Any]) -> None:
         assert set(projected) == {"tokens_per_s", "low", "high"}
         assert projected["low"] - ROUNDING <= projected["tokens_per_s"] <= projected["high"] + ROUNDING
     assert isinstance(verdict["end_s"], NUM)
+    energy = verdict["energy_to_finish_j"]
+    if energy is not None:
+        assert set(energy) == {"value", "low", "high"}
+        assert 0 <= energy["low"] <= energy["value"] <= energy["high"]
     flags = []
     for check in verdict["checks"]:
         assert set(CHECK_TYPES) <= set(check) <= {*CHECK_TYPES, "missing"}
@@ -429,3 +454,20 @@ def test_the_fault_run_shows_nulls_and_every_alert_kind(produced: Produced) -> N
     assert never_reported["status"] == "down"
     assert [never_reported[k] for k in ("power_w", "sm_clock_mhz", "hbm_used_mib", "temp_c")] == [None] * 4
     assert all(n["power_w"] is None for s in snaps for n in s["nodes"] if n["status"] == "down")
+
+
+@each_case
+def test_energy_to_finish_is_the_power_now_until_the_projected_end(
+    produced: Produced, case: HeadlessCase
+) -> None:
+    """``energy_to_finish_j`` is the rack's power now times the time from now to the projected end; null
+    once the run has ended, or with no projected end or no power."""
+    for snap in snapshots(produced, case):
+        verdict, power = snap["verdict"], snap["aggregate"]["power_w"]
+        energy = verdict["energy_to_finish_j"]
+        if "end" in snap or verdict["end_s"] is None or not power:
+            assert energy is None
+            continue
+        assert energy is not None
+        expected = power * max(0.0, verdict["end_s"] - snap["t"])
+        assert energy["value"] == pytest.approx(expected, rel=1e-4, abs=power * 2e-3)

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from tokenwatch.events import (
     GPU_METRICS,
+    OPTIONAL_GPU_METRICS,
+    EngineQueue,
     Event,
     GpuBatch,
     GpuSample,
@@ -51,6 +53,9 @@ EVERY_KIND: list[Event] = [
     LatencyBatch(2.5, "b", "e2e", np.array([3.5]), np.array([7])),
     NodeStatus(3.0, "b", "down", "connection refused: 'x' \"y\""),
     LogLine(3.5, "a", "Avg generation throughput: 1.0 tokens/s ✓"),
+    EngineQueue(3.7, "a", 12.0, 3.0, 81.5),
+    EngineQueue(3.8, "b", waiting=7.0),
+    GpuSample(3.9, "b", 0, power_w=600.0, energy_j=1.5e7, xid=79.0, nvlink_errors=4.0, hbm_temp_c=71.0),
     Notice(4.0, "warning", "skipped line 3", "a", "log"),
     Heartbeat(4.5),
     RunEnded(5.0, "completed"),
@@ -83,6 +88,45 @@ def test_missing_values_stay_missing_in_batches(tmp_path: Path) -> None:
     back = events[1]
     assert isinstance(back, GpuBatch)
     assert np.array_equal(back.values, values, equal_nan=True)
+
+
+def test_columns_a_source_does_not_have_are_not_written() -> None:
+    """The energy counter, HBM temperature, XID and NVLink columns are written only where a batch has a
+    value: a batch without them has the bytes it had before they existed, and reads them as missing."""
+    values = np.full((2, len(GPU_METRICS)), np.nan)
+    values[:, 0] = [600.0, 610.0]
+    batch = GpuBatch(1.0, np.array([0, 1]), np.array([0, 0]), values, np.zeros(2, np.uint64))
+    line = dumps(batch)
+    assert all(f'"{m}"'.encode() not in line for m in OPTIONAL_GPU_METRICS)
+    assert b'"temp_c":[null,null]' in line  # an old column is written, missing or not
+    values = values.copy()  # the batch made its array read-only
+    values[1, GPU_METRICS.index("energy_j")] = 123.5
+    with_energy = dumps(GpuBatch(1.0, np.array([0, 1]), np.array([0, 0]), values, np.zeros(2, np.uint64)))
+    assert b'"energy_j":[null,123.5]' in with_energy
+    sample = dumps(GpuSample(0.5, "a", 1, power_w=700.0))
+    assert all(f'"{m}"'.encode() not in sample for m in OPTIONAL_GPU_METRICS)
+    back = loads(sample)
+    assert isinstance(back, GpuSample)
+    assert math.isnan(back.energy_j)
+
+
+def test_a_recording_made_before_the_new_columns_reads_them_as_missing() -> None:
+    """sample_runs/ were recorded before the energy counter existed: their GPU batches read, and every
+    value of the new columns is missing (so energy comes from integrated power)."""
+    from tests.conftest import SAMPLE_RUNS
+
+    reader = RecordingReader(SAMPLE_RUNS / "gb300-nvl72-server.jsonl.zst")
+    batches = []
+    for event in reader.events():
+        if isinstance(event, GpuBatch):
+            batches.append(event)
+        if len(batches) == 5:
+            break
+    assert len(batches) == 5
+    for batch in batches:
+        assert np.isfinite(batch.values[:, GPU_METRICS.index("power_w")]).all()
+        for m in OPTIONAL_GPU_METRICS:
+            assert np.isnan(batch.values[:, GPU_METRICS.index(m)]).all()
 
 
 def test_a_torn_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:

@@ -11,7 +11,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenwatch.core import RackCore
-from tokenwatch.events import GPU_METRICS, GpuBatch, IntArray, LatencyBatch, Notice, Progress, RunStarted
+from tokenwatch.events import (
+    GPU_METRICS,
+    EngineQueue,
+    GpuBatch,
+    IntArray,
+    LatencyBatch,
+    Notice,
+    Progress,
+    RunStarted,
+)
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 from .conftest import DATA
@@ -41,7 +50,8 @@ def _middle(lower: float, upper: float) -> float:
 def test_real_idle_vllm_dumps(name: str) -> None:
     parser = MetricsScrapeParser("vllm", "node00")
     events = parser.parse((PROM / name).read_text(), 5.0)
-    assert events == [Progress(5.0, "node00", 0, 0, 0)]  # an idle server: zero work, no latencies
+    # An idle server: zero work, no latencies, an empty queue (its gauges read 0.0 on lines 39-45).
+    assert events == [Progress(5.0, "node00", 0, 0, 0), EngineQueue(5.0, "node00", 0.0, 0.0, 0.0)]
     assert parser.gauges == {"node00": {"running": 0.0, "waiting": 0.0, "kv_cache_usage": 0.0}}
 
 
@@ -228,6 +238,13 @@ DCGM_MEANING = {
     "hbm_busy_pct": [("DCGM_FI_PROF_DRAM_ACTIVE", 100.0), ("DCGM_FI_DEV_MEM_COPY_UTIL", 1.0)],
     "util_pct": [("DCGM_FI_DEV_GPU_UTIL", 1.0)],
     "temp_c": [("DCGM_FI_DEV_GPU_TEMP", 1.0)],
+    # mJ; prometheus_client names a counter family's samples with _total where the file does not
+    "energy_j": [
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total", 0.001),
+    ],
+    "hbm_temp_c": [("DCGM_FI_DEV_MEMORY_TEMP", 1.0)],
+    "xid": [("DCGM_FI_DEV_XID_ERRORS", 1.0)],
 }
 
 

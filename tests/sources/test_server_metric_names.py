@@ -25,7 +25,7 @@ import re
 
 import pytest
 
-from tokenwatch.events import LatencyBatch, Notice, Progress
+from tokenwatch.events import EngineQueue, LatencyBatch, Notice, Progress
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 from .conftest import DATA
@@ -104,7 +104,8 @@ def test_vllm_v1_names_on_a_real_v1_page() -> None:
         + "\n"
     )
     parser = MetricsScrapeParser("vllm", "n")
-    assert parser.parse(v1, 1.0) == [Progress(1.0, "n", 0, 0, 0)]
+    # Zero work and an empty queue (its running / waiting / KV-cache gauges read 0.0).
+    assert parser.parse(v1, 1.0) == [Progress(1.0, "n", 0, 0, 0), EngineQueue(1.0, "n", 0.0, 0.0, 0.0)]
     busy = _bump(v1, "vllm:generation_tokens_total", 4200)
     busy = _bump(busy, "vllm:request_success_total", 7, 'finished_reason="stop"')
     busy = _bump(busy, "vllm:request_success_total", 2, 'finished_reason="length"')

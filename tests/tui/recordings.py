@@ -38,6 +38,20 @@ def fault_run_events() -> Iterator[Event]:
         yield event
 
 
+# node03 throttled from 1:30 (a clock hint); node05's power limit lowered to 1,200 W at 2:00 (a power-limit
+# event and hint). The simulator of today: every GPU has an energy counter.
+CAUSE_FAULTS = "node03:throttle@90s,node05:powercap=1200@2m"
+
+
+def cause_run_events(duration_s: float = 300.0, faults: str = CAUSE_FAULTS) -> Iterator[Event]:
+    """The seeded gb300 simulator with ``faults`` (by default two with a known cause)."""
+    profile = load_profile("gb300-nvl72")
+    settings = SimSettings(
+        profile, seed=4, duration_s=duration_s, faults=parse_faults(faults, profile.node_names(), 4)
+    )
+    return RackSimulation(settings, wall_epoch=SIM_EPOCH).events()
+
+
 def interrupted_events(source: Path, at_s: float) -> Iterator[Event]:
     """``source`` up to run time ``at_s``, then the run end an interrupt (Ctrl-C) writes."""
     for event in RecordingReader(source).events():

@@ -172,7 +172,10 @@ def build_parser() -> OneLineParser:
         "--faults",
         default="",
         metavar="SPEC",
-        help='e.g. "node07:down@30m,node03:throttle@10m-20m,node11:slow@5m-15m,node05:stale@20m-21m"',
+        help="NODE[/gpuN]:KIND[=VALUE]@START[-END], comma-separated; kinds: down, stale, slow (the node), "
+        "throttle, hot, powercap=W (all its GPUs, or GPU N), e.g. "
+        '"node07:down@30m,node03:throttle@10m-20m,node11:slow@5m-15m,node05:powercap=1200@20m-30m,'
+        'node12/gpu2:hot@40m"',
     )
     sim.add_argument(
         "--speed",

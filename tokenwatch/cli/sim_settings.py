@@ -27,7 +27,7 @@ def sim_settings(args: argparse.Namespace) -> SimSettings:
         )
     if args.benchmark is not None:  # the simulated LoadGen runs the benchmark asked for
         profile = dataclasses.replace(profile, benchmark=args.benchmark)
-    faults = parse_faults(args.faults, profile.node_names())
+    faults = parse_faults(args.faults, profile.node_names(), profile.gpus_per_node)
     return SimSettings(
         profile,
         scenario=args.scenario,

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tokenwatch import throttle
+from tokenwatch.core.causes import update_causes
 from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.state import RackState
 from tokenwatch.events import GPU_METRICS, LatencyMetric
@@ -73,14 +74,17 @@ def _stragglers(state: RackState, t: float, codes: np.ndarray) -> None:
     still_slow = memory.straggling & (below > clear_pct)  # NaN (not running) compares False: cleared
     memory.straggler_since = np.where(slow, np.fmin(memory.straggler_since, t), np.nan)
     memory.straggling = (slow & (t - memory.straggler_since >= cfg.straggler_hold_s)) | still_slow
+    update_causes(state, t, codes)  # the hints first: a new straggler's alert says why (core/causes.py)
     for i in np.flatnonzero(memory.straggling | memory.straggler_alerted).tolist():
         name = names[i]
+        cause = state.causes.causes[i]
         state.alerts.condition(
             t,
             name,
             "straggler",
             bool(memory.straggling[i]),
-            f"{name} straggler: {below[i]:.1f}% below the median node",
+            f"{name} straggler: {below[i]:.1f}% below the median node"
+            + (f"; {cause.text}" if cause is not None else ""),
             cleared_message=f"{name} back within {clear_pct:g}% of the median",
         )
     memory.straggler_alerted = memory.straggling.copy()

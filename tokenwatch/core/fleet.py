@@ -166,9 +166,6 @@ def _final(state: RackState, memo: FleetMemo, now: float) -> tuple[FloatArray, F
 
 
 def _cause_hints(nodes: NodeTable) -> tuple[str, ...]:
-    """Each node's cause hint in words (``NodeTable.cause_text``, where the snapshot carries the cause
-    hints of issue 13), else ()."""
-    texts = getattr(nodes, "cause_text", ())
-    if len(texts) != len(nodes.names):
-        return ()
-    return tuple(text if isinstance(text, str) else "" for text in texts)
+    """Each node's cause hint in words (``NodeTable.cause_text``; () where the table has none)."""
+    texts = nodes.cause_text
+    return texts if len(texts) == len(nodes.names) else ()

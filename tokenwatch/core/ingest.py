@@ -13,11 +13,13 @@ import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet_state import ingest_rack_figures, new_fleet_state
+from tokenwatch.core.power_limits import note_limits
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_ingest import apply_detail, apply_limit_counts, count_latency
 from tokenwatch.events import (
     GPU_METRICS,
     NODE_STATES,
+    EngineQueue,
     GpuBatch,
     GpuSample,
     LatencyBatch,
@@ -32,6 +34,10 @@ from tokenwatch.events import (
 )
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
+_LIMIT = GPU_METRICS.index("power_limit_w")
+_ENERGY = GPU_METRICS.index("energy_j")
+_XID = GPU_METRICS.index("xid")
+_NVLINK = GPU_METRICS.index("nvlink_errors")
 
 DataEvent = (
     GpuBatch
@@ -45,6 +51,7 @@ DataEvent = (
     | LoadGenDetail
     | LatencyLimitCounts
     | RackFiguresBatch
+    | EngineQueue
 )
 
 
@@ -70,6 +77,8 @@ def apply_event(state: RackState, ev: DataEvent) -> None:
         apply_limit_counts(state, ev)
     elif isinstance(ev, RackFiguresBatch):
         _rack_figures(state, ev)
+    elif isinstance(ev, EngineQueue):
+        _engine_queue(state, ev)
     else:
         kind = "warning" if ev.level == "warning" else ("error" if ev.level == "error" else "info")
         state.alerts.event(ev.t, ev.node, kind, ev.message, "critical" if kind == "error" else kind)
@@ -122,7 +131,9 @@ def _gpu_sample(state: RackState, ev: GpuSample) -> None:
     if not 0 <= ev.gpu < state.gpu_values.shape[1]:
         state.skips.skip(state.now, f"GPU index {ev.gpu} outside 0..{state.gpu_values.shape[1] - 1}")
         return
-    state.gpu_values[i, ev.gpu] = [getattr(ev, m) for m in GPU_METRICS]
+    row = np.array([getattr(ev, m) for m in GPU_METRICS])
+    _gpu_extras(state, ev.t, (np.array([i]), np.array([ev.gpu])), row[None, :])
+    state.gpu_values[i, ev.gpu] = row
     state.gpu_throttle[i, ev.gpu] = ev.throttle_reasons
     state.sm_clock_max[i, ev.gpu] = np.fmax(state.sm_clock_max[i, ev.gpu], ev.sm_clock_mhz)
     state.gpu_last_seen[i, ev.gpu] = ev.t
@@ -134,6 +145,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
     node = state.layout.one_node(ni, gi)
     if node is not None:  # one node's GPUs in order: row slices, no gathers
         k = len(gi)
+        _gpu_extras(state, ev.t, (node, slice(0, k)), ev.values)
         state.gpu_values[node, :k] = ev.values
         state.gpu_throttle[node, :k] = ev.throttle_reasons
         np.fmax(state.sm_clock_max[node, :k], ev.values[:, _SM_CLOCK], out=state.sm_clock_max[node, :k])
@@ -142,6 +154,7 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
         return
     if state.layout.whole_rack(ni, gi):
         shape = state.gpu_values.shape
+        _gpu_extras(state, ev.t, (slice(None), slice(None)), ev.values.reshape(shape))
         state.gpu_values[:] = ev.values.reshape(shape)
         state.gpu_throttle[:] = ev.throttle_reasons.reshape(shape[:2])
         np.fmax(state.sm_clock_max, state.gpu_values[:, :, _SM_CLOCK], out=state.sm_clock_max)
@@ -154,11 +167,41 @@ def _gpu_batch(state: RackState, ev: GpuBatch) -> None:
         ni, gi, values, reasons = ni[ok], gi[ok], ev.values[ok], ev.throttle_reasons[ok]
     else:
         values, reasons = ev.values, ev.throttle_reasons
+    _gpu_extras(state, ev.t, (ni, gi), values)
     state.gpu_values[ni, gi] = values
     state.gpu_throttle[ni, gi] = reasons
     state.sm_clock_max[ni, gi] = np.fmax(state.sm_clock_max[ni, gi], values[:, _SM_CLOCK])
     state.gpu_last_seen[ni, gi] = ev.t
     _seen(state, ni, ev.t)
+
+
+def _gpu_extras(
+    state: RackState, t: float, where: tuple[np.ndarray | int | slice, ...], values: np.ndarray
+) -> None:
+    """What a GPU reading tells beyond its latest values, read before they are overwritten: a power limit
+    that changed (an event of the run), the energy counter's growth, XID and NVLink errors. ``values`` is
+    shaped like ``state.gpu_values[where]``."""
+    old = state.gpu_values[where][..., _LIMIT]
+    new = values[..., _LIMIT]
+    if state.config.live_view and old.shape == new.shape:
+        with np.errstate(invalid="ignore"):
+            moved = np.abs(new - old) >= 1.0
+        if moved.any():
+            grid = np.indices(state.gpu_values.shape[:2])  # (node, gpu) of every GPU
+            note_limits(
+                state.power_limits, t, grid[0][where][moved], grid[1][where][moved], old[moved], new[moved]
+            )
+    state.energy.note(where, values[..., _ENERGY])
+    if state.config.live_view:
+        state.gpu_errors.note(where, t, values[..., _XID], values[..., _NVLINK])
+
+
+def _engine_queue(state: RackState, ev: EngineQueue) -> None:
+    i = _node(state, ev.node)
+    if i is None:
+        return
+    state.engine.note(i, ev)
+    _seen(state, i, ev.t)
 
 
 def _apply_counters(state: RackState, i: np.ndarray | slice, t: float, raw: np.ndarray) -> None:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule
 from tokenwatch.core.fleet import fleet_table
 from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
@@ -94,6 +95,10 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     power_w = float(np.nansum(node_power)) if fresh_power.any() else math.nan
     power_limit_w = float(np.nansum(node_limit)) if np.isfinite(node_limit).any() else math.nan
 
+    node_energy_j, from_counter = node_energy(state.energy, np.isfinite(state.gpu_last_seen))
+    has_energy = node_energy_j > 0  # NaN (no GPU reading) compares False
+    energy_j = float(node_energy_j[has_energy].sum()) if has_energy.any() else state.energy_j
+    node_tpj = tokens_per_joule(state.tokens, node_energy_j)
     agg_rate = float(np.nansum(rates)) if np.isfinite(rates).any() else math.nan
     agg_samples = float(np.nansum(sample_rates)) if np.isfinite(sample_rates).any() else math.nan
     gpus = run.gpus
@@ -111,10 +116,12 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         power_w=power_w,
         power_limit_w=power_limit_w,
         tokens_per_joule=agg_rate / power_w if power_w and power_w > 0 else math.nan,
-        energy_j=state.energy_j,
+        energy_j=energy_j,
         tokens_done=tokens_done,
         samples_done=samples_done,
         prompt_tokens_done=int(state.prompt_tokens.sum()),
+        energy_source=energy_source(from_counter, has_energy),
+        run_tokens_per_joule=tokens_done / energy_j if energy_j > 0 else math.nan,
     )
 
     elapsed = now
@@ -144,6 +151,12 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         straggler=state.rules.straggling.copy(),
         throttling=np.asarray(state.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,
+        tokens_per_joule=node_tpj,
+        energy_source=tuple(
+            ("counter" if c else "power") if h else "" for c, h in zip(from_counter, has_energy, strict=True)
+        ),
+        causes=tuple(state.causes.causes),
+        cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
     )
     summary = summarize_state(state) if state.ended else None
     snap = RackSnapshot(
@@ -165,10 +178,11 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
         summary=summary,
         banner=end_banner(state, state_codes) if state.ended else "",
-        verdict=verdict_view(state, now),
+        verdict=verdict_view(state, now, power_w),
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
         fleet=fleet_table(state, nodes, state_codes, now),
+        power_limit_changes=tuple(state.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
     return snap if state.fleet_figures is None else with_fleet(snap, state.fleet_figures, now, steady_mean)

@@ -64,7 +64,7 @@ def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackS
         "layout": BatchLayout(len(names), state.run.gpus_per_node),
         "bucket_memo": BucketMemo(),
         "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
-        "energy_j": float(state.node_energy_j[rows].sum()),
+        "energy_j": float(state.energy.node_integrated_j[rows].sum()),
         "fleet": None,
         "fleet_figures": None,
     }

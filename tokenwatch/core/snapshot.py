@@ -6,14 +6,17 @@ afterwards), so a snapshot stays valid while the core keeps ingesting.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tokenwatch.core.alerts import Alert
+from tokenwatch.core.cause import Cause
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
+from tokenwatch.core.power_limits import PowerLimitChange
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.core.verdict_view import VerdictView
@@ -43,10 +46,13 @@ class Aggregate:
     power_w: float
     power_limit_w: float
     tokens_per_joule: float
-    energy_j: float
+    energy_j: float  # GPU energy so far: from the GPUs' energy counters where they have them
     tokens_done: int
     samples_done: int
     prompt_tokens_done: int
+    # Where energy_j comes from (core/energy.py): "counter", "power" (integrated), "mixed", "" (none yet).
+    energy_source: str = ""
+    run_tokens_per_joule: float = math.nan  # generated tokens so far / energy_j
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,14 @@ class NodeTable:
     throttling: np.ndarray  # bool
     sparkline_tokens_per_s: FloatArray  # (nodes, points) recent per-tick rates, oldest first; NaN while
     # the node was down or stale
+    # Generated tokens so far over the node's GPU energy so far, and where that energy comes from
+    # ("counter" / "power", "" none: core/energy.py).
+    tokens_per_joule: FloatArray = field(default_factory=lambda: np.zeros(0))
+    energy_source: tuple[str, ...] = ()
+    # A straggler's cause hint (None: nothing to explain; core/causes.py), and its text ("" none): what
+    # the node table, the JSONL and the fleet table's worst_cause show.
+    causes: tuple[Cause | None, ...] = ()
+    cause_text: tuple[str, ...] = ()
 
     def index(self, name: str) -> int:
         return self.names.index(name)
@@ -189,3 +203,5 @@ class RackSnapshot:
     run_figures: RunFigures | None = None  # once ended: the headline figures over the whole run
     verdict: VerdictView | None = None  # the MLPerf verdict: forecast, rules, start-of-run check
     fleet: FleetTable | None = None  # one row per rack, for a run of more than one rack
+    # The GPUs' power-limit changes so far, oldest first (core/power_limits.py): the timelines mark them.
+    power_limit_changes: tuple[PowerLimitChange, ...] = ()

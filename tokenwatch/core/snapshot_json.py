@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tokenwatch.core.cause import Cause
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import spread_json
 from tokenwatch.core.verdict_json import verdict_json
@@ -12,6 +13,14 @@ from tokenwatch.core.verdict_json import verdict_json
 
 def _num(value: float | None, digits: int = 3) -> float | None:
     return None if value is None or not math.isfinite(value) else round(float(value), digits)
+
+
+def cause_json(cause: Cause | None) -> dict[str, Any] | None:
+    """A straggler's cause hint: ``{"kind", "text", "gpu", "since_t"}``; None for a node with nothing to
+    explain."""
+    if cause is None:
+        return None
+    return {"kind": cause.kind, "text": cause.text, "gpu": cause.gpu, "since_t": _num(cause.since_t)}
 
 
 def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
@@ -54,6 +63,8 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
                 "sm_clock_mhz": _num(nodes.sm_clock_mhz[i]),
                 "hbm_used_mib": _num(nodes.hbm_used_mib[i]),
                 "temp_c": _num(nodes.temp_c[i]),
+                "tokens_per_joule": _num(nodes.tokens_per_joule[i]) if len(nodes.tokens_per_joule) else None,
+                "cause": cause_json(nodes.causes[i]) if nodes.causes else None,
             }
             for i, name in enumerate(nodes.names)
         ],
@@ -75,4 +86,6 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             "tokens_per_joule": _num(figures.tokens_per_joule),
             "nodes_finished": figures.nodes_finished,
         }
+        if snap.summary is not None and snap.summary.energy_source:
+            out["end"]["energy_source"] = snap.summary.energy_source
     return out

@@ -17,10 +17,15 @@ import numpy as np
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.cadence import NodeCadence
+from tokenwatch.core.cause import CauseMemory
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
+from tokenwatch.core.energy import EnergyCounters
+from tokenwatch.core.engine_queue import EngineQueues
 from tokenwatch.core.fleet_memo import FleetMemo, new_fleet_memo
 from tokenwatch.core.fleet_state import FleetState
+from tokenwatch.core.gpu_errors import GpuErrors
 from tokenwatch.core.histogram import LogHistogram
+from tokenwatch.core.power_limits import PowerLimitLog
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
@@ -134,11 +139,17 @@ class RackState:
     # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
     recent_throttle: RecentRing
     verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict_state.py)
-    # Per node, so one rack of a fleet has its own figures (core/rack_view.py): energy (J) integrated at
-    # each tick like energy_j, and the largest latency seen per metric (s).
-    node_energy_j: FloatArray
+    # Per node, so one rack of a fleet has its own figures (core/rack_view.py): the largest latency seen
+    # per metric (s).
     node_latency_max: dict[LatencyMetric, FloatArray]
     fleet: FleetMemo | None  # a run of more than one rack: its racks and their forecasts (core/fleet.py)
+    # Issue 13: energy counters and integrated power per node, power-limit changes, XID / NVLink errors,
+    # the engines' queues, and the stragglers' cause hints (core/causes.py).
+    energy: EnergyCounters
+    power_limits: PowerLimitLog
+    gpu_errors: GpuErrors
+    engine: EngineQueues
+    causes: CauseMemory
     # Rack-level figures of a fleet watched through Prometheus (core/fleet_state.py); None otherwise.
     fleet_figures: FleetState | None = None
     now: float = 0.0
@@ -276,9 +287,13 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         bucket_memo=BucketMemo(),
         recent_throttle=RecentRing(gpu_recent, (n, g), np.uint64),
         verdict=new_verdict_state(ev, cfg),
-        node_energy_j=np.zeros(n),
         node_latency_max={m: np.full(n, np.nan) for m in LATENCY_METRICS},
         fleet=new_fleet_memo(run, cfg, alerts, ev.t),
+        energy=EnergyCounters.for_rack(n, g),
+        power_limits=PowerLimitLog(),
+        gpu_errors=GpuErrors.for_rack(n, g),
+        engine=EngineQueues.for_nodes(n, r),
+        causes=CauseMemory.for_nodes(n),
         now=ev.t,
         last_sample_t=ev.t,
     )

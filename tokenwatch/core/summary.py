@@ -7,6 +7,7 @@ aggregate is the sum of the nodes' tokens/s, as the published rack figure sums i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.energy import run_energy
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
@@ -72,6 +74,9 @@ class RunSummary:
     # None for recordings. ``apart``: ranging and compliance runs, listed, never in the aggregate.
     layout: str | None = None
     apart: tuple[NodeResult, ...] = ()
+    # What the power figures divide by (recordings): "counter" (the GPUs' energy counters), "power"
+    # (integrated power readings) or "mixed" (core/energy.py); None for result folders.
+    energy_source: str | None = None
 
     @property
     def gpus(self) -> int | None:
@@ -143,6 +148,8 @@ class RunSummary:
                 "mean_w": _num(self.power_mean_w),
                 "tokens_per_joule": _num(self.tokens_per_joule),
             }
+            if self.energy_source:
+                out["power"]["energy_source"] = self.energy_source
         if self.layout is not None:
             out["layout"] = self.layout
         if self.apart:
@@ -302,15 +309,15 @@ def summarize_state(state: RackState) -> RunSummary:
             values = quantiles_of(hist.counts, list(PERCENTILES.values()))
             latency[metric] = {k: v * 1000.0 for k, v in zip(PERCENTILES, values, strict=True)}
     duration = state.now
-    has_power = state.has_power()
-    # Energy is integrated tick by tick up to the last sampled tick (the run's end, once it has ended; the
-    # last whole second before the stream stops, when it has none).
+    # Energy: the GPUs' counters where they have them, else power integrated tick by tick up to the last
+    # sampled tick (the run's end, once it has ended; the last whole second before the stream stops,
+    # when it has none).
     covered = state.last_sample_t
-    power_mean = state.energy_j / covered if has_power and covered > 0 else None
-    tokens_per_joule = (
-        float(state.tokens.sum()) / state.energy_j if has_power and state.energy_j > 0 else None
-    )
-    return summarize_nodes(
+    energy, source = run_energy(state.energy, np.isfinite(state.gpu_last_seen))
+    has_energy = (state.has_power() or source == "counter") and energy > 0
+    power_mean = energy / covered if has_energy and covered > 0 else None
+    tokens_per_joule = float(state.tokens.sum()) / energy if has_energy else None
+    summary = summarize_nodes(
         run.name,
         run.scenario,
         duration,
@@ -324,6 +331,7 @@ def summarize_state(state: RackState) -> RunSummary:
         status=status,
         verdict=final_verdict(state),
     )
+    return dataclasses.replace(summary, energy_source=source if has_energy else None)
 
 
 def coverage_lines(summary: RunSummary) -> list[str]:

@@ -10,6 +10,7 @@ import numpy as np
 from tokenwatch.core.alert_rules import evaluate_rules
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.fleet import fleet_tick
+from tokenwatch.core.power_limits import flush_changes
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_view import verdict_tick
 from tokenwatch.events import GPU_METRICS
@@ -41,7 +42,7 @@ def sample(state: RackState, t: float) -> None:
     node_power = np.where(fresh & ~np.isnan(power), power, 0.0).sum(axis=1)
     if t > state.last_sample_t:
         state.energy_j += float(node_power.sum()) * (t - state.last_sample_t)
-        state.node_energy_j += node_power * (t - state.last_sample_t)
+        state.energy.node_integrated_j += node_power * (t - state.last_sample_t)
     state.last_sample_t = t
     state.now = max(state.now, t)
     if not state.config.live_view:
@@ -59,6 +60,8 @@ def sample(state: RackState, t: float) -> None:
     state.recent_gpu.push(t, gpu_now)
     state.history_gpu.add(t, gpu_now)
     state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))
+    state.engine.tick(t, t - state.engine.seen_t <= state.stale_limit_s)
+    flush_changes(state.power_limits, t, state.run.nodes, state.run.gpus_per_node, state.alerts)
     evaluate_rules(state, t, codes)
     verdict_tick(state, t)
     fleet_tick(state, t)

@@ -26,7 +26,7 @@ from tokenwatch.core.verdict_inputs import (
 )
 from tokenwatch.events import FloatArray
 from tokenwatch.formatting import group, seconds_ms
-from tokenwatch.mlperf.forecast import Forecast, RuleForecast, forecast
+from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast
 from tokenwatch.mlperf.settings_check import SettingCheck
 
 _FINISHED = STATE_CODE["finished"]
@@ -62,6 +62,9 @@ class VerdictView:
     forecast: Forecast
     history: VerdictHistory
     settings: tuple[SettingCheck, ...]
+    # The GPU energy from now to the projected end at the rack's current power (J; the band from the
+    # projected end's); None when either is unknown or the run has ended.
+    energy_to_finish_j: Band | None = None
 
     @property
     def valid(self) -> bool | None:
@@ -115,21 +118,31 @@ def _unfinished_nodes_fail(state: RackState, now: float, fc: Forecast) -> Foreca
     return dataclasses.replace(fc, rules=(rule, *fc.rules), valid=False)
 
 
-def verdict_view(state: RackState, now: float) -> VerdictView:
+def energy_to_finish(fc: Forecast, now: float, power_w: float) -> Band | None:
+    """The projected energy from ``now`` to the projected end at ``power_w`` (the rack's power now), J."""
+    end = fc.end_s
+    if end is None or not (math.isfinite(power_w) and power_w > 0):
+        return None
+    return Band(*(power_w * max(0.0, t - now) for t in (end.value, end.low, end.high)))
+
+
+def verdict_view(state: RackState, now: float, power_w: float = math.nan) -> VerdictView:
     verdict = state.verdict
     ref = verdict.benchmark
     _, judged_by = run_settings(state)
     times, values = verdict.history.view()
     columns = values.T if values.size else np.zeros((5, 0))
+    fc = current_forecast(state, now)
     return VerdictView(
         benchmark=None if ref is None else ref.benchmark.name,
         benchmark_named=verdict.benchmark_named,
         scenario=verdict.scenario_label or state.run.scenario,
         judged_by=judged_by,
         limits_from=limits_origin(state),
-        forecast=current_forecast(state, now),
+        forecast=fc,
         history=VerdictHistory(times, *columns),
         settings=settings_checks(state),
+        energy_to_finish_j=None if state.ended else energy_to_finish(fc, now, power_w),
     )
 
 

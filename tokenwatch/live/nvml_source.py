@@ -3,8 +3,9 @@
 NVML calls block (a busy driver can take tens of milliseconds, a lost GPU much longer), so a
 whole sampling round runs in one ``asyncio.to_thread`` call. The ``nvml`` module is injected:
 tests hand in an object with the same functions, answering with values recorded on real GPUs.
-Units follow NVML: power in milliwatts, memory in bytes, clocks in MHz; they are converted to
-the event model's W and MiB here. A metric the GPU does not support is ``nan``, not an error.
+Units follow NVML: power in milliwatts, memory in bytes, clocks in MHz, the cumulative energy counter
+(``nvmlDeviceGetTotalEnergyConsumption``, Volta and later) in millijoules; they are converted to the
+event model's W, MiB and J here. A metric the GPU does not support is ``nan``, not an error.
 """
 
 from __future__ import annotations
@@ -56,8 +57,11 @@ class NvmlReader:
             self.nvml.nvmlShutdown()
 
     def _get(self, fn: str, *args: Any) -> Any:
+        call = getattr(self.nvml, fn, None)  # an older nvidia-ml-py may lack a function: not supported
+        if call is None:
+            return None
         try:
-            return getattr(self.nvml, fn)(*args)
+            return call(*args)
         except self.nvml.NVMLError:
             return None
 
@@ -81,8 +85,9 @@ class NvmlReader:
                 "temp_c": _scaled(
                     self._get("nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU), 1
                 ),
+                "energy_j": _scaled(self._get("nvmlDeviceGetTotalEnergyConsumption", handle), 1e-3),
             }
-            rows.append([readings[m] for m in GPU_METRICS])
+            rows.append([readings.get(m, math.nan) for m in GPU_METRICS])
             reasons = None
             if self._reasons_fn is not None:
                 try:

@@ -21,8 +21,10 @@ from tokenwatch.events import (
     MAX_RUN_GPUS,
     MAX_RUN_TIME_S,
     NODE_STATES,
+    OPTIONAL_GPU_METRICS,
     RACK_FIGURES,
     SCENARIOS,
+    EngineQueue,
     Event,
     GpuBatch,
     GpuSample,
@@ -84,13 +86,19 @@ def _gpu(e: GpuSample) -> dict[str, Any]:
     out: dict[str, Any] = {"k": "gpu", "t": e.t, "node": e.node, "gpu": e.gpu}
     for m in GPU_METRICS:
         value = getattr(e, m)
+        if math.isnan(value) and m in OPTIONAL_GPU_METRICS:
+            continue  # a column the source does not have: the record reads as it did before it existed
         out[m] = None if math.isnan(value) else value
     out["throttle_reasons"] = e.throttle_reasons
     return out
 
 
 def _gpu_batch(e: GpuBatch) -> dict[str, Any]:
-    columns = {m: np.ascontiguousarray(e.values[:, i]) for i, m in enumerate(GPU_METRICS)}
+    columns = {
+        m: np.ascontiguousarray(e.values[:, i])
+        for i, m in enumerate(GPU_METRICS)
+        if m not in OPTIONAL_GPU_METRICS or not np.isnan(e.values[:, i]).all()
+    }
     return {
         "k": "gpu_batch",
         "t": e.t,
@@ -160,6 +168,14 @@ def _rack_figures(e: RackFiguresBatch) -> dict[str, Any]:
     }
 
 
+def _engine_queue(e: EngineQueue) -> dict[str, Any]:
+    out: dict[str, Any] = {"k": "engine_queue", "t": e.t, "node": e.node}
+    for key, value in (("running", e.running), ("waiting", e.waiting), ("kv_cache_pct", e.kv_cache_pct)):
+        if not math.isnan(value):
+            out[key] = value
+    return out
+
+
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     RunStarted: _run_started,
     GpuSample: _gpu,
@@ -169,6 +185,7 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     LatencyBatch: _latency,
     LatencyLimitCounts: _limit_counts,
     RackFiguresBatch: _rack_figures,
+    EngineQueue: _engine_queue,
     LoadGenDetail: lambda e: {"k": "loadgen_detail", "t": e.t, "node": e.node, "values": dict(e.values)},
     NodeStatus: lambda e: {"k": "status", "t": e.t, "node": e.node, "state": e.state, "reason": e.reason},
     LogLine: lambda e: {"k": "log", "t": e.t, "node": e.node, "text": e.text},
@@ -456,6 +473,13 @@ def _d_loadgen_detail(r: Mapping[str, Any]) -> LoadGenDetail:
     return LoadGenDetail(_time(r), _text(r["node"], "node"), values)
 
 
+def _d_engine_queue(r: Mapping[str, Any]) -> EngineQueue:
+    values = [_float(r.get(key)) for key in ("running", "waiting", "kv_cache_pct")]
+    if any(v < 0 for v in values):  # NaN compares False: a gauge not reported is fine
+        raise CodecError("engine queue gauges must not be negative")
+    return EngineQueue(_time(r), _text(r["node"], "node"), *values)
+
+
 def _d_status(r: Mapping[str, Any]) -> NodeStatus:
     if r["state"] not in NODE_STATES:
         raise CodecError(f"state must be one of {NODE_STATES}")
@@ -483,6 +507,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "limit_counts": _d_limit_counts,
     "rack_figures": _d_rack_figures,
     "loadgen_detail": _d_loadgen_detail,
+    "engine_queue": _d_engine_queue,
     "status": _d_status,
     "log": lambda r: LogLine(_time(r), _name(r["node"], "node"), _text(r["text"], "text")),
     "notice": _d_notice,

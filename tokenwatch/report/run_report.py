@@ -9,6 +9,7 @@ from tokenwatch.core.capacity import DEFAULT_WORKLOADS, Workload, capacity
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group
+from tokenwatch.report.cause_section import cause_section
 from tokenwatch.report.page import cards, note, page, section, table, warning_box
 from tokenwatch.report.run_sections import (
     alerts_section,
@@ -158,6 +159,7 @@ def render_run_report(run: RunData, workloads: Sequence[Workload] = DEFAULT_WORK
         gpu_section(run),
         power_section(run),
         latency_section(run),
+        cause_section(run),
         alerts_section(run),
         capacity_section(run, workloads),
         provenance_section(run),

@@ -199,7 +199,8 @@ def power_section(run: RunData) -> str:
         table(["Power and efficiency", "value"], rows, table_id="efficiency-table"),
         note(
             "The published generational table divides the rack's tokens/s by GPUs x TDP (the rated "
-            "envelope); the measured figure divides generated tokens by the energy the GPUs reported."
+            "envelope); the measured figure divides generated tokens by the energy the GPUs reported"
+            + _energy_words(run.summary.energy_source)
         ),
     ]
     h = run.history
@@ -338,6 +339,15 @@ def alerts_section(run: RunData) -> str:
         table(["time", "severity", "node", "kind", "message"], table_rows, table_id="alerts-table"),
     ]
     return section("alerts", "Alerts", *parts)
+
+
+def _energy_words(source: str | None) -> str:
+    """How the energy was measured (core/energy.py), for the power section's note."""
+    return {
+        "counter": ": their own cumulative energy counters.",
+        "power": ": their power readings, integrated over the run (no energy counter in the source).",
+        "mixed": ": energy counters where the GPUs had them, integrated power readings elsewhere.",
+    }.get(source or "", ".")
 
 
 def _clock(seconds: float) -> str:

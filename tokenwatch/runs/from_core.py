@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # A summary reads node counters and GPU power only: no live view, one GPU figure decoded.
 _SUMMARY_CONFIG = CoreConfig(live_view=False)
-_SUMMARY_GPU_METRICS = ("power_w",)
+_SUMMARY_GPU_METRICS = ("power_w", "energy_j")  # energy: the GPUs' counters, where recorded
 
 
 def ingest_recording(

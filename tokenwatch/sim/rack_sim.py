@@ -38,7 +38,7 @@ from tokenwatch.events import (
     Scenario,
 )
 from tokenwatch.sim.faults import Fault
-from tokenwatch.sim.gpu_model import THROTTLE_CLOCK_FACTOR, RackGpuModel
+from tokenwatch.sim.gpu_model import HOT_CLOCK_FACTOR, THROTTLE_CLOCK_FACTOR, RackGpuModel
 from tokenwatch.sim.loadgen_plan import latency_limits_of, simulated_details
 from tokenwatch.sim.profile import Profile
 
@@ -116,7 +116,7 @@ class RackSimulation:
         meta = {
             "profile": p.name,
             "seed": s.seed,
-            "faults": [f"{f.node}:{f.kind}@{f.start_s:g}-{f.end_s:g}" for f in s.faults],
+            "faults": [f.label() for f in s.faults],
         }
         if p.benchmark is not None:
             meta["benchmark"] = p.benchmark
@@ -170,9 +170,9 @@ class RackSimulation:
                 down_forever_from[i] = min(down_forever_from[i], f.start_s)
         for k in range(int(_MAX_RUN_FACTOR * s.run_duration_s / dt) + 1):
             t = k * dt
-            down, stale, throttled, slow = (
-                self._fault_mask(kind, t) for kind in ("down", "stale", "throttle", "slow")
-            )
+            down, stale, slow = (self._fault_mask(kind, t) for kind in ("down", "stale", "slow"))
+            throttled, hot = (self._gpu_fault_mask(kind, t) for kind in ("throttle", "hot"))
+            cap_w = self._cap_w(t)
             for i in np.flatnonzero(down != was_down).tolist():
                 yield NodeStatus(
                     t,
@@ -182,10 +182,11 @@ class RackSimulation:
                 )
             was_down = down
             noise = np.clip(_NOISE_AR * noise + rng.normal(0.0, _NOISE_SD, n), -0.05, 0.05)
-            mult = np.where(slow, SLOW_FACTOR, 1.0) * np.where(throttled, THROTTLE_CLOCK_FACTOR * 1.06, 1.0)
+            mult = np.where(slow, SLOW_FACTOR, 1.0) * self._gpu_factor(gpus, throttled, hot, cap_w)
             active = ~down & ~done
             load = work.step(t, dt, np.where(active, (1.0 + noise) * mult, 0.0), rng) if k else np.zeros(n)
-            values, reasons = gpus.step(np.where(down, 0.0, load), throttled & active, dt)
+            gpu_active = np.repeat(active, p.gpus_per_node)
+            values, reasons = gpus.step(np.where(down, 0.0, load), throttled & gpu_active, dt, hot, cap_w)
             report = ~down & ~stale
             if report.all():  # the same index arrays every tick: consumers cache work on them
                 yield GpuBatch(t, gpus.node_index, gpus.gpu_index, values, reasons)
@@ -213,6 +214,42 @@ class RackSimulation:
             if fault.kind == kind and fault.active(t):
                 mask[node_i] = True
         return mask
+
+    def _gpu_rows(self, fault: Fault, node_i: int) -> slice:
+        """The node-major GPU rows a fault covers: one GPU, or all of the node's."""
+        g = self.s.profile.gpus_per_node
+        first = node_i * g + (fault.gpu or 0)
+        return slice(first, first + 1) if fault.gpu is not None else slice(first, first + g)
+
+    def _gpu_fault_mask(self, kind: str, t: float) -> np.ndarray:
+        p = self.s.profile
+        mask = np.zeros(p.nodes * p.gpus_per_node, bool)
+        for fault, node_i in self._fault_nodes:
+            if fault.kind == kind and fault.active(t):
+                mask[self._gpu_rows(fault, node_i)] = True
+        return mask
+
+    def _cap_w(self, t: float) -> np.ndarray | None:
+        """Per GPU row, a lowered power limit in force (NaN none); None when no cap is."""
+        caps = None
+        for fault, node_i in self._fault_nodes:
+            if fault.kind == "powercap" and fault.active(t) and fault.value is not None:
+                p = self.s.profile
+                caps = np.full(p.nodes * p.gpus_per_node, np.nan) if caps is None else caps
+                caps[self._gpu_rows(fault, node_i)] = fault.value
+        return caps
+
+    def _gpu_factor(
+        self, gpus: RackGpuModel, throttled: np.ndarray, hot: np.ndarray, cap_w: np.ndarray | None
+    ) -> np.ndarray:
+        """Per node, the throughput factor of its GPU faults: its slowest GPU's (every tensor-parallel
+        step waits for the last GPU)."""
+        factor = np.where(throttled, THROTTLE_CLOCK_FACTOR * 1.06, 1.0)
+        if hot.any():
+            factor = np.where(gpus.hot_slowed(hot), np.minimum(factor, HOT_CLOCK_FACTOR), factor)
+        if cap_w is not None:
+            factor = np.minimum(factor, gpus.cap_factor(cap_w))
+        return np.asarray(factor.reshape(self.s.profile.nodes, -1).min(axis=1))
 
 
 def _end_reason(nodes: tuple[str, ...], finished: np.ndarray, down: np.ndarray) -> str:

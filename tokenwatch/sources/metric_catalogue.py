@@ -109,6 +109,12 @@ def _one(name: str, *, times: float = 1.0, per: float = 1.0) -> tuple[GpuRead, .
     return (GpuRead((name,), times=times, per=per),)
 
 
+def _counter(name: str, *, per: float = 1.0) -> tuple[GpuRead, ...]:
+    """A dcgm-exporter counter: its name, or with the ``_total`` that prometheus_client's parser gives a
+    counter family whose name lacks it (a ``# TYPE ... counter`` line just before its samples)."""
+    return (GpuRead((name,), per=per), GpuRead((f"{name}_total",), per=per))
+
+
 def _trtllm(name: str) -> tuple[str, ...]:
     """A TensorRT-LLM family as trtllm-serve serves it, and with each prefix Dynamo has added."""
     return (name, f"trtllm_{name}", f"trtllm:{name}")
@@ -189,6 +195,23 @@ PRESETS: Mapping[str, MetricPreset] = {
             ),
             "util_pct": _one("DCGM_FI_DEV_GPU_UTIL"),
             "temp_c": _one("DCGM_FI_DEV_GPU_TEMP"),
+            # The cumulative energy counter (mJ, "Total energy consumption since boot"), HBM temperature,
+            # the last XID error's value and the NVLink error counters: dcgm-exporter's own names
+            # (NVIDIA/dcgm-exporter@00d6d344 etc/default-counters.csv; the NVLink error counters are
+            # listed there but commented out, so only a site that enables them has them).
+            "energy_j": _counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", per=1000.0),
+            "hbm_temp_c": _one("DCGM_FI_DEV_MEMORY_TEMP"),
+            "xid": _one("DCGM_FI_DEV_XID_ERRORS"),
+            "nvlink_errors": tuple(
+                GpuRead(
+                    (f"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{suffix}",),
+                    tuple(
+                        f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL{suffix}"
+                        for kind in ("CRC_DATA", "REPLAY", "RECOVERY")
+                    ),
+                )
+                for suffix in ("", "_total")
+            ),
         },
         throttle_reasons=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
     ),
@@ -232,6 +255,18 @@ def preset(name: str) -> MetricPreset:
     if name not in PRESETS:
         raise ValueError(f"unknown metrics preset {name!r} (known: {', '.join(sorted(PRESETS))})")
     return PRESETS[name]
+
+
+# DCGM's "no value" sentinels (dcgm_structs.h): DCGM_INT64_BLANK = 0x7ffffffffffffff0 and the codes above
+# it (9223372036854775794 is DCGM_INT64_NOT_SUPPORTED: a T4 scrape shows it for every NVLink counter), and
+# DCGM_FP64_BLANK = 2**47 (140737488355328.0) and its codes. A float64 holds the int64 ones as 2**63.
+_DCGM_INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)
+_DCGM_FP64_BLANK = 140737488355328.0
+
+
+def dcgm_blank(value: float) -> bool:
+    """Whether a dcgm-exporter value is one of DCGM's "blank / not supported / not found" sentinels."""
+    return value >= _DCGM_INT64_BLANK or _DCGM_FP64_BLANK <= value < _DCGM_FP64_BLANK + 16
 
 
 def throttle_mask(value: float) -> int:

@@ -64,6 +64,9 @@ FIELD_ATTRIBUTES: dict[str, str] = {
     "utilization.memory": "hbm_busy_pct",
     "utilization.gpu": "util_pct",
     "temperature.gpu": "temp_c",
+    "temperature.memory": "hbm_temp_c",
+    # No energy counter: nvidia-smi's --help-query-gpu (driver 590.48.01) lists no energy field; NVML
+    # and dcgm-exporter read the GPU's counter (tokenwatch.core.energy).
 }
 MASK_FIELDS = frozenset({"clocks_event_reasons.active", "clocks_throttle_reasons.active"})
 # Per-reason columns ("Active" / "Not Active") set the same bits as the mask.
@@ -84,6 +87,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "hbm_busy_pct": (0.0, 100.0),
     "util_pct": (0.0, 100.0),
     "temp_c": (-100.0, 300.0),
+    "hbm_temp_c": (-100.0, 300.0),
 }
 MAX_GPU_INDEX = 4095
 _MASK_LIMIT = 1 << 64

@@ -11,8 +11,11 @@ Prometheus-query collector builds its PromQL from.
   core turns cumulative progress into rates.
 * Histograms (TTFT, TPOT / inter-token latency, end-to-end) become per-scrape bucket deltas
   (:func:`tokenwatch.sources.le_buckets.bucket_delta`): one ``LatencyBatch`` per node and metric.
-* Gauges (running / waiting requests, KV-cache usage) are kept in :attr:`MetricsScrapeParser.gauges`.
-* GPU fields (dcgm-exporter) become one ``GpuBatch`` per scrape, a row per GPU (``gpu`` label).
+* Gauges (running / waiting requests, KV-cache usage) become one ``EngineQueue`` per node and scrape
+  (the engine's queue, for the cause hints), and are kept in :attr:`MetricsScrapeParser.gauges`.
+* GPU fields (dcgm-exporter) become one ``GpuBatch`` per scrape, a row per GPU (``gpu`` label). DCGM's
+  "blank / not supported" sentinel values (e.g. 9223372036854775794 for a T4's NVLink counters) are
+  missing values, never readings.
 
 A server's counters count since it started, not since the watch did: by default each series' first
 reading is its **baseline**, as Prometheus' ``rate()`` treats it, so attaching to a server that has run
@@ -28,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, LatencyMetric, Progress
+from tokenwatch.events import GPU_METRICS, EngineQueue, Event, GpuBatch, LatencyBatch, LatencyMetric, Progress
 from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
 from tokenwatch.sources.lines import NoticeLog
-from tokenwatch.sources.metric_catalogue import ServerNames, preset, throttle_mask
+from tokenwatch.sources.metric_catalogue import ServerNames, dcgm_blank, preset, throttle_mask
 from tokenwatch.sources.prometheus_exposition import Series, parse_exposition
 
 _MAX_GPU = 4095
@@ -196,12 +199,24 @@ class MetricsScrapeParser:
                 batch = self._histogram_delta(node, metric, family, items, t, out)
                 if batch is not None:
                     out.append(batch)
+        now: dict[str, float] = {}
         for gauge, families in names.gauges.items():
             family = next((f for f in families if f in present), None)
             if family is not None:
                 values = [s.value for s in items if s.name == family and math.isfinite(s.value)]
                 if values:
                     self.gauges.setdefault(node, {})[gauge] = float(sum(values))
+                    # Requests add up over a node's engines; KV-cache use (a 0..1 fraction in every
+                    # server's gauge, vLLM's "_perc" too) is their mean, in %.
+                    kv = gauge == "kv_cache_usage"
+                    now[gauge] = float(sum(values) / len(values) * 100.0 if kv else sum(values))
+        if now:
+            nan = math.nan
+            out.append(
+                EngineQueue(
+                    t, node, now.get("running", nan), now.get("waiting", nan), now.get("kv_cache_usage", nan)
+                )
+            )
 
     def _update_counters(self, node: str, family: str, items: list[Series]) -> None:
         for item in items:
@@ -267,7 +282,7 @@ class MetricsScrapeParser:
                 number = _gpu_number(item.labels.get("gpu", ""))
                 if number is None:
                     no_gpu += 1
-                elif math.isfinite(item.value):
+                elif math.isfinite(item.value) and not dcgm_blank(item.value):
                     readings.setdefault((index, number), {}).setdefault(item.name, []).append(item.value)
         if no_gpu and not self._warned_no_gpu:
             self._warned_no_gpu = True

@@ -20,8 +20,8 @@ from tokenwatch.core.views import scale_reference
 from tokenwatch.formatting import DASH, format_clock, group, printable
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.screens.replay_screen import ReplayScreen
-from tokenwatch.tui.widgets.gpu_timelines import SERIES, GpuTimelines
-from tokenwatch.tui.widgets.node_table import STATUS_LABEL, node_condition
+from tokenwatch.tui.widgets.gpu_timelines import SERIES, GpuTimelines, TimelineMark
+from tokenwatch.tui.widgets.node_table import STATUS_LABEL, node_condition, tokens_per_joule_cell
 
 
 class NodeScreen(ReplayScreen):
@@ -68,12 +68,34 @@ class NodeScreen(ReplayScreen):
         self._title(snap, history, badge)
         if history is not None:
             references = {metric: scale_reference(snap, metric) for metric, *_ in SERIES}
-            self.query_one(GpuTimelines).update_history(history, references)
+            self.query_one(GpuTimelines).update_history(history, references, self._marks(snap))
             self._log(history)
 
+    def _marks(self, snap: RackSnapshot) -> tuple[TimelineMark, ...]:
+        """The moments to mark on the node's timelines: when its cause hint's evidence began (on the series
+        that shows it, its GPU's row or every row), and its GPUs' power-limit changes (on power)."""
+        rows = snap.nodes
+        marks: list[TimelineMark] = []
+        for change in snap.power_limit_changes:
+            if change.node == self.node:
+                label = f"limit {'▼' if change.lowered else '▲'} {group(change.new_w)} W"
+                gpu = None if change.all_gpus else change.gpus[0]
+                marks.append(TimelineMark(change.t, "power_w", gpu, label))
+        if self.node in rows.names and rows.causes:
+            cause = rows.causes[rows.index(self.node)]
+            # A power-limit hint's moment is its change, already marked.
+            if (
+                cause is not None
+                and cause.metric
+                and cause.kind != "power_limit"
+                and math.isfinite(cause.since_t)
+            ):
+                marks.append(TimelineMark(cause.since_t, cause.metric, cause.gpu, f"{cause.kind} since"))
+        return tuple(marks)
+
     def _title(self, snap: RackSnapshot, history: NodeHistory | None, badge: str) -> None:
-        """Two lines: who and how it is (status, why, throttle reasons, run time, replay state); then
-        its figures."""
+        """Three lines: who and how it is (status, why, throttle reasons, run time, replay state); its
+        figures; why it is slow (its cause hint)."""
         pal = palette(self.app)
         text = Text(no_wrap=True, overflow="crop")
         text.append(f" {printable(self.node)} ", style=pal.cursor)
@@ -95,19 +117,32 @@ class NodeScreen(ReplayScreen):
         text.append(format_clock(snap.t), style="bold")
         if badge:
             text.append(f"   {badge}", style=pal.accent)
-        text.append("\n")
         delta = rows.delta_vs_median_pct[i]
         share = history.share_pct[-1] if history is not None and len(history.share_pct) else math.nan
+        text.append("\n")
         for label, value in (
             ("now", f"{group(rows.tokens_per_s[i])} tok/s"),
             ("mean", f"{group(rows.mean_tokens_per_s[i])} tok/s"),
             ("vs median", f"{delta:+.1f}%" if math.isfinite(delta) else DASH),
             ("share", f"{share:.2f}%" if math.isfinite(share) else DASH),
             ("progress", f"{rows.progress_pct[i]:.0f}%" if math.isfinite(rows.progress_pct[i]) else DASH),
+            ("tok/J", tokens_per_joule_cell(rows, i)),
         ):
             text.append(f" {label} ", style=pal.muted)
             text.append(value + "  ", style="bold")
+        text.append("\n")
+        self._cause_line(text, snap, i)
         self.query_one("#node-title", Static).update(text)
+
+    def _cause_line(self, text: Text, snap: RackSnapshot, i: int) -> None:
+        """Why it is slow (the cause hint, when it is a straggler), or that there is nothing to explain."""
+        pal = palette(self.app)
+        cause = snap.nodes.causes[i] if snap.nodes.causes else None
+        text.append(" cause ", style=pal.muted)
+        if cause is None:
+            text.append("none: not a straggler", style=pal.muted)
+            return
+        text.append(cause.text, style=pal.warn)
 
     @staticmethod
     def _limiting_reasons(snap: RackSnapshot, i: int) -> str:

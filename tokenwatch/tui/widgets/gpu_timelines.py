@@ -10,7 +10,8 @@ Each metric's bars stretch over the core's value scale, never narrower than the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from rich.text import Text
@@ -45,6 +46,42 @@ REASON_LETTERS: tuple[tuple[int, str, str], ...] = (
     (throttle.SW_POWER_CAP, "P", "power cap"),
 )
 REASON_KEY = "  ".join(f"{letter} {name}" for _, letter, name in REASON_LETTERS) + "  · none"
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineMark:
+    """A moment to mark on one metric's timelines: run time ``t`` (s), the GPU it concerns (None: all of
+    the node's), and a short label (``throttle since``, ``limit ▼ 1,200 W``)."""
+
+    t: float
+    metric: str
+    gpu: int | None
+    label: str
+
+
+def mark_row(times: np.ndarray, marks: Sequence[TimelineMark], width: int) -> str:
+    """One row as wide as the sparklines: ``▼`` over the point at or after each mark's time (the newest
+    ``width`` points, right-aligned as the sparklines are), each label beside its arrow where it fits; a
+    mark older than the shown points is ``◀`` at their left edge (it began before them)."""
+    row = [" "] * width
+    shown = times[-width:]
+    offset = width - len(shown)
+    at_column: dict[int, list[str]] = {}
+    for mark in sorted(marks, key=lambda m: m.t):
+        if not len(shown) or mark.t > shown[-1]:
+            continue
+        col = offset + int(np.searchsorted(shown, mark.t))
+        row[col] = "▼" if mark.t >= shown[0] else "◀"
+        who = f"GPU{mark.gpu} " if mark.gpu is not None else ""
+        said = f"{who}{mark.label} {format_clock(mark.t)}"
+        if said not in at_column.setdefault(col, []):  # marks at one moment share one arrow
+            at_column[col].append(said)
+    for col, words in at_column.items():  # labels after their arrow, else before it; never over another
+        label = " " + " · ".join(words)
+        start = col + 1 if col + 1 + len(label) <= width else col - len(label)
+        if start >= 0 and all(c == " " for c in row[start : start + len(label)]):
+            row[start : start + len(label)] = label
+    return "".join(row)
 
 
 def reason_letter(mask: int) -> str:
@@ -96,13 +133,21 @@ class GpuTimelines(Widget):
         super().__init__(id=id, classes=classes)
         self.history: NodeHistory | None = None
         self.references: Mapping[str, float] = {}
+        self.marks: tuple[TimelineMark, ...] = ()
 
-    def update_history(self, history: NodeHistory, references: Mapping[str, float] | None = None) -> None:
+    def update_history(
+        self,
+        history: NodeHistory,
+        references: Mapping[str, float] | None = None,
+        marks: Sequence[TimelineMark] = (),
+    ) -> None:
         """``references``: per metric, the limit or capacity its minimum span is a fraction of (the
-        power limit, the HBM capacity; :func:`tokenwatch.core.views.scale_reference`)."""
+        power limit, the HBM capacity; :func:`tokenwatch.core.views.scale_reference`). ``marks``: moments
+        to mark (a cause hint's start, a power-limit change) above their metric's rows."""
         lines_before = self._line_count()
         self.history = history
         self.references = references or {}
+        self.marks = tuple(marks)
         self.refresh(layout=self._line_count() != lines_before)
 
     def _gpus(self) -> int:
@@ -115,7 +160,8 @@ class GpuTimelines(Widget):
         if self.history is None:
             return 1
         gpus = self._gpus()
-        return 3 + len(SERIES) * (gpus + 2) + (gpus + 3)
+        marked = len({m.metric for m in self.marks} & {key for key, *_ in SERIES})
+        return 3 + len(SERIES) * (gpus + 2) + (gpus + 3) + marked
 
     def get_content_height(self, _container: Size, _viewport: Size, _width: int) -> int:
         return self._line_count()
@@ -165,6 +211,10 @@ class GpuTimelines(Widget):
                 span += f", min span {_fmt(scale.min_span, divisor, decimals)}"
             text.append(f"\n{title} ", style=pal.header)
             text.append(f"({span})\n", style=pal.muted)
+            marks = [m for m in self.marks if m.metric == key]
+            if marks:  # the moment evidence began, or a limit changed, over the rows that show it
+                text.append(" " * _LABEL)
+                text.append(f"{mark_row(history.times, marks, width)}\n", style=pal.warn)
             for g in range(series.shape[0]):
                 row = series[g]
                 now = _fmt(_newest(row), divisor, decimals)

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tokenwatch.core.energy import SOURCE_MARK, SOURCE_WORDS
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import NodeTable as NodeRows
 from tokenwatch.core.snapshot import RackSnapshot
@@ -50,9 +51,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("sm", "SM MHz", 7, 6),
     Column("hbm", "HBM GiB", 8, 7),
     Column("temp", "Max °C", 6, 5),
+    Column("tpj", "tok/J", 7, 6),
+    Column("cause", "Cause", 13, 2, right=False),
     Column("trend", "tok/s trend", 12, 8, right=False),
 )
-SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key != "trend")
+SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key not in ("trend", "cause"))
 _GAP = 1
 _TREND_WIDTH = 12
 # Status rank for sorting: the worst first.
@@ -92,7 +95,16 @@ STATUS_LABEL = {
     "up": "● up",
     "finished": "✓ done",
 }
-_MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp")
+_MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp", "tpj")
+
+
+def tokens_per_joule_cell(rows: NodeRows, i: int) -> str:
+    """``11.29∑``: the node's tokens per joule so far and where its energy comes from (∑ the GPUs' energy
+    counters, ∫ integrated power readings; core/energy.py)."""
+    if not len(rows.tokens_per_joule) or not math.isfinite(rows.tokens_per_joule[i]):
+        return DASH
+    source = rows.energy_source[i] if rows.energy_source else ""
+    return f"{rows.tokens_per_joule[i]:.2f}{SOURCE_MARK.get(source, '')}"
 
 
 def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
@@ -113,6 +125,7 @@ def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
             "sm": rows.sm_clock_mhz,
             "hbm": rows.hbm_used_mib,
             "temp": rows.temp_c,
+            "tpj": rows.tokens_per_joule if len(rows.tokens_per_joule) else np.full(n, np.nan),
         }[key]
         values = np.asarray(source, np.float64)
     missing = ~np.isfinite(values)
@@ -182,7 +195,9 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, len(self._order) + 1)
         arrow = "▼" if self.descending else "▲"
         title = next(c.title for c in COLUMNS if c.key == self.sort_key)
-        self.border_subtitle = f"sorted by {title} {arrow} · s: next column"
+        source = snap.aggregate.energy_source
+        energy = f" · tok/J {SOURCE_MARK[source]} {SOURCE_WORDS[source]}" if source in SOURCE_MARK else ""
+        self.border_subtitle = f"sorted by {title} {arrow} · s: next column{energy}"
         self.border_title = f"Nodes ({len(rows.names)})"
 
     # ------------------------------------------------------------------ sorting
@@ -271,14 +286,19 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # Columns fit the width as drawn (a scroll bar coming or going changes it without a resize).
-        self._columns = self._fit_columns(self.scrollable_content_region.width)
+        snap = self.snapshot
+        explaining = snap is not None and any(snap.nodes.cause_text)
+        self._columns = self._fit_columns(self.scrollable_content_region.width, explaining)
         return super().render_lines(crop)
 
     @staticmethod
-    def _fit_columns(width: int) -> tuple[Column, ...]:
+    def _fit_columns(width: int, explaining: bool = False) -> tuple[Column, ...]:
+        """The columns that fit, the most needed first. The cause column is among the first while some
+        node has a hint to show, and the last otherwise (an empty column would push out progress and
+        power on a narrow screen)."""
         chosen: set[str] = set()
         used = 0
-        for col in sorted(COLUMNS, key=lambda c: c.priority):
+        for col in sorted(COLUMNS, key=lambda c: c.priority if c.key != "cause" or explaining else 99):
             if used + col.width + _GAP > width and col.priority > 0:
                 continue
             chosen.add(col.key)
@@ -314,6 +334,7 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
 
         delta = rows.delta_vs_median_pct[i]
         lo, hi = self._spark_range
+        cause = rows.causes[i] if rows.causes else None
         return {
             "node": printable(rows.names[i]),
             "status": STATUS_LABEL[condition],
@@ -325,6 +346,8 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
             "sm": num(rows.sm_clock_mhz[i]),
             "hbm": num(rows.hbm_used_mib[i] / 1024.0),
             "temp": num(rows.temp_c[i]),
+            "tpj": tokens_per_joule_cell(rows, i),
+            "cause": cause.short() if cause is not None else "",
             "trend": sparkline(rows.sparkline_tokens_per_s[i], lo, hi, _TREND_WIDTH)
             if rows.sparkline_tokens_per_s.shape[1]
             else "",
@@ -360,6 +383,8 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
                 style = row_style + status_style
             elif col.key == "delta" and rows.straggler[i]:
                 style = row_style + pal.bad
+            elif col.key == "cause":
+                style = row_style + pal.warn
             elif col.key == "trend":
                 style = row_style + (pal.warn if condition != "up" and condition != "finished" else pal.bar)
             elif col.key == "node":

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from tokenwatch.core.energy import SOURCE_MARK
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.formatting import DASH, format_clock, group, kilowatts, printable
 from tokenwatch.tui.palette import palette
@@ -139,7 +140,8 @@ class RunHeader(Widget):
             ("tok/J", tpj),
             ("samples", self._samples(snap)),
             ("GPUs", self._reporting(snap)),
-            ("energy", f"{agg.energy_j / 3.6e6:,.1f} kWh"),
+            # The mark says what the energy is: the GPUs' counters (∑) or integrated power (∫).
+            (f"energy {SOURCE_MARK.get(agg.energy_source, '')}".rstrip(), f"{agg.energy_j / 3.6e6:,.1f} kWh"),
         )
 
     def _result(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
@@ -159,7 +161,8 @@ class RunHeader(Widget):
             ("mean power", kilowatts(summary.power_mean_w)),
             ("nodes", Text(f"{finished}/{total} finished", style=nodes_style)),
             ("run time", format_clock(summary.duration_s)),
-            ("tok/J", f"{tpj:.2f}" if tpj is not None and math.isfinite(tpj) else DASH),
+            # The mark says what the energy is: the GPUs' counters (∑) or integrated power (∫).
+            (f"tok/J {SOURCE_MARK.get(summary.energy_source or '', '')}".rstrip(), _tpj(tpj)),
             ("samples", self._samples(snap)),
             ("GPUs", self._reporting(snap)),
             ("energy", f"{snap.aggregate.energy_j / 3.6e6:,.1f} kWh"),
@@ -182,3 +185,7 @@ class RunHeader(Widget):
         if self._shown.get(selector) != content:
             self._shown[selector] = content
             self.query_one(selector, Static).update(content)
+
+
+def _tpj(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None and math.isfinite(value) else DASH

@@ -18,6 +18,13 @@ from tokenwatch.tui.palette import palette
 _AXIS = 7  # y-axis label width
 
 
+def power_limit_columns(snap: RackSnapshot, t_end: float, width: int) -> set[int]:
+    """The chart columns of the run's power-limit changes (the time axis marks them ▲)."""
+    if not t_end > 0 or width <= 0:
+        return set()
+    return {min(width - 1, int(c.t / t_end * width)) for c in snap.power_limit_changes}
+
+
 class ThroughputTimeline(Widget):
     DEFAULT_CSS = """
     ThroughputTimeline {
@@ -40,6 +47,10 @@ class ThroughputTimeline(Widget):
             self.border_subtitle = f"steady mean {group(snap.timeline.steady_mean_tokens_per_s)} tok/s"
         else:
             self.border_subtitle = ""
+        if snap is not None and snap.power_limit_changes:  # marked ▲ on the time axis
+            last = snap.power_limit_changes[-1]
+            change = f"▲ power limit {'▼' if last.lowered else '▲'} {last.node} {format_clock(last.t)}"
+            self.border_subtitle = f"{self.border_subtitle} · {change}" if self.border_subtitle else change
 
     def render(self) -> RenderResult:
         snap = self.snapshot
@@ -75,7 +86,12 @@ class ThroughputTimeline(Widget):
                 text.append(row, style=pal.bar)
             text.append("\n")
         text.append(" " * (_AXIS + 1))
-        text.append(self._time_axis(t_end, chart_w), style=pal.muted)
+        axis = self._time_axis(t_end, chart_w)
+        marks = power_limit_columns(snap, t_end, chart_w)
+        if not marks:
+            text.append(axis, style=pal.muted)
+        for col, ch in enumerate(axis if marks else ""):
+            text.append("▲" if col in marks else ch, style=pal.warn if col in marks else pal.muted)
         return text
 
     @staticmethod

@@ -34,7 +34,7 @@ class VerdictPanel(Horizontal):
     VerdictPanel #projection { width: auto; min-width: 30; height: 1fr; }
     VerdictPanel #verdict-word { height: 1; text-style: bold; }
     VerdictPanel #projected { color: $accent; }
-    VerdictPanel #band { height: 2; color: $text-muted; }
+    VerdictPanel #band { height: 3; color: $text-muted; }
     """
 
     snapshot: reactive[RackSnapshot | None] = reactive(None, always_update=True)
@@ -90,4 +90,12 @@ class VerdictPanel(Horizontal):
         end = fc.end_s
         if end is not None and not snap.ended:
             detail += f"\nend {format_clock(end.value)}  ({format_clock(end.low)} – {format_clock(end.high)})"
+        energy = view.energy_to_finish_j
+        if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
+            low, high = energy.low / 3.6e6, energy.high / 3.6e6
+            detail += f"\nto end {_kwh(energy.value)} ({low:,.1f}–{high:,.1f})"
         self.query_one("#band", Static).update(detail)
+
+
+def _kwh(joules: float) -> str:
+    return f"{joules / 3.6e6:,.1f} kWh"
