@@ -27,6 +27,7 @@ from tokenwatch.core.ticks import sample, sample_ticks_before
 from tokenwatch.events import Event, Heartbeat, LatencyMetric, RunEnded, RunStarted
 
 if TYPE_CHECKING:
+    from tokenwatch.core.baseline import Baseline
     from tokenwatch.core.run_info import RunInfo
     from tokenwatch.core.snapshot import RackSnapshot
 
@@ -160,6 +161,15 @@ class RackCore:
         if self._state is None:
             raise ValueError("no run in the stream: the recording holds no run start")
         return summarize_state(self._state)
+
+    def as_baseline(self, name: str, source: str) -> Baseline:
+        """The run so far, frozen as a reference for another run (``--baseline``). Raises ValueError before
+        the run start."""
+        if self._state is None:
+            raise ValueError("no run in the stream: the recording holds no run start")
+        from tokenwatch.core.baseline_freeze import freeze_state
+
+        return freeze_state(self._state, name, source)
 
     def clone(self) -> RackCore:
         """An independent copy of the state, without the interval callbacks (a replay's keyframe)."""

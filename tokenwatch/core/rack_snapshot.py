@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
@@ -144,6 +145,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sparkline_tokens_per_s=spark,
     )
     summary = summarize_state(state) if state.ended else None
+    verdict = verdict_view(state, now)
     return RackSnapshot(
         t=now,
         run=run,
@@ -163,7 +165,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
         summary=summary,
         banner=end_banner(state, state_codes) if state.ended else "",
-        verdict=verdict_view(state, now),
+        verdict=verdict,
+        baseline=baseline_view(state, now, verdict.forecast) if state.config.baseline is not None else None,
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.core.alerts import Alert
+from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.run_info import RunInfo
@@ -189,3 +190,4 @@ class RackSnapshot:
     run_figures: RunFigures | None = None  # once ended: the headline figures over the whole run
     verdict: VerdictView | None = None  # the MLPerf verdict: forecast, rules, start-of-run check
     fleet: FleetTable | None = None  # one row per rack, for a run of more than one rack
+    baseline: BaselineView | None = None  # the run against its reference run (--baseline)
