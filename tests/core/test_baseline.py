@@ -17,31 +17,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.core.baseline_runs import finite_sum, measured_means, pct, record
 from tokenwatch.core import CoreConfig, RackCore, RackSnapshot, RunSummary
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline_compare import baseline_means_at, compare_summary
 from tokenwatch.core.baseline_freeze import freeze_summary
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.summary import NodeResult
-from tokenwatch.events import Event, Progress, ProgressBatch, RunStarted
-from tokenwatch.recording import RecordingWriter, read_events
+from tokenwatch.events import ProgressBatch
+from tokenwatch.recording import read_events
 from tokenwatch.runs.baseline import load_baseline
-from tokenwatch.sim.faults import parse_faults
 from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
 
 TIMES = (30.0, 95.0, 240.0, 300.0, 480.0, 600.0, 700.0)  # warm-up, a slow node, the drain, after the end
-
-
-def record(path: Path, seed: int, duration_s: float, faults: str = "") -> Path:
-    profile = load_profile("gb300-nvl72")
-    settings = SimSettings(
-        profile, seed=seed, duration_s=duration_s, faults=parse_faults(faults, profile.node_names())
-    )
-    with RecordingWriter(path, meta={"created": "2025-09-09T00:00:00+00:00"}) as writer:
-        for event in RackSimulation(settings).events():
-            writer.write(event)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -50,42 +38,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("baseline")
     run = record(folder / "run.jsonl", 2, 600.0, "node03:slow@1m-5m,node07:down@6m-7m")
     return run, record(folder / "base.jsonl", 1, 600.0)
-
-
-def measured_means(events: list[Event], t: float) -> dict[str, float]:
-    """Each node's tokens at ``t`` / (its last growth at or before ``t`` - its first report), from the
-    raw progress events (the published per-node figure, read at ``t``)."""
-    start = next(e for e in events if isinstance(e, RunStarted))
-    tokens = dict.fromkeys(start.nodes, 0)
-    first: dict[str, float] = {}
-    grew: dict[str, float] = {}
-    for event in events:
-        if event.t > t:
-            continue
-        rows: list[tuple[str, int | None]] = []
-        if isinstance(event, ProgressBatch):
-            rows = [
-                (start.nodes[i], int(k)) for i, k in zip(event.node_index, event.tokens_done, strict=True)
-            ]
-        elif isinstance(event, Progress):
-            rows = [(event.node, event.tokens_done)]
-        for name, done in rows:
-            first.setdefault(name, event.t)
-            if done is not None and done > tokens[name]:
-                tokens[name], grew[name] = done, event.t
-    out = {}
-    for name in start.nodes:
-        span = grew.get(name, math.nan) - first.get(name, math.nan)
-        out[name] = tokens[name] / span if span > 0 else math.nan
-    return out
-
-
-def pct(value: float, reference: float) -> float:
-    return (value / reference - 1.0) * 100.0
-
-
-def finite_sum(values: dict[str, float]) -> float:
-    return sum(v for v in values.values() if math.isfinite(v))
 
 
 def snapshots_at(run: Path, baseline: Baseline, times: tuple[float, ...]) -> dict[float, RackSnapshot]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenwatch.core import CoreConfig
+from tokenwatch.core.baseline import Baseline
 
 RunMode = Literal["sim", "replay", "live"]
 
@@ -34,6 +35,7 @@ class RunOptions:
     start_s: float = 0.0
     benchmark: str | None = None  # MLPerf rules for the verdict (None: the run's own)
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
+    baseline: Baseline | None = None  # --baseline, loaded and checked by the command (cli/baseline_option.py)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, mode: RunMode) -> RunOptions:
@@ -70,6 +72,8 @@ class RunOptions:
             config = dataclasses.replace(config, tpot_sla_s=self.tpot_sla_s)
         if self.benchmark is not None:
             config = dataclasses.replace(config, benchmark=self.benchmark)
+        if self.baseline is not None:
+            config = dataclasses.replace(config, baseline=self.baseline)
         return config
 
 

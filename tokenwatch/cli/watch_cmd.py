@@ -14,7 +14,21 @@ from tokenwatch.live.supervisor import LiveOptions
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.baseline_option import with_baseline
+    from tokenwatch.core.baseline import RunIdentity
+
     config = load_watch_config(args.config)
+    # The baseline first: a bad one is refused before anything is connected.
+    options = with_baseline(
+        RunOptions.from_args(args, "live"),
+        args,
+        RunIdentity(
+            scenario=config.run.scenario,
+            benchmark=args.benchmark or config.run.benchmark,
+            gpus_per_node=config.nodes.gpus_per_node if config.nodes else None,
+            duration_s=config.run.duration_s,
+        ),
+    )
     collector = build_collector(
         config,
         slurm_job=args.slurm_job,
@@ -22,7 +36,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         options=LiveOptions(stop_after_s=args.stop_after),
         warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"),
     )
-    return run_session(RunOptions.from_args(args, "live"), [collector], core_config=core_config(config))
+    return run_session(options, [collector], core_config=core_config(config))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
