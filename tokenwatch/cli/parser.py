@@ -87,7 +87,8 @@ def add_baseline_option(p: argparse.ArgumentParser) -> None:
         metavar="RUN",
         help="a reference run to compare with: a recording, a folder of MLPerf results, or sim:PROFILE "
         "(the simulator's expected run of a profile's published figures, e.g. sim:gb300-nvl72); another "
-        "scenario or benchmark is refused, another node count is a warning (nodes then matched by rank)",
+        "scenario or benchmark is refused, another node count, GPU count or node names a warning; nodes "
+        "are matched by name, or by rank when the runs share no names (the dashboard and summary say which)",
     )
 
 

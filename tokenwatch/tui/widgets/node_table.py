@@ -24,6 +24,7 @@ from textual.strip import Strip
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import NodeTable as NodeRows
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.events import FloatArray
 from tokenwatch.formatting import DASH, group
 from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.line_pass import LinePass
@@ -45,6 +46,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("now", "tok/s now", 10, 0),
     Column("mean", "tok/s mean", 10, 2),
     Column("delta", "Δ median", 8, 1),
+    Column("base", "vs base", 8, 2),  # only with --baseline: the node against its counterpart there
     Column("progress", "Prog", 5, 3),
     Column("power", "Power W", 8, 4),
     Column("sm", "SM MHz", 7, 6),
@@ -92,11 +94,14 @@ STATUS_LABEL = {
     "up": "● up",
     "finished": "✓ done",
 }
-_MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp")
+_MISSING_COLUMNS = ("now", "mean", "delta", "base", "progress", "power", "sm", "hbm", "temp")
 
 
-def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
-    """Row order by ``key``; missing values (NaN) always last, ties by node name."""
+def sort_order(
+    rows: NodeRows, key: str, descending: bool, vs_baseline: FloatArray | None = None
+) -> np.ndarray:
+    """Row order by ``key``; missing values (NaN) always last, ties by node name. ``vs_baseline``: each
+    node against the baseline in % (the ``base`` column; all missing without a baseline)."""
     n = len(rows.names)
     names_rank = np.argsort(np.argsort(np.array(rows.names, dtype=object)))
     if key == "node":
@@ -113,6 +118,7 @@ def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
             "sm": rows.sm_clock_mhz,
             "hbm": rows.hbm_used_mib,
             "temp": rows.temp_c,
+            "base": vs_baseline if vs_baseline is not None else np.full(n, np.nan),
         }[key]
         values = np.asarray(source, np.float64)
     missing = ~np.isfinite(values)
@@ -173,7 +179,10 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         if snap is None:
             return
         rows = snap.nodes
-        self._order = sort_order(rows, self.sort_key, self.descending)
+        base = snap.baseline
+        self._order = sort_order(
+            rows, self.sort_key, self.descending, base.node_delta_pct if base is not None else None
+        )
         self._position = np.empty(len(self._order), np.int64)
         self._position[self._order] = np.arange(len(self._order))
         self._spark_range = finite_range(rows.sparkline_tokens_per_s)
@@ -184,6 +193,8 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         title = next(c.title for c in COLUMNS if c.key == self.sort_key)
         self.border_subtitle = f"sorted by {title} {arrow} · s: next column"
         self.border_title = f"Nodes ({len(rows.names)})"
+        if base is not None and base.matched_by == "rank":  # said where the column is read
+            self.border_title += " · vs base: matched by rank"
 
     # ------------------------------------------------------------------ sorting
     def sort_by(self, key: str, descending: bool | None = None) -> None:
@@ -197,9 +208,13 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         self._move_to(0)  # a new order is read from the top; between sorts the cursor follows its node
 
     def cycle_sort(self) -> None:
-        """The next column, ascending (``s``)."""
-        i = SORT_KEYS.index(self.sort_key)
-        self.sort_by(SORT_KEYS[(i + 1) % len(SORT_KEYS)], descending=False)
+        """The next column, ascending (``s``); ``vs base`` only when there is a baseline."""
+        keys = SORT_KEYS if self._has_baseline() else tuple(k for k in SORT_KEYS if k != "base")
+        i = keys.index(self.sort_key) if self.sort_key in keys else -1
+        self.sort_by(keys[(i + 1) % len(keys)], descending=False)
+
+    def _has_baseline(self) -> bool:
+        return self.snapshot is not None and self.snapshot.baseline is not None
 
     def reverse_sort(self) -> None:
         self.sort_by(self.sort_key, descending=not self.descending)
@@ -271,14 +286,16 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # Columns fit the width as drawn (a scroll bar coming or going changes it without a resize).
-        self._columns = self._fit_columns(self.scrollable_content_region.width)
+        self._columns = self._fit_columns(self.scrollable_content_region.width, self._has_baseline())
         return super().render_lines(crop)
 
     @staticmethod
-    def _fit_columns(width: int) -> tuple[Column, ...]:
+    def _fit_columns(width: int, with_baseline: bool = False) -> tuple[Column, ...]:
         chosen: set[str] = set()
         used = 0
         for col in sorted(COLUMNS, key=lambda c: c.priority):
+            if col.key == "base" and not with_baseline:
+                continue
             if used + col.width + _GAP > width and col.priority > 0:
                 continue
             chosen.add(col.key)
@@ -308,18 +325,22 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
             segments.append(Segment(" " * _GAP, base))
         return Strip(segments).adjust_cell_length(width, base)
 
-    def _cells(self, rows: NodeRows, i: int, condition: str) -> dict[str, str]:
+    def _cells(self, snap: RackSnapshot, i: int, condition: str) -> dict[str, str]:
+        rows = snap.nodes
+
         def num(value: float, fmt: str = ",.0f") -> str:
             return format(value, fmt) if math.isfinite(value) else DASH
 
         delta = rows.delta_vs_median_pct[i]
         lo, hi = self._spark_range
+        base = snap.baseline.node_delta_pct[i] if snap.baseline is not None else math.nan
         return {
             "node": rows.names[i],
             "status": STATUS_LABEL[condition],
             "now": group(rows.tokens_per_s[i]),
             "mean": group(rows.mean_tokens_per_s[i]),
             "delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
+            "base": f"{round(base, 1) or 0.0:+.1f}%" if math.isfinite(base) else DASH,
             "progress": f"{rows.progress_pct[i]:.0f}%" if math.isfinite(rows.progress_pct[i]) else DASH,
             "power": num(rows.power_w[i]),
             "sm": num(rows.sm_clock_mhz[i]),
@@ -347,7 +368,7 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
             "up": pal.good,
             "finished": pal.good,
         }[condition]
-        cells = self._cells(rows, i, condition)
+        cells = self._cells(snap, i, condition)
         selected = rows.names[i] == self.cursor_node
         segments = []
         for col in self._columns:
@@ -360,6 +381,8 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
                 style = row_style + status_style
             elif col.key == "delta" and rows.straggler[i]:
                 style = row_style + pal.bad
+            elif col.key == "base" and snap.baseline is not None:
+                style = row_style + _baseline_style(pal, float(snap.baseline.node_delta_pct[i]))
             elif col.key == "trend":
                 style = row_style + (pal.warn if condition != "up" and condition != "finished" else pal.bar)
             elif col.key == "node":
@@ -377,3 +400,12 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
+
+
+def _baseline_style(pal: Palette, delta_pct: float) -> Style:
+    """Behind the baseline by more than its noise (2 %) in the warning colour, ahead of it good."""
+    if not math.isfinite(delta_pct):
+        return pal.muted
+    if delta_pct <= -2.0:
+        return pal.bad
+    return pal.good if delta_pct >= 2.0 else Style()
