@@ -67,6 +67,17 @@ def test_sim_and_replay_with_a_baseline_give_the_deltas_computed_from_both_recor
     assert result.stderr == ""  # same shape, same names: nothing to warn about
     lines = [line for line in result.stdout.splitlines() if re.match(r"\d\d:\d\d ", line)]
     assert all(" vs base " in line and " finish " in line for line in lines)
+    # The summary at the end is followed by the final figures compared, as summarize --baseline gives them.
+    section = result.stdout.split("Against the baseline", 1)[1].splitlines()
+    final_ours = measured_means(read_events(run)[0], math.inf)
+    final_theirs = measured_means(read_events(base)[0], math.inf)
+    total = next(line for line in section if line.startswith("Total aggregate"))
+    expected_total = pct(finite_sum(final_ours), finite_sum(final_theirs))
+    assert total.split()[-2:] == [f"{round(expected_total, 1) or 0.0:+.1f}", "%"]
+    node03_line = next(line for line in section if line.startswith("node03"))
+    assert float(node03_line.split()[-2]) == pytest.approx(
+        pct(final_ours["node03"], final_theirs["node03"]), abs=0.051
+    )
     records = jsonl(live)
     assert len(records) >= 10
     for rec in records:

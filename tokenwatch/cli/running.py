@@ -119,9 +119,16 @@ def run_session(
 
 
 def print_summary(core: RackCore, out: IO[str]) -> None:
-    """The run summary table (marked when the run was interrupted or has no end), if a run started."""
+    """The run summary table (marked when the run was interrupted or has no end), if a run started; with
+    ``--baseline``, the table ``summarize --baseline`` prints after it (the final figures compared)."""
     if core.started:
-        out.write("\n" + render_summary(core.summary()) + "\n")
+        summary = core.summary()
+        out.write("\n" + render_summary(summary) + "\n")
+        if core.config.baseline is not None:
+            from tokenwatch.core.baseline_compare import compare_summary
+            from tokenwatch.output.baseline_table import render_baseline
+
+            out.write("\n" + render_baseline(compare_summary(summary, core.config.baseline)) + "\n")
         out.flush()
 
 
