@@ -110,6 +110,11 @@ def test_after_the_end_the_live_figure_is_the_summaries_comparison(runs: tuple[P
     # The projected end is the run's own end once it has ended; the baseline's end is its last completion.
     assert view.end_s == pytest.approx(max(e.t for e in read_events(base)[0] if isinstance(e, ProgressBatch)))
     assert view.finish_gap_s == pytest.approx(view.projected_end_s - view.end_s)
+    # In words: later is +, earlier -, whole seconds (under one second either way reads +00:00).
+    cases = ((92.4, "+01:32"), (-92.4, "-01:32"), (-0.4, "+00:00"), (0.0, "+00:00"), (math.nan, "—"))
+    for gap, expected in cases:
+        text = dataclasses.replace(view, finish_gap_s=gap).finish_text()
+        assert text.startswith(f"finish {expected}, proj "), (gap, text)
 
 
 def test_a_coarse_baseline_series_is_read_between_its_points(tmp_path: Path) -> None:

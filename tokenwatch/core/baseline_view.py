@@ -83,7 +83,8 @@ class BaselineView:
         if self.refused:
             return ""
         gap = self.finish_gap_s
-        when = f"{'+' if gap >= 0 else '-'}{format_clock(abs(gap))}" if math.isfinite(gap) else DASH
+        clock = format_clock(abs(gap))  # whole seconds: under one second either way is +00:00, not -00:00
+        when = f"{'-' if gap < 0 and clock != '00:00' else '+'}{clock}" if math.isfinite(gap) else DASH
         return f"finish {when}, proj {signed_pct(self.projected_delta_pct)}"
 
 
