@@ -22,6 +22,7 @@ END_KEYS = {
     "gpus",
     "power_mean_w",
     "tokens_per_joule",
+    "energy_source",
     "nodes_finished",
 }
 AGGREGATE_KEYS = {
@@ -42,6 +43,8 @@ NODE_KEYS = {
     "sm_clock_mhz",
     "hbm_used_mib",
     "temp_c",
+    "tokens_per_joule",
+    "cause",
 }
 SPREAD_KEYS = {"max", "min", "mean", "median", "spread_pct", "nodes"}
 
@@ -153,7 +156,7 @@ def test_summarize_json_contract_matches_raw_counters(run_cli, name: str) -> Non
     assert spread["median"] == pytest.approx(np.median(whole), rel=1e-6)
     assert spread["spread_pct"] == pytest.approx((whole.max() - whole.min()) / whole.min() * 100, rel=1e-5)
     assert spread["covers"]["left_out"] == sorted(set(truth) - finished)
-    assert set(summary["power"]) == {"mean_w", "tokens_per_joule"}
+    assert set(summary["power"]) == {"mean_w", "tokens_per_joule", "energy_source"}
 
 
 def test_summarize_server_has_latency_percentiles(run_cli) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -12,28 +13,44 @@ from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, print_warnings
 from tokenwatch.output.summary_table import render_summary
 
+if TYPE_CHECKING:
+    from tokenwatch.core.baseline_compare import BaselineComparison
+    from tokenwatch.core.summary import RunSummary
+
 # Commands import what only they need: `summarize` must not pay for asyncio, YAML or the simulator.
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.baseline_option import start_identity, with_baseline
     from tokenwatch.cli.running import run_session
     from tokenwatch.cli.sim_settings import sim_settings
     from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
+    from tokenwatch.sim.rack_sim import RackSimulation
 
-    collector = SimulatorCollector(sim_settings(args), speed=args.speed)
-    profile_file = (args.profile,) if Path(args.profile).is_file() else ()
-    options = RunOptions.from_args(args, "sim", inputs=profile_file)
+    settings = sim_settings(args)
+    collector = SimulatorCollector(settings, speed=args.speed)
+    options = with_baseline(
+        RunOptions.from_args(args, "sim", inputs=(args.profile,) if Path(args.profile).is_file() else ()),
+        args,
+        lambda: start_identity(RackSimulation(settings).run_started(), args.benchmark),
+    )
     return run_session(options, [collector], created_epoch=SIM_EPOCH)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.baseline_option import recording_identity, with_baseline
     from tokenwatch.cli.running import run_session
     from tokenwatch.collectors.replay import ReplayPlayer
 
     # One player: the dashboard binds it to its session (pause, speed, seek); headless just plays.
     source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
-    return run_session(
+    options = with_baseline(
         RunOptions.from_args(args, "replay", inputs=(args.file,)),
+        args,
+        lambda: recording_identity(args.file, args.benchmark),
+    )
+    return run_session(
+        options,
         [source],
         after=lambda _: print_warnings(source.warnings),
         player=source,
@@ -54,11 +71,34 @@ def cmd_summarize(args: argparse.Namespace) -> int:
             raise UsageError("tokenwatch summarize: give one recording at a time")
         summary, warnings = summarize_recording(args.paths[0])
     print_warnings(warnings)
+    comparison = _baseline_comparison(args, summary, None if dirs else args.paths[0])
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(summary.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+        out = summary.to_json()
+        if comparison is not None:
+            out["baseline"] = comparison.to_json()
+        sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         sys.stdout.write(render_summary(summary) + "\n")
+        if comparison is not None:
+            from tokenwatch.output.baseline_table import render_baseline
+
+            sys.stdout.write("\n" + render_baseline(comparison) + "\n")
     return 0
+
+
+def _baseline_comparison(
+    args: argparse.Namespace, summary: RunSummary, recording: str | None
+) -> BaselineComparison | None:
+    """``--baseline``: the summary against the baseline's final figures (checked as a run's would be)."""
+    if args.baseline is None:
+        return None
+    from tokenwatch.cli.baseline_option import load_checked_baseline, run_identity_of
+
+    baseline = load_checked_baseline(args, run_identity_of(summary, recording))
+    assert baseline is not None
+    from tokenwatch.core.baseline_compare import compare_summary
+
+    return compare_summary(summary, baseline)
 
 
 def cmd_profiles(_args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenwatch.core import CoreConfig
+from tokenwatch.core.baseline import Baseline
 
 RunMode = Literal["sim", "replay", "live"]
 
@@ -37,6 +38,7 @@ class RunOptions:
     force: bool = False  # --force: --jsonl may overwrite an existing file
     inputs: tuple[str, ...] = ()  # files the run reads (recording, config, profile): never an output
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
+    baseline: Baseline | None = None  # --baseline, loaded and checked by the command (cli/baseline_option.py)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, mode: RunMode, inputs: tuple[str, ...] = ()) -> RunOptions:
@@ -76,6 +78,8 @@ class RunOptions:
             config = dataclasses.replace(config, tpot_sla_s=self.tpot_sla_s)
         if self.benchmark is not None:
             config = dataclasses.replace(config, benchmark=self.benchmark)
+        if self.baseline is not None:
+            config = dataclasses.replace(config, baseline=self.baseline)
         return config
 
 

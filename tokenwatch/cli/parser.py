@@ -80,6 +80,18 @@ def benchmark_arg(text: str) -> str:
     return text
 
 
+def add_baseline_option(p: argparse.ArgumentParser) -> None:
+    """``--baseline RUN`` (loaded and checked by cli/baseline_option.py)."""
+    p.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="a reference run to compare with: a recording, a folder of MLPerf results, or sim:PROFILE "
+        "(the simulator's expected run of a profile's published figures, e.g. sim:gb300-nvl72); another "
+        "scenario or benchmark is refused, another node count, GPU count or node names a warning; nodes "
+        "are matched by name, or by rank when the runs share no names (the dashboard and summary say which)",
+    )
+
+
 def add_output_options(p: argparse.ArgumentParser) -> None:
     """What every run command (sim, replay, watch) shares: where the snapshots go."""
     p.add_argument("--headless", action="store_true", help="no dashboard: one line per --interval on stdout")
@@ -137,6 +149,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         help="MLPerf benchmark whose rules the verdict applies, e.g. llama2-70b, llama3.1-405b, "
         "llama2-70b-interactive (default: the run's own: a sim profile's, a watch config's run.benchmark)",
     )
+    add_baseline_option(p)
 
 
 def build_parser() -> OneLineParser:
@@ -215,6 +228,7 @@ def build_parser() -> OneLineParser:
         help="result folders: GPUs behind each LoadGen summary where the submission's systems/*.json "
         "does not say (default: unknown, never assumed)",
     )
+    add_baseline_option(summarize)
 
     sub.add_parser("profiles", help="list the simulator profiles")
 
@@ -262,6 +276,7 @@ def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         help="capacity table profile (repeatable; replaces the defaults), e.g. 'RAG query=2500'",
     )
     _add_run_options(report)
+    add_baseline_option(report)
 
     export = sub.add_parser(
         "export",

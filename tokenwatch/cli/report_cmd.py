@@ -6,11 +6,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError, print_warnings
 from tokenwatch.runs.loading import load_run
 from tokenwatch.runs.run_data import RunData
+
+if TYPE_CHECKING:
+    from tokenwatch.core.baseline import Baseline
+    from tokenwatch.core.baseline_compare import BaselineComparison
 
 
 def _load(path: str, args: argparse.Namespace) -> RunData:
@@ -37,16 +42,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         workloads = tuple(parse_workload(w) for w in args.workload) if args.workload else DEFAULT_WORKLOADS
     except WorkloadError as exc:
         raise UsageError(f"--workload: {exc}") from None
+    if args.baseline is not None and len(args.runs) != 1:
+        raise UsageError("tokenwatch report: --baseline goes with one RUN (two RUNs are compared B / A)")
     out = Path(args.output)
-    check_outputs(args.runs, [Output("-o", args.output)], force=True)  # an input: refused before loading
+    # An input (a run, or the baseline) as the output: refused before loading anything.
+    baseline_file = [args.baseline] if args.baseline and not args.baseline.startswith("sim:") else []
+    check_outputs([*args.runs, *baseline_file], [Output("-o", args.output)], force=True)
     runs = [_load(p, args) for p in args.runs]
-    check_outputs(args.runs, [Output("-o", args.output)], force=args.force)
+    check_outputs([*args.runs, *baseline_file], [Output("-o", args.output)], force=args.force)
     for run in runs:
         print_warnings(list(run.warnings))
     if len(runs) == 1:
         from tokenwatch.report.run_report import render_run_report
 
-        html = render_run_report(runs[0], workloads)
+        html = render_run_report(runs[0], workloads, _baseline(args, runs[0]))
     else:
         from tokenwatch.report.compare_report import comparability_warnings, render_comparison
 
@@ -55,6 +64,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     _write_atomically(out, html)
     sys.stdout.write(f"wrote {out} ({len(html.encode()):,} bytes)\n")
     return 0
+
+
+def _baseline(args: argparse.Namespace, run: RunData) -> tuple[Baseline, BaselineComparison] | None:
+    """``--baseline``: loaded and checked as for a run (it may not be the -o file), and the comparison."""
+    if args.baseline is None:
+        return None
+    from tokenwatch.cli.baseline_option import load_checked_baseline, run_identity_of
+    from tokenwatch.core.baseline_compare import compare_summary
+
+    recording = run.provenance.path if run.provenance.kind == "recording" else None
+    baseline = load_checked_baseline(args, run_identity_of(run.summary, recording), [("-o", args.output)])
+    assert baseline is not None
+    return baseline, compare_summary(run.summary, baseline)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

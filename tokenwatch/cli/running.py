@@ -135,9 +135,17 @@ def run_session(
 
 def print_summary(session: Session, out: IO[str]) -> None:
     """The run summary table (marked when the run was interrupted or has no end, and when the recording
-    is partial), if a run started."""
-    if session.core.started:
-        out.write("\n" + render_summary(session.summary()) + "\n")
+    is partial), if a run started; with ``--baseline``, the table ``summarize --baseline`` prints after
+    it (the final figures compared)."""
+    core = session.core
+    if core.started:
+        summary = session.summary()
+        out.write("\n" + render_summary(summary) + "\n")
+        if core.config.baseline is not None:
+            from tokenwatch.core.baseline_compare import compare_summary
+            from tokenwatch.output.baseline_table import render_baseline
+
+            out.write("\n" + render_baseline(compare_summary(summary, core.config.baseline)) + "\n")
         out.flush()
 
 

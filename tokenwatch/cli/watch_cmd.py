@@ -17,9 +17,23 @@ from tokenwatch.live.supervisor import LiveOptions
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from tokenwatch.cli.baseline_option import with_baseline
+    from tokenwatch.core.baseline import RunIdentity
+
     options = RunOptions.from_args(args, "live", inputs=(args.config,))
     check_run_outputs(options)  # before connecting to anything
     config = load_watch_config(args.config)
+    # The baseline first: a bad one is refused before anything is connected.
+    options = with_baseline(
+        options,
+        args,
+        RunIdentity(
+            scenario=config.run.scenario,
+            benchmark=args.benchmark or config.run.benchmark,
+            gpus_per_node=config.nodes.gpus_per_node if config.nodes else None,
+            duration_s=config.run.duration_s,
+        ),
+    )
     collector = build_collector(
         config,
         slurm_job=args.slurm_job,

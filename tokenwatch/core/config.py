@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tokenwatch.core.baseline import Baseline
 from tokenwatch.events import NODE_STATES, NodeState
 from tokenwatch.mlperf.pace import Assumptions
 
@@ -56,3 +57,6 @@ class CoreConfig:
     benchmark: str | None = None
     verdict_interval_s: float = 10.0
     forecast: Assumptions = field(default_factory=Assumptions)
+    # A reference run to compare with at every snapshot (``--baseline``, issue 13); immutable, shared by
+    # every copy of the core.
+    baseline: Baseline | None = None

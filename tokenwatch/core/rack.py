@@ -36,6 +36,7 @@ from tokenwatch.events import (
 )
 
 if TYPE_CHECKING:
+    from tokenwatch.core.baseline import Baseline
     from tokenwatch.core.run_info import RunInfo
     from tokenwatch.core.snapshot import RackSnapshot
 
@@ -220,6 +221,15 @@ class RackCore:
         """Pickled (a replay's compact keyframe), a core carries its state, not its interval callbacks:
         they belong to this process's observers, like :meth:`clone`'s."""
         return {**self.__dict__, "_callbacks": []}
+
+    def as_baseline(self, name: str, source: str) -> Baseline:
+        """The run so far, frozen as a reference for another run (``--baseline``). Raises ValueError before
+        the run start."""
+        if self._state is None:
+            raise ValueError("no run in the stream: the recording holds no run start")
+        from tokenwatch.core.baseline_freeze import freeze_state
+
+        return freeze_state(self._state, name, source)
 
     def clone(self) -> RackCore:
         """An independent copy of the state, without the interval callbacks (a replay's keyframe)."""

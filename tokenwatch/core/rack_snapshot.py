@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule
 from tokenwatch.core.fleet import fleet_table
@@ -159,6 +160,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
     )
     summary = summarize_state(state) if state.ended else None
+    verdict = verdict_view(state, now, power_w)
     snap = RackSnapshot(
         t=now,
         run=run,
@@ -178,7 +180,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
         summary=summary,
         banner=end_banner(state, state_codes) if state.ended else "",
-        verdict=verdict_view(state, now, power_w),
+        verdict=verdict,
+        baseline=baseline_view(state, now, verdict.forecast) if state.config.baseline is not None else None,
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
         fleet=fleet_table(state, nodes, state_codes, now),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tokenwatch.core.alerts import Alert
+from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
@@ -205,3 +206,4 @@ class RackSnapshot:
     fleet: FleetTable | None = None  # one row per rack, for a run of more than one rack
     # The GPUs' power-limit changes so far, oldest first (core/power_limits.py): the timelines mark them.
     power_limit_changes: tuple[PowerLimitChange, ...] = ()
+    baseline: BaselineView | None = None  # the run against its reference run (--baseline)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import spread_json
@@ -73,6 +74,8 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
         ],
         "verdict": None if snap.verdict is None else verdict_json(snap.verdict),
     }
+    if snap.baseline is not None:  # only with --baseline: the golden contracts without one are unchanged
+        out["baseline"] = baseline_json(snap.baseline, nodes.names)
     figures = snap.run_figures
     if snap.ended and figures is not None:
         out["end"] = {
@@ -89,3 +92,20 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
         if snap.summary is not None and snap.summary.energy_source:
             out["end"]["energy_source"] = snap.summary.energy_source
     return out
+
+
+def baseline_json(view: BaselineView, names: tuple[str, ...]) -> dict[str, Any]:
+    """The run against its baseline at the record's run time (``--baseline``); ``names``: the run's nodes."""
+    return {
+        "name": view.name,
+        "tokens_per_s": _num(view.baseline_tokens_per_s),
+        "delta_pct": _num(view.delta_pct),
+        "matched_by": view.matched_by,
+        "refused": view.refused or None,
+        "projected_delta_pct": _num(view.projected_delta_pct),
+        "finish_gap_s": _num(view.finish_gap_s),
+        "nodes": [
+            {"name": name, "baseline_node": other or None, "delta_pct": _num(view.node_delta_pct[i])}
+            for i, (name, other) in enumerate(zip(names, view.counterpart, strict=True))
+        ],
+    }

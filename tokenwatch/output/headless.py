@@ -34,6 +34,9 @@ def human_line(snap: RackSnapshot) -> str:
     ]
     if snap.verdict is not None:
         parts.append(verdict_part(snap))
+    if snap.baseline is not None:  # --baseline: the run against its reference at this run time
+        view = snap.baseline
+        parts.append(view.headline() if view.refused else f"vs base {view.delta_text()} {view.finish_text()}")
     line = "  ".join(parts)
     if figures is not None:
         line = f"{line}  run figures; {printable(snap.banner)}"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tokenwatch.core.capacity import DEFAULT_WORKLOADS, Workload, capacity
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group
+from tokenwatch.report.baseline_section import baseline_section
 from tokenwatch.report.cause_section import cause_section
 from tokenwatch.report.page import cards, note, page, section, table, warning_box
 from tokenwatch.report.run_sections import (
@@ -21,6 +23,10 @@ from tokenwatch.report.run_sections import (
 )
 from tokenwatch.report.verdict_section import verdict_section
 from tokenwatch.runs.run_data import RunData
+
+if TYPE_CHECKING:
+    from tokenwatch.core.baseline import Baseline
+    from tokenwatch.core.baseline_compare import BaselineComparison
 
 MAX_WARNINGS_SHOWN = 20
 
@@ -145,7 +151,13 @@ def provenance_section(run: RunData) -> str:
     return section("provenance", "Provenance", f'<dl class="prov" id="provenance-list">{body}</dl>')
 
 
-def render_run_report(run: RunData, workloads: Sequence[Workload] = DEFAULT_WORKLOADS) -> str:
+def render_run_report(
+    run: RunData,
+    workloads: Sequence[Workload] = DEFAULT_WORKLOADS,
+    baseline: tuple[Baseline, BaselineComparison] | None = None,
+) -> str:
+    """``baseline``: the reference (``--baseline``) and the run's comparison with it: a section after the
+    summary, and its line on the throughput chart."""
     warnings = [warning_box(w) for w in run.warnings[:MAX_WARNINGS_SHOWN]]
     if len(run.warnings) > MAX_WARNINGS_SHOWN:
         warnings.append(warning_box(f"... and {len(run.warnings) - MAX_WARNINGS_SHOWN} more warnings"))
@@ -153,8 +165,9 @@ def render_run_report(run: RunData, workloads: Sequence[Workload] = DEFAULT_WORK
         *warnings,
         headline_cards(run),
         summary_section(run),
+        *([baseline_section(baseline[1])] if baseline is not None else []),
         verdict_section(run),
-        throughput_section(run),
+        throughput_section(run, baseline[0] if baseline is not None else None),
         spread_section(run),
         gpu_section(run),
         power_section(run),

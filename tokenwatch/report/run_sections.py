@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from tokenwatch.report.charts import (
 )
 from tokenwatch.report.page import figure, note, section, table
 from tokenwatch.runs.run_data import RunData
+
+if TYPE_CHECKING:
+    from tokenwatch.core.baseline import Baseline
 
 MAX_NODE_LINES = 36  # beyond this, per-node lines become quantile bands
 MAX_HEATMAP_GPU_ROWS = 576  # beyond this, one heatmap row per node (mean of its GPUs)
@@ -47,7 +51,7 @@ def unavailable(section_id: str, title: str, why: str) -> str:
     return section(section_id, title, note(why))
 
 
-def throughput_section(run: RunData) -> str:
+def throughput_section(run: RunData, baseline: Baseline | None = None) -> str:
     h = run.history
     if h is None or h.points < 2:
         return unavailable(
@@ -58,10 +62,16 @@ def throughput_section(run: RunData) -> str:
         )
     t = minutes(h.times)
     steady = run.snapshot.timeline.steady_mean_tokens_per_s if run.snapshot else math.nan
+    rack_lines = [Line("rack aggregate (tokens/s)", t, h.rack_tokens_per_s, "s0", 2.5)]
+    if baseline is not None and baseline.has_series:  # --baseline: its rack at the same run time
+        rack_lines.append(
+            Line(f"baseline: {baseline.name}", minutes(baseline.times), baseline.rack_tokens_per_s, "s3", 2.0,
+                 dashed=True)
+        )  # fmt: skip
     aggregate = line_chart(
         "Rack aggregate tokens/s over time",
         Frame(TIME_AXIS, "tokens/s", x_fmt=_min_label),
-        [Line("rack aggregate (tokens/s)", t, h.rack_tokens_per_s, "s0", 2.5)],
+        rack_lines,
         [RefLine(steady, f"steady-state mean: {group(steady)} tok/s")] if math.isfinite(steady) else [],
     )
     means = np.array([n.tokens_per_s for n in run.summary.nodes], dtype=np.float64)

@@ -25,14 +25,16 @@ _SUMMARY_GPU_METRICS = ("power_w", "energy_j")  # energy: the GPUs' counters, wh
 
 
 def ingest_recording(
-    path: str | Path, *, summary_only: bool = False, until_s: float = math.inf
+    path: str | Path, *, summary_only: bool = False, until_s: float = math.inf, power_only: bool = False
 ) -> tuple[RackCore, RecordingReader]:
     """The core after every event of the recording with ``t <= until_s`` (the reader keeps the warnings).
 
-    ``summary_only`` builds the lighter core that ``summarize`` needs: no live view, GPU power only.
+    ``summary_only`` builds the lighter core that ``summarize`` needs: no live view, GPU power only;
+    ``power_only`` keeps the live view (the series) but decodes GPU power only (a baseline's load).
     """
+    light = summary_only or power_only
     try:
-        reader = RecordingReader(path, gpu_metrics=_SUMMARY_GPU_METRICS if summary_only else GPU_METRICS)
+        reader = RecordingReader(path, gpu_metrics=_SUMMARY_GPU_METRICS if light else GPU_METRICS)
     except RecordingFormatError as exc:
         raise RunLoadError(str(exc)) from None
     core = RackCore(_SUMMARY_CONFIG) if summary_only else RackCore()

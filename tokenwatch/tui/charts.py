@@ -115,3 +115,19 @@ def log_ticks(lo: float, hi: float) -> list[tuple[float, bool]]:
             if lo <= value <= hi:
                 ticks.append((value, mantissa == 1))
     return ticks
+
+
+def line_over_bars(row: str, on_line: Sequence[bool] | np.ndarray) -> list[tuple[str, int]]:
+    """A chart row with a second series drawn as a line through the cells ``on_line``, as pieces to style:
+    kind 0 the row as it is, 1 ``─`` over an empty or partly filled cell, 2 ``─`` across a full bar cell
+    (to draw on the bar's colour). Consecutive cells of one kind are one piece."""
+    kinds = [0 if not on_line[c] else 2 if ch == "█" else 1 for c, ch in enumerate(row)]
+    pieces: list[tuple[str, int]] = []
+    start = 0
+    for c in range(1, len(row) + 1):
+        if c < len(row) and kinds[c] == kinds[start]:
+            continue
+        kind = kinds[start]
+        pieces.append((row[start:c] if kind == 0 else "─" * (c - start), kind))
+        start = c
+    return pieces

@@ -3,7 +3,8 @@
 The core's fine log buckets are re-binned by the core (:func:`tokenwatch.core.views.display_histogram`)
 onto one bucket per character column; this widget only places them. The axis has a tick at every
 decade (and at the 2s and 5s where there is room), labelled where the label fits. ``l`` or a click on a
-metric's name switches metric.
+metric's name switches metric. With ``--baseline``, the baseline's histogram (scaled to the run's count, on
+the same axis) is a line over the columns (``─``), its p99 in the legend.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import math
 import textwrap
 
 import numpy as np
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import RenderResult
 from textual.widget import Widget
 
+from tokenwatch.core.baseline_display import overlay_histogram
+from tokenwatch.core.baseline_view import BaselineLatency
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.core.views import display_histogram
 from tokenwatch.events import LATENCY_METRICS, LatencyMetric
@@ -124,14 +128,29 @@ class LatencyHistogram(Widget):
             f" n={group(stats.count)}  mean {seconds_ms(stats.mean)}  max {seconds_ms(stats.max)}",
             style=pal.muted,
         )
+        reference = snap.baseline.latency.get(self.metric) if snap.baseline is not None else None
+        if reference is not None and reference.count:
+            text.append(f"  ─ baseline p99 {seconds_ms(reference.p99)}", style=pal.text)
         text.append("\n")
-        self._chart(text, pal, stats, sla, width, max(1, height - 5))
+        self._chart(text, pal, stats, sla, width, max(1, height - 5), reference)
         return text
 
     def _chart(
-        self, text: Text, pal: Palette, stats: LatencyStats, sla: float, width: int, rows: int
+        self,
+        text: Text,
+        pal: Palette,
+        stats: LatencyStats,
+        sla: float,
+        width: int,
+        rows: int,
+        reference: BaselineLatency | None = None,
     ) -> None:
-        hist = display_histogram(stats, max(4, width), include_s=(sla,) if math.isfinite(sla) else ())
+        include = (sla,) if math.isfinite(sla) else ()
+        ref_counts = None
+        if reference is not None and reference.count:
+            hist, ref_counts = overlay_histogram(stats, reference, max(4, width), include)
+        else:
+            hist = display_histogram(stats, max(4, width), include_s=include)
         lo, hi = math.log10(hist.edges_s[0]), math.log10(hist.edges_s[-1])
         bins = len(hist.counts)
 
@@ -159,10 +178,19 @@ class LatencyHistogram(Widget):
         text.append("\n")
         counts = hist.counts
         top = float(counts.max()) if counts.size else 1.0
+        if ref_counts is not None and ref_counts.size:
+            top = max(top, float(ref_counts.max()))
         chart = column_rows(np.where(counts > 0, counts, np.nan), 0.0, top or 1.0, rows)
-        for line in chart:
+        ref_rows = np.full(len(counts), -1)
+        if ref_counts is not None:  # the row the baseline's column reaches (the bar's own rounding)
+            levels = np.round(ref_counts / (top or 1.0) * rows * 8)
+            ref_rows = np.where(levels >= 1, rows - 1 - (levels - 1) // 8, -1).astype(int)
+        across = pal.text + Style(bgcolor=pal.bar.color)
+        for r, line in enumerate(chart):
             for c, ch in enumerate(line):
-                if ch == " " and c in markers:
+                if ref_rows[c] == r:  # the baseline's line: across a full bar on the bar's colour
+                    text.append("─", style=across if ch == "█" else pal.text)
+                elif ch == " " and c in markers:
                     _, style, glyph = markers[c]
                     text.append(glyph, style=style)
                 elif c in markers and markers[c][0] == "SLA":

@@ -25,6 +25,7 @@ from tokenwatch.core.energy import SOURCE_MARK, SOURCE_WORDS
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import NodeTable as NodeRows
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.events import FloatArray
 from tokenwatch.formatting import DASH, group, printable
 from tokenwatch.tui.charts import sparkline
 from tokenwatch.tui.line_pass import LinePass
@@ -46,6 +47,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("now", "tok/s now", 10, 0),
     Column("mean", "tok/s mean", 10, 2),
     Column("delta", "Δ median", 8, 1),
+    Column("base", "vs base", 8, 2),  # only with --baseline: the node against its counterpart there
     Column("progress", "Prog", 5, 3),
     Column("power", "Power W", 8, 4),
     Column("sm", "SM MHz", 7, 6),
@@ -95,7 +97,7 @@ STATUS_LABEL = {
     "up": "● up",
     "finished": "✓ done",
 }
-_MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp", "tpj")
+_MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp", "tpj", "base")
 
 
 def tokens_per_joule_cell(rows: NodeRows, i: int) -> str:
@@ -107,8 +109,11 @@ def tokens_per_joule_cell(rows: NodeRows, i: int) -> str:
     return f"{rows.tokens_per_joule[i]:.2f}{SOURCE_MARK.get(source, '')}"
 
 
-def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
-    """Row order by ``key``; missing values (NaN) always last, ties by node name."""
+def sort_order(
+    rows: NodeRows, key: str, descending: bool, vs_baseline: FloatArray | None = None
+) -> np.ndarray:
+    """Row order by ``key``; missing values (NaN) always last, ties by node name. ``vs_baseline``: each
+    node against the baseline in % (the ``base`` column; all missing without a baseline)."""
     n = len(rows.names)
     names_rank = np.argsort(np.argsort(np.array(rows.names, dtype=object)))
     if key == "node":
@@ -126,6 +131,7 @@ def sort_order(rows: NodeRows, key: str, descending: bool) -> np.ndarray:
             "hbm": rows.hbm_used_mib,
             "temp": rows.temp_c,
             "tpj": rows.tokens_per_joule if len(rows.tokens_per_joule) else np.full(n, np.nan),
+            "base": vs_baseline if vs_baseline is not None else np.full(n, np.nan),
         }[key]
         values = np.asarray(source, np.float64)
     missing = ~np.isfinite(values)
@@ -186,7 +192,10 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         if snap is None:
             return
         rows = snap.nodes
-        self._order = sort_order(rows, self.sort_key, self.descending)
+        base = snap.baseline
+        self._order = sort_order(
+            rows, self.sort_key, self.descending, base.node_delta_pct if base is not None else None
+        )
         self._position = np.empty(len(self._order), np.int64)
         self._position[self._order] = np.arange(len(self._order))
         self._spark_range = finite_range(rows.sparkline_tokens_per_s)
@@ -199,6 +208,8 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         energy = f" · tok/J {SOURCE_MARK[source]} {SOURCE_WORDS[source]}" if source in SOURCE_MARK else ""
         self.border_subtitle = f"sorted by {title} {arrow} · s: next column{energy}"
         self.border_title = f"Nodes ({len(rows.names)})"
+        if base is not None and base.matched_by == "rank":  # said where the column is read
+            self.border_title += " · vs base: matched by rank"
 
     # ------------------------------------------------------------------ sorting
     def sort_by(self, key: str, descending: bool | None = None) -> None:
@@ -212,9 +223,13 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         self._move_to(0)  # a new order is read from the top; between sorts the cursor follows its node
 
     def cycle_sort(self) -> None:
-        """The next column, ascending (``s``)."""
-        i = SORT_KEYS.index(self.sort_key)
-        self.sort_by(SORT_KEYS[(i + 1) % len(SORT_KEYS)], descending=False)
+        """The next column, ascending (``s``); ``vs base`` only when there is a baseline."""
+        keys = SORT_KEYS if self._has_baseline() else tuple(k for k in SORT_KEYS if k != "base")
+        i = keys.index(self.sort_key) if self.sort_key in keys else -1
+        self.sort_by(keys[(i + 1) % len(keys)], descending=False)
+
+    def _has_baseline(self) -> bool:
+        return self.snapshot is not None and self.snapshot.baseline is not None
 
     def reverse_sort(self) -> None:
         self.sort_by(self.sort_key, descending=not self.descending)
@@ -288,17 +303,21 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         # Columns fit the width as drawn (a scroll bar coming or going changes it without a resize).
         snap = self.snapshot
         explaining = snap is not None and any(snap.nodes.cause_text)
-        self._columns = self._fit_columns(self.scrollable_content_region.width, explaining)
+        self._columns = self._fit_columns(
+            self.scrollable_content_region.width, explaining, self._has_baseline()
+        )
         return super().render_lines(crop)
 
     @staticmethod
-    def _fit_columns(width: int, explaining: bool = False) -> tuple[Column, ...]:
+    def _fit_columns(width: int, explaining: bool = False, with_baseline: bool = False) -> tuple[Column, ...]:
         """The columns that fit, the most needed first. The cause column is among the first while some
         node has a hint to show, and the last otherwise (an empty column would push out progress and
-        power on a narrow screen)."""
+        power on a narrow screen); the baseline's column only with a baseline."""
         chosen: set[str] = set()
         used = 0
         for col in sorted(COLUMNS, key=lambda c: c.priority if c.key != "cause" or explaining else 99):
+            if col.key == "base" and not with_baseline:
+                continue
             if used + col.width + _GAP > width and col.priority > 0:
                 continue
             chosen.add(col.key)
@@ -328,19 +347,23 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
             segments.append(Segment(" " * _GAP, base))
         return Strip(segments).adjust_cell_length(width, base)
 
-    def _cells(self, rows: NodeRows, i: int, condition: str) -> dict[str, str]:
+    def _cells(self, snap: RackSnapshot, i: int, condition: str) -> dict[str, str]:
+        rows = snap.nodes
+
         def num(value: float, fmt: str = ",.0f") -> str:
             return format(value, fmt) if math.isfinite(value) else DASH
 
         delta = rows.delta_vs_median_pct[i]
         lo, hi = self._spark_range
         cause = rows.causes[i] if rows.causes else None
+        base = snap.baseline.node_delta_pct[i] if snap.baseline is not None else math.nan
         return {
             "node": printable(rows.names[i]),
             "status": STATUS_LABEL[condition],
             "now": group(rows.tokens_per_s[i]),
             "mean": group(rows.mean_tokens_per_s[i]),
             "delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
+            "base": f"{round(base, 1) or 0.0:+.1f}%" if math.isfinite(base) else DASH,
             "progress": f"{rows.progress_pct[i]:.0f}%" if math.isfinite(rows.progress_pct[i]) else DASH,
             "power": num(rows.power_w[i]),
             "sm": num(rows.sm_clock_mhz[i]),
@@ -370,7 +393,7 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
             "up": pal.good,
             "finished": pal.good,
         }[condition]
-        cells = self._cells(rows, i, condition)
+        cells = self._cells(snap, i, condition)
         selected = rows.names[i] == self.cursor_node
         segments = []
         for col in self._columns:
@@ -385,6 +408,8 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
                 style = row_style + pal.bad
             elif col.key == "cause":
                 style = row_style + pal.warn
+            elif col.key == "base" and snap.baseline is not None:
+                style = row_style + _baseline_style(pal, float(snap.baseline.node_delta_pct[i]))
             elif col.key == "trend":
                 style = row_style + (pal.warn if condition != "up" and condition != "finished" else pal.bar)
             elif col.key == "node":
@@ -402,3 +427,12 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
+
+
+def _baseline_style(pal: Palette, delta_pct: float) -> Style:
+    """Behind the baseline by more than its noise (2 %) in the warning colour, ahead of it good."""
+    if not math.isfinite(delta_pct):
+        return pal.muted
+    if delta_pct <= -2.0:
+        return pal.bad
+    return pal.good if delta_pct >= 2.0 else Style()

@@ -23,6 +23,8 @@ from tokenwatch.tui.widgets.progress_line import ProgressLine, RunProgress
 from tokenwatch.tui.widgets.stat_columns import StatColumns
 from tokenwatch.tui.widgets.verdict_badge import VerdictBadge
 
+_WIDE_BASELINE = 110  # columns from which the header says the baseline in full (time, finish gap)
+
 
 class RunHeader(Widget):
     """Set ``badge`` (``SIM x10``, ``LIVE``, ``REPLAY x30``) and ``snapshot``; the header does the rest."""
@@ -50,6 +52,10 @@ class RunHeader(Widget):
     RunHeader #rate { margin-right: 1; }
     RunHeader #rate-unit { width: 7; color: $text-muted; }
     RunHeader #stats { width: 1fr; }
+    RunHeader #progress-row { height: 1; }
+    RunHeader #progress { width: 1fr; }
+    RunHeader #vs-baseline { width: auto; margin-left: 2; display: none; }
+    RunHeader #vs-baseline.-shown { display: block; }
     """
 
     snapshot: reactive[RackSnapshot | None] = reactive(None, always_update=True)
@@ -69,7 +75,9 @@ class RunHeader(Widget):
             yield BigFigure("-", id="rate")
             yield Static("tok/s\nnow", id="rate-unit")
             yield StatColumns(id="stats")
-        yield ProgressLine(id="progress")
+        with Horizontal(id="progress-row"):
+            yield ProgressLine(id="progress")
+            yield Static("", id="vs-baseline")  # --baseline: the run against it, and the finish gap
 
     def watch_badge(self) -> None:
         self._sync_badge()
@@ -119,6 +127,29 @@ class RunHeader(Widget):
             snap.t, snap.run.nominal_duration_s, snap.progress_pct, snap.eta_s, snap.ended, end_word
         )
         self.query_one(VerdictBadge).show(snap)
+        self._show_baseline(snap)
+
+    def _show_baseline(self, snap: RackSnapshot) -> None:
+        """``vs baseline -2.1 % at 41:07 · finish +01:32, proj -1.8 %`` (the core's words and figures)."""
+        view = snap.baseline
+        widget = self.query_one("#vs-baseline", Static)
+        widget.set_class(view is not None, "-shown")
+        if view is None:
+            return
+        pal = palette(self.app)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if view.refused:
+            text.append(view.headline(), style=pal.warn)
+        else:
+            delta = view.delta_pct
+            style = pal.bad if delta <= -1.0 else pal.good if delta >= 1.0 else pal.text
+            wide = self.size.width >= _WIDE_BASELINE
+            text.append("vs baseline " if wide else "vs base ", style=pal.muted)
+            text.append(view.delta_text(), style=style + Style(bold=True))
+            if wide:  # narrow screens keep the delta and leave the progress bar some room
+                text.append(f" at {format_clock(view.t)}", style=pal.muted)
+                text.append(f" · {view.finish_text()}", style=pal.text)
+        self._set("#vs-baseline", text)
 
     def _figures(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
         """While the run goes: the figures of now (the last window), beside the run's mean so far."""

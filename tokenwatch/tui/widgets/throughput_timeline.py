@@ -1,9 +1,12 @@
-"""Aggregate tokens/s over the whole run so far, on the run's nominal time axis, steady mean marked."""
+"""Aggregate tokens/s over the whole run so far, on the run's nominal time axis, steady mean marked; with
+``--baseline``, the baseline's aggregate at the same run time as a line over the bars (``─``)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+from rich.style import Style
 from rich.text import Text
 from textual.app import RenderResult
 from textual.reactive import reactive
@@ -11,8 +14,9 @@ from textual.widget import Widget
 
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.events import FloatArray
 from tokenwatch.formatting import format_clock, group, si
-from tokenwatch.tui.charts import column_rows, pick_columns
+from tokenwatch.tui.charts import column_rows, line_over_bars, pick_columns
 from tokenwatch.tui.palette import palette
 
 _AXIS = 7  # y-axis label width
@@ -43,14 +47,15 @@ class ThroughputTimeline(Widget):
         self.border_title = "Throughput · tok/s"
 
     def watch_snapshot(self, snap: RackSnapshot | None) -> None:
+        parts = []
         if snap is not None and math.isfinite(snap.timeline.steady_mean_tokens_per_s):
-            self.border_subtitle = f"steady mean {group(snap.timeline.steady_mean_tokens_per_s)} tok/s"
-        else:
-            self.border_subtitle = ""
+            parts.append(f"steady mean {group(snap.timeline.steady_mean_tokens_per_s)} tok/s")
+        if snap is not None and snap.baseline is not None and len(snap.baseline.timeline_times):
+            parts.append(f"─ baseline {snap.baseline.name}")
         if snap is not None and snap.power_limit_changes:  # marked ▲ on the time axis
             last = snap.power_limit_changes[-1]
-            change = f"▲ power limit {'▼' if last.lowered else '▲'} {last.node} {format_clock(last.t)}"
-            self.border_subtitle = f"{self.border_subtitle} · {change}" if self.border_subtitle else change
+            parts.append(f"▲ power limit {'▼' if last.lowered else '▲'} {last.node} {format_clock(last.t)}")
+        self.border_subtitle = " · ".join(parts)
 
     def render(self) -> RenderResult:
         snap = self.snapshot
@@ -63,11 +68,17 @@ class ThroughputTimeline(Widget):
         nominal = snap.run.nominal_duration_s or 0.0
         t_end = max(nominal, float(line.times[-1]))
         columns = pick_columns(line.times, line.tokens_per_s, 0.0, t_end, chart_w)
-        _, hi = finite_range(line.tokens_per_s)
+        reference = self._baseline_columns(snap, t_end, chart_w)
+        _, hi = finite_range(line.tokens_per_s, reference)
         hi = hi * 1.15 if math.isfinite(hi) and hi > 0 else 1.0  # head room: the mean row sits below the top
         rows = column_rows(columns, 0.0, hi, chart_h)
         mean = line.steady_mean_tokens_per_s
         mean_row = chart_h - 1 - int(mean / hi * chart_h) if math.isfinite(mean) else -1
+        # The baseline's row in each column (-1: none): the same rounding as the mean's row.
+        with np.errstate(invalid="ignore"):
+            ref_rows = np.where(
+                np.isfinite(reference), chart_h - 1 - np.floor(reference / hi * chart_h), -1
+            ).astype(np.int64)
         text = Text(no_wrap=True, overflow="crop")
         for r, row in enumerate(rows):
             if r == mean_row:
@@ -81,9 +92,14 @@ class ThroughputTimeline(Widget):
             text.append(f"{label:>{_AXIS}}", style=pal.accent if r == mean_row else pal.muted)
             text.append("▕", style=pal.muted)
             if r == mean_row:  # the steady mean: a dashed line over empty cells, accent-coloured bar tops
-                text.append(row.replace(" ", "╌"), style=pal.accent)
+                row, style = row.replace(" ", "╌"), pal.accent
             else:
-                text.append(row, style=pal.bar)
+                style = pal.bar
+            on_row = ref_rows == r
+            if on_row.any():
+                _append_with_line(text, row, on_row, style, pal.text)
+            else:
+                text.append(row, style=style)
             text.append("\n")
         text.append(" " * (_AXIS + 1))
         axis = self._time_axis(t_end, chart_w)
@@ -93,6 +109,14 @@ class ThroughputTimeline(Widget):
         for col, ch in enumerate(axis if marks else ""):
             text.append("▲" if col in marks else ch, style=pal.warn if col in marks else pal.muted)
         return text
+
+    @staticmethod
+    def _baseline_columns(snap: RackSnapshot, t_end: float, width: int) -> FloatArray:
+        """The baseline's rack tokens/s per column (NaN where it has none), on the run's axis."""
+        view = snap.baseline
+        if view is None or not len(view.timeline_times):
+            return np.full(width, np.nan)
+        return pick_columns(view.timeline_times, view.timeline_tokens_per_s, 0.0, t_end, width)
 
     @staticmethod
     def _time_axis(t_end: float, width: int) -> str:
@@ -106,3 +130,10 @@ class ThroughputTimeline(Widget):
                 continue
             axis[pos : pos + len(label)] = label
         return "".join(axis)
+
+
+def _append_with_line(text: Text, row: str, on_line: np.ndarray, style: Style, line_style: Style) -> None:
+    """``row`` with the baseline's line through the cells ``on_line`` (across a full bar on its colour)."""
+    across = line_style + Style(bgcolor=style.color)
+    for piece, kind in line_over_bars(row, on_line):
+        text.append(piece, style=style if kind == 0 else line_style if kind == 1 else across)
