@@ -23,6 +23,12 @@ from pathlib import Path
 from typing import Protocol
 
 from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.collectors.replay_index import (
+    IndexedKeyframe,
+    IndexedKeyframes,
+    UnusableIndexError,
+    open_keyframes,
+)
 from tokenwatch.collectors.replay_keyframes import Keyframe, Keyframes, freeze, thaw
 from tokenwatch.collectors.replay_tape import ReplayTape
 from tokenwatch.core import CoreConfig, RackCore
@@ -71,12 +77,16 @@ class ReplayPlayer:
         clock: Clock | None = None,
         keyframe_every_s: float = KEYFRAME_EVERY_S,
         keyframe_budget_bytes: int = KEYFRAME_BUDGET_BYTES,
+        index: bool = False,
     ) -> None:
+        """``index``: once bound, keep keyframes in ``<recording>.twidx`` (see replay_index), not memory."""
         self.path = Path(path)
         self._tape = ReplayTape(self.path)  # reads the header now: a bad file is reported up front
         self.pacer = Pacer(clock or MonotonicClock(), max(0.0, speed))
         self.pacer.paused = paused
-        self._keyframes = Keyframes(keyframe_every_s, keyframe_budget_bytes)
+        self._keyframes: Keyframes | IndexedKeyframes = Keyframes(keyframe_every_s, keyframe_budget_bytes)
+        self._keyframe_budget_bytes = keyframe_budget_bytes
+        self._use_index = index
         self.message = ""  # the latest thing the engineer should know (e.g. why a seek was refused)
         self._host: PlaybackHost | None = None
         self._config: CoreConfig | None = None
@@ -99,6 +109,33 @@ class ReplayPlayer:
         self._host = host
         self._config = host.core.config
         host.stop_on_run_end = False  # the end of the run is not the end of the replay
+        if self._use_index:
+            indexed, warning = open_keyframes(self.path, self._config)
+            if indexed is not None:
+                self._keyframes = indexed
+            if warning:
+                self._warn(warning)
+
+    def _warn(self, warning: str) -> None:
+        self._warnings.setdefault(warning)
+        self.message = warning
+
+    def _index_failed(self, warning: str) -> None:
+        """Go on with keyframes in memory (from the start: the file's are not to be trusted now)."""
+        if isinstance(self._keyframes, IndexedKeyframes):
+            self._keyframes.close()
+            self._keyframes = Keyframes(KEYFRAME_EVERY_S, self._keyframe_budget_bytes)
+        self._warn(warning)
+
+    @property
+    def indexed(self) -> bool:
+        """Whether keyframes are in an index file (being built, or complete)."""
+        return isinstance(self._keyframes, IndexedKeyframes)
+
+    @property
+    def index_complete(self) -> bool:
+        """Whether the index covers the whole recording (opened so, or committed at the end)."""
+        return isinstance(self._keyframes, IndexedKeyframes) and not self._keyframes.building
 
     @property
     def reader(self) -> RecordingReader:
@@ -209,6 +246,8 @@ class ReplayPlayer:
         finally:
             self._closing = True
             self._tape.close()
+            if isinstance(self._keyframes, IndexedKeyframes):
+                self._keyframes.close()
             for task in [*self._loaders, *([scan] if scan is not None else [])]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.shield(task)
@@ -285,6 +324,7 @@ class ReplayPlayer:
         """At the end: warnings as notices once. True when the player is done (nothing bound to seek)."""
         if not self._end_reported:
             self._end_reported = True
+            self._commit_index()
             for warning in self.warnings[:_MAX_WARNINGS_AS_NOTICES]:
                 await emit(Notice(self._position, "warning", warning, source="replay"))
         await self._drain()
@@ -297,6 +337,14 @@ class ReplayPlayer:
             await self._host.drained()
 
     # ------------------------------------------------------------ keyframes
+    def _commit_index(self) -> None:
+        store = self._keyframes
+        if isinstance(store, IndexedKeyframes) and store.building:
+            try:
+                store.commit()
+            except OSError as exc:
+                self._index_failed(f"{self.path}: replay index not written ({exc.strerror}): kept in memory")
+
     async def _take_keyframe(self) -> None:
         """The session's core as of now (before the next event), kept with that event's position."""
         host = self._host
@@ -307,7 +355,14 @@ class ReplayPlayer:
             return
         position = self._tape.position_of_next()
         # On the loop, so the core does not change meanwhile; streamed, so no copy of it is made.
-        self._keyframes.add(Keyframe(position, self._position, freeze(host.core)))
+        store = self._keyframes
+        if isinstance(store, Keyframes):
+            store.add(Keyframe(position, self._position, freeze(host.core)))
+            return
+        try:
+            store.add(self._position, position, host.core)
+        except OSError as exc:
+            self._index_failed(f"{self.path}: replay index not written ({exc.strerror}): kept in memory")
 
     # ------------------------------------------------------------ seeking
     async def _seek(self, emit: Emit) -> None:
@@ -339,14 +394,43 @@ class ReplayPlayer:
             await self._emit_next(emit)
             await self.pacer.yield_sometimes()
 
-    async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe, target: float) -> None:
+    def _start_of(self, keyframe: Keyframe | IndexedKeyframe) -> Keyframe:
+        """The keyframe's place in the recording (its core is restored while the tape reads from it)."""
+        if isinstance(keyframe, Keyframe):
+            return keyframe
+        store = self._keyframes
+        assert isinstance(store, IndexedKeyframes)
+        try:
+            return Keyframe(store.position_of(keyframe), keyframe.t, b"")
+        except (UnusableIndexError, OSError) as exc:
+            self._index_failed(f"{store.path}: replay index {exc}: ignored, keyframes kept in memory")
+            return Keyframe(None, 0.0, b"")
+
+    def _core_of(self, keyframe: Keyframe | IndexedKeyframe, start: Keyframe) -> RackCore | None:
+        """The keyframe's core; None where the index turns out damaged (then: from the start)."""
+        store = self._keyframes
+        if isinstance(keyframe, Keyframe) or not isinstance(store, IndexedKeyframes):
+            return thaw(start, self._config)
+        try:
+            return store.core_of(keyframe) or RackCore(self._config)
+        except (UnusableIndexError, OSError) as exc:
+            self._index_failed(f"{store.path}: replay index {exc}: ignored, keyframes kept in memory")
+            return None
+
+    async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe | IndexedKeyframe, target: float) -> None:
         """Restore ``keyframe``, read on from its position to ``target`` into it, swap it in."""
-        tape = ReplayTape(self.path, keyframe.position)
+        start = self._start_of(keyframe)
+        tape = ReplayTape(self.path, start.position)
         self._start_loading(tape)
         # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
         # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
-        core = thaw(keyframe, self._config)
-        position = keyframe.t
+        core = self._core_of(keyframe, start)
+        if core is None:
+            tape.close()
+            start, core = Keyframe(None, 0.0, b""), RackCore(self._config)
+            tape = ReplayTape(self.path)
+            self._start_loading(tape)
+        position = start.t
         played = 0
         try:
             while True:
