@@ -3,6 +3,7 @@
     python benchmarks/bench_replay_fleet.py                      # makes the recording in a temp folder
     python benchmarks/bench_replay_fleet.py --folder DIR         # made once into DIR, then reused
     python benchmarks/bench_replay_fleet.py --recording FILE     # any recording
+    python benchmarks/bench_replay_fleet.py --folder DIR --reuse-index   # seeks only, with the index made
 
 The input is what `tokenwatch sim --racks 64 --duration 80m --speed 0 --headless --record FILE` writes
 (4,608 GPUs, ~236 MB compressed). Two processes, each the real app headless:
@@ -141,11 +142,15 @@ def make_recording(folder: Path) -> Path:
     return path
 
 
-def run(path: Path) -> None:
+def run(path: Path, reuse_index: bool) -> None:
     from tokenwatch.collectors.replay_index import index_path_for
 
-    index_path_for(path).unlink(missing_ok=True)  # the first pass builds it
-    for phase in ("first-pass", "seeks", "parts"):
+    phases = ["first-pass", "seeks", "parts"]
+    if reuse_index and index_path_for(path).exists():
+        phases.remove("first-pass")
+    else:
+        index_path_for(path).unlink(missing_ok=True)  # the first pass builds it
+    for phase in phases:
         print(f"{phase} ({path.name}):", flush=True)
         subprocess.run(
             [sys.executable, __file__, "--in-process", phase, "--recording", str(path)], check=True
@@ -158,6 +163,7 @@ def main() -> None:
     )
     parser.add_argument("--recording", type=Path)
     parser.add_argument("--folder", type=Path, help="make the recording here once, and reuse it")
+    parser.add_argument("--reuse-index", action="store_true", help="skip the first pass if FILE.twidx exists")
     parser.add_argument("--in-process", choices=("first-pass", "seeks", "parts"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.in_process == "parts":
@@ -165,10 +171,10 @@ def main() -> None:
     elif args.in_process:
         asyncio.run(dashboard(args.recording, args.in_process))
     elif args.recording or args.folder:
-        run(args.recording or make_recording(args.folder))
+        run(args.recording or make_recording(args.folder), args.reuse_index)
     else:
         with tempfile.TemporaryDirectory() as folder:
-            run(make_recording(Path(folder)))
+            run(make_recording(Path(folder)), reuse_index=False)
 
 
 if __name__ == "__main__":

@@ -236,7 +236,8 @@ class ReplayPlayer:
 
     # ------------------------------------------------------------ playing
     def _start_loading(self, tape: ReplayTape) -> None:
-        self._loaders.append(asyncio.ensure_future(asyncio.to_thread(tape.load)))
+        # Submitted now, not when the loop next runs: a short seek waits for it without yielding.
+        self._loaders.append(asyncio.get_running_loop().run_in_executor(None, tape.load))
 
     async def run(self, emit: Emit) -> None:
         self._start_loading(self._tape)
@@ -422,10 +423,18 @@ class ReplayPlayer:
         start = self._start_of(keyframe)
         tape = ReplayTape(self.path, start.position)
         self._start_loading(tape)
+        # A keyframe of the index is near (a few hundred ms of work): the seek is made without yielding to
+        # the loop, so the screen neither draws meanwhile (slowing it) nor sees the empty core put in
+        # first, which lets the old core's memory go back before the new one is made.
+        quick = isinstance(keyframe, IndexedKeyframe) and target - keyframe.t <= 2 * self._keyframes.every_s
+        if quick:
+            await self._drain()
+            host.replace_core(RackCore(self._config))
         # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
         # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
         core = self._core_of(keyframe, start)
         if core is None:
+            quick = False
             tape.close()
             start, core = Keyframe(None, 0.0, b""), RackCore(self._config)
             tape = ReplayTape(self.path)
@@ -438,19 +447,23 @@ class ReplayPlayer:
                 if event is None:
                     if tape.done:
                         break
-                    await asyncio.sleep(_WAIT_S)
+                    if quick:
+                        tape.wait_ready(_WAIT_S)
+                    else:
+                        await asyncio.sleep(_WAIT_S)
                 elif event.t > target and core.started:
                     break
                 else:
                     while not core.advance_toward(event.t, _TICKS_PER_SLICE):  # a long gap, in slices
-                        await asyncio.sleep(0)
+                        if not quick:
+                            await asyncio.sleep(0)
                         if self._seek_target is not None:
                             break
                     event, _ = tape.pop()
                     core.ingest(event)
                     position = max(position, event.t)
                     played += 1
-                    if played % _SLICE_EVENTS == 0:
+                    if played % _SLICE_EVENTS == 0 and not quick:
                         await asyncio.sleep(0)
                 if self._seek_target is not None:
                     tape.close()  # a newer seek replaces this one; the screen never saw this core
