@@ -11,7 +11,9 @@ dashboard), the player can pause, change speed and seek both ways. Seeking forwa
 the target; seeking back restores the nearest earlier keyframe (the session's core, compressed, taken
 every few minutes of run time on the first pass, with the file position of the next event), re-reads
 the recording from that position into it, and hands it to the session, which keeps showing the old core
-until the new one is complete. A background scan of the file gives the run's length for the track.
+until the new one is complete. With ``index=True`` (the CLI's replay) the keyframes live in
+``<recording>.twidx`` instead, every 30 s of run time (see replay_index): a seek from one of those is short
+enough to be made without yielding to the loop. A background scan of the file gives the run's length.
 """
 
 from __future__ import annotations
@@ -23,13 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.replay_index import (
-    IndexedKeyframe,
-    IndexedKeyframes,
-    UnusableIndexError,
-    open_keyframes,
-)
-from tokenwatch.collectors.replay_keyframes import Keyframe, Keyframes, freeze, thaw
+from tokenwatch.collectors.replay_keeper import AnyKeyframe, KeyframeKeeper
+from tokenwatch.collectors.replay_keyframes import Keyframe
 from tokenwatch.collectors.replay_tape import ReplayTape
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import Emit, Notice
@@ -84,8 +81,7 @@ class ReplayPlayer:
         self._tape = ReplayTape(self.path)  # reads the header now: a bad file is reported up front
         self.pacer = Pacer(clock or MonotonicClock(), max(0.0, speed))
         self.pacer.paused = paused
-        self._keyframes: Keyframes | IndexedKeyframes = Keyframes(keyframe_every_s, keyframe_budget_bytes)
-        self._keyframe_budget_bytes = keyframe_budget_bytes
+        self._keyframes = KeyframeKeeper(self.path, keyframe_every_s, keyframe_budget_bytes, self._warn)
         self._use_index = index
         self.message = ""  # the latest thing the engineer should know (e.g. why a seek was refused)
         self._host: PlaybackHost | None = None
@@ -110,32 +106,21 @@ class ReplayPlayer:
         self._config = host.core.config
         host.stop_on_run_end = False  # the end of the run is not the end of the replay
         if self._use_index:
-            indexed, warning = open_keyframes(self.path, self._config)
-            if indexed is not None:
-                self._keyframes = indexed
-            if warning:
-                self._warn(warning)
+            self._keyframes.use_index(self._config)
 
     def _warn(self, warning: str) -> None:
         self._warnings.setdefault(warning)
         self.message = warning
 
-    def _index_failed(self, warning: str) -> None:
-        """Go on with keyframes in memory (from the start: the file's are not to be trusted now)."""
-        if isinstance(self._keyframes, IndexedKeyframes):
-            self._keyframes.close()
-            self._keyframes = Keyframes(KEYFRAME_EVERY_S, self._keyframe_budget_bytes)
-        self._warn(warning)
-
     @property
     def indexed(self) -> bool:
         """Whether keyframes are in an index file (being built, or complete)."""
-        return isinstance(self._keyframes, IndexedKeyframes)
+        return self._keyframes.indexed
 
     @property
     def index_complete(self) -> bool:
         """Whether the index covers the whole recording (opened so, or committed at the end)."""
-        return isinstance(self._keyframes, IndexedKeyframes) and not self._keyframes.building
+        return self._keyframes.complete
 
     @property
     def reader(self) -> RecordingReader:
@@ -189,11 +174,11 @@ class ReplayPlayer:
 
     @property
     def keyframe_count(self) -> int:
-        return len(self._keyframes)
+        return len(self._keyframes.store)
 
     @property
     def keyframe_every_s(self) -> float:
-        return self._keyframes.every_s
+        return self._keyframes.store.every_s
 
     # ------------------------------------------------------------ controls
     def _poke(self) -> None:
@@ -247,8 +232,7 @@ class ReplayPlayer:
         finally:
             self._closing = True
             self._tape.close()
-            if isinstance(self._keyframes, IndexedKeyframes):
-                self._keyframes.close()
+            self._keyframes.close()
             for task in [*self._loaders, *([scan] if scan is not None else [])]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.shield(task)
@@ -325,7 +309,7 @@ class ReplayPlayer:
         """At the end: warnings as notices once. True when the player is done (nothing bound to seek)."""
         if not self._end_reported:
             self._end_reported = True
-            self._commit_index()
+            self._keyframes.commit()
             for warning in self.warnings[:_MAX_WARNINGS_AS_NOTICES]:
                 await emit(Notice(self._position, "warning", warning, source="replay"))
         await self._drain()
@@ -338,14 +322,6 @@ class ReplayPlayer:
             await self._host.drained()
 
     # ------------------------------------------------------------ keyframes
-    def _commit_index(self) -> None:
-        store = self._keyframes
-        if isinstance(store, IndexedKeyframes) and store.building:
-            try:
-                store.commit()
-            except OSError as exc:
-                self._index_failed(f"{self.path}: replay index not written ({exc.strerror}): kept in memory")
-
     async def _take_keyframe(self) -> None:
         """The session's core as of now (before the next event), kept with that event's position."""
         host = self._host
@@ -355,15 +331,7 @@ class ReplayPlayer:
         if not host.core.started or event is None:
             return
         position = self._tape.position_of_next()
-        # On the loop, so the core does not change meanwhile; streamed, so no copy of it is made.
-        store = self._keyframes
-        if isinstance(store, Keyframes):
-            store.add(Keyframe(position, self._position, freeze(host.core)))
-            return
-        try:
-            store.add(self._position, position, host.core)
-        except OSError as exc:
-            self._index_failed(f"{self.path}: replay index not written ({exc.strerror}): kept in memory")
+        self._keyframes.keep(self._position, position, host.core)  # on the loop: the core holds still
 
     # ------------------------------------------------------------ seeking
     async def _seek(self, emit: Emit) -> None:
@@ -395,44 +363,21 @@ class ReplayPlayer:
             await self._emit_next(emit)
             await self.pacer.yield_sometimes()
 
-    def _start_of(self, keyframe: Keyframe | IndexedKeyframe) -> Keyframe:
-        """The keyframe's place in the recording (its core is restored while the tape reads from it)."""
-        if isinstance(keyframe, Keyframe):
-            return keyframe
-        store = self._keyframes
-        assert isinstance(store, IndexedKeyframes)
-        try:
-            return Keyframe(store.position_of(keyframe), keyframe.t, b"")
-        except (UnusableIndexError, OSError) as exc:
-            self._index_failed(f"{store.path}: replay index {exc}: ignored, keyframes kept in memory")
-            return Keyframe(None, 0.0, b"")
-
-    def _core_of(self, keyframe: Keyframe | IndexedKeyframe, start: Keyframe) -> RackCore | None:
-        """The keyframe's core; None where the index turns out damaged (then: from the start)."""
-        store = self._keyframes
-        if isinstance(keyframe, Keyframe) or not isinstance(store, IndexedKeyframes):
-            return thaw(start, self._config)
-        try:
-            return store.core_of(keyframe) or RackCore(self._config)
-        except (UnusableIndexError, OSError) as exc:
-            self._index_failed(f"{store.path}: replay index {exc}: ignored, keyframes kept in memory")
-            return None
-
-    async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe | IndexedKeyframe, target: float) -> None:
+    async def _rebuild(self, host: PlaybackHost, keyframe: AnyKeyframe, target: float) -> None:
         """Restore ``keyframe``, read on from its position to ``target`` into it, swap it in."""
-        start = self._start_of(keyframe)
+        start = self._keyframes.start_of(keyframe)
         tape = ReplayTape(self.path, start.position)
         self._start_loading(tape)
         # A keyframe of the index is near (a few hundred ms of work): the seek is made without yielding to
         # the loop, so the screen neither draws meanwhile (slowing it) nor sees the empty core put in
         # first, which lets the old core's memory go back before the new one is made.
-        quick = isinstance(keyframe, IndexedKeyframe) and target - keyframe.t <= 2 * self._keyframes.every_s
+        quick = self._keyframes.near(keyframe, target)
         if quick:
             await self._drain()
             host.replace_core(RackCore(self._config))
         # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
         # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
-        core = self._core_of(keyframe, start)
+        core = self._keyframes.core_of(keyframe, start)
         if core is None:
             quick = False
             tape.close()
