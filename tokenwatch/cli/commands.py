@@ -42,8 +42,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.cli.running import run_session
     from tokenwatch.collectors.replay import ReplayPlayer
 
-    # One player: the dashboard binds it to its session (pause, speed, seek); headless just plays.
-    source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start)
+    # One player: the dashboard binds it to its session (pause, speed, seek; keyframes in FILE.twidx);
+    # headless just plays.
+    source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start, index=True)
     options = with_baseline(
         RunOptions.from_args(args, "replay", inputs=(args.file,)),
         args,

@@ -202,7 +202,8 @@ def build_parser() -> OneLineParser:
     replay = sub.add_parser(
         "replay",
         help="replay a recording through the same core",
-        description="Replay a recording (.jsonl or .jsonl.zst). " + STOP_NOTE,
+        description="Replay a recording (.jsonl or .jsonl.zst). The dashboard's first pass writes "
+        "FILE.twidx beside it (keyframes: later seeks are quick). " + STOP_NOTE,
     )
     replay.add_argument("file", metavar="FILE")
     replay.add_argument(

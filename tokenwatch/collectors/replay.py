@@ -11,7 +11,9 @@ dashboard), the player can pause, change speed and seek both ways. Seeking forwa
 the target; seeking back restores the nearest earlier keyframe (the session's core, compressed, taken
 every few minutes of run time on the first pass, with the file position of the next event), re-reads
 the recording from that position into it, and hands it to the session, which keeps showing the old core
-until the new one is complete. A background scan of the file gives the run's length for the track.
+until the new one is complete. With ``index=True`` (the CLI's replay) the keyframes live in
+``<recording>.twidx`` instead, every 30 s of run time (see replay_index): a seek from one of those is short
+enough to be made without yielding to the loop. A background scan of the file gives the run's length.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.replay_keyframes import Keyframe, Keyframes, freeze, thaw
+from tokenwatch.collectors.replay_keeper import AnyKeyframe, KeyframeKeeper
+from tokenwatch.collectors.replay_keyframes import Keyframe
 from tokenwatch.collectors.replay_tape import ReplayTape
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import Emit, Notice
@@ -71,12 +74,15 @@ class ReplayPlayer:
         clock: Clock | None = None,
         keyframe_every_s: float = KEYFRAME_EVERY_S,
         keyframe_budget_bytes: int = KEYFRAME_BUDGET_BYTES,
+        index: bool = False,
     ) -> None:
+        """``index``: once bound, keep keyframes in ``<recording>.twidx`` (see replay_index), not memory."""
         self.path = Path(path)
         self._tape = ReplayTape(self.path)  # reads the header now: a bad file is reported up front
         self.pacer = Pacer(clock or MonotonicClock(), max(0.0, speed))
         self.pacer.paused = paused
-        self._keyframes = Keyframes(keyframe_every_s, keyframe_budget_bytes)
+        self._keyframes = KeyframeKeeper(self.path, keyframe_every_s, keyframe_budget_bytes, self._warn)
+        self._use_index = index
         self.message = ""  # the latest thing the engineer should know (e.g. why a seek was refused)
         self._host: PlaybackHost | None = None
         self._config: CoreConfig | None = None
@@ -99,6 +105,22 @@ class ReplayPlayer:
         self._host = host
         self._config = host.core.config
         host.stop_on_run_end = False  # the end of the run is not the end of the replay
+        if self._use_index:
+            self._keyframes.use_index(self._config)
+
+    def _warn(self, warning: str) -> None:
+        self._warnings.setdefault(warning)
+        self.message = warning
+
+    @property
+    def indexed(self) -> bool:
+        """Whether keyframes are in an index file (being built, or complete)."""
+        return self._keyframes.indexed
+
+    @property
+    def index_complete(self) -> bool:
+        """Whether the index covers the whole recording (opened so, or committed at the end)."""
+        return self._keyframes.complete
 
     @property
     def reader(self) -> RecordingReader:
@@ -152,11 +174,11 @@ class ReplayPlayer:
 
     @property
     def keyframe_count(self) -> int:
-        return len(self._keyframes)
+        return len(self._keyframes.store)
 
     @property
     def keyframe_every_s(self) -> float:
-        return self._keyframes.every_s
+        return self._keyframes.store.every_s
 
     # ------------------------------------------------------------ controls
     def _poke(self) -> None:
@@ -199,7 +221,8 @@ class ReplayPlayer:
 
     # ------------------------------------------------------------ playing
     def _start_loading(self, tape: ReplayTape) -> None:
-        self._loaders.append(asyncio.ensure_future(asyncio.to_thread(tape.load)))
+        # Submitted now, not when the loop next runs: a short seek waits for it without yielding.
+        self._loaders.append(asyncio.get_running_loop().run_in_executor(None, tape.load))
 
     async def run(self, emit: Emit) -> None:
         self._start_loading(self._tape)
@@ -209,6 +232,7 @@ class ReplayPlayer:
         finally:
             self._closing = True
             self._tape.close()
+            self._keyframes.close()
             for task in [*self._loaders, *([scan] if scan is not None else [])]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.shield(task)
@@ -285,6 +309,7 @@ class ReplayPlayer:
         """At the end: warnings as notices once. True when the player is done (nothing bound to seek)."""
         if not self._end_reported:
             self._end_reported = True
+            self._keyframes.commit()
             for warning in self.warnings[:_MAX_WARNINGS_AS_NOTICES]:
                 await emit(Notice(self._position, "warning", warning, source="replay"))
         await self._drain()
@@ -306,8 +331,7 @@ class ReplayPlayer:
         if not host.core.started or event is None:
             return
         position = self._tape.position_of_next()
-        # On the loop, so the core does not change meanwhile; streamed, so no copy of it is made.
-        self._keyframes.add(Keyframe(position, self._position, freeze(host.core)))
+        self._keyframes.keep(self._position, position, host.core)  # on the loop: the core holds still
 
     # ------------------------------------------------------------ seeking
     async def _seek(self, emit: Emit) -> None:
@@ -339,14 +363,28 @@ class ReplayPlayer:
             await self._emit_next(emit)
             await self.pacer.yield_sometimes()
 
-    async def _rebuild(self, host: PlaybackHost, keyframe: Keyframe, target: float) -> None:
+    async def _rebuild(self, host: PlaybackHost, keyframe: AnyKeyframe, target: float) -> None:
         """Restore ``keyframe``, read on from its position to ``target`` into it, swap it in."""
-        tape = ReplayTape(self.path, keyframe.position)
+        start = self._keyframes.start_of(keyframe)
+        tape = ReplayTape(self.path, start.position)
         self._start_loading(tape)
+        # A keyframe of the index is near (a few hundred ms of work): the seek is made without yielding to
+        # the loop, so the screen neither draws meanwhile (slowing it) nor sees the empty core put in
+        # first, which lets the old core's memory go back before the new one is made.
+        quick = self._keyframes.near(keyframe, target)
+        if quick:
+            await self._drain()
+            host.replace_core(RackCore(self._config))
         # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
         # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
-        core = thaw(keyframe, self._config)
-        position = keyframe.t
+        core = self._keyframes.core_of(keyframe, start)
+        if core is None:
+            quick = False
+            tape.close()
+            start, core = Keyframe(None, 0.0, b""), RackCore(self._config)
+            tape = ReplayTape(self.path)
+            self._start_loading(tape)
+        position = start.t
         played = 0
         try:
             while True:
@@ -354,19 +392,23 @@ class ReplayPlayer:
                 if event is None:
                     if tape.done:
                         break
-                    await asyncio.sleep(_WAIT_S)
+                    if quick:
+                        tape.wait_ready(_WAIT_S)
+                    else:
+                        await asyncio.sleep(_WAIT_S)
                 elif event.t > target and core.started:
                     break
                 else:
                     while not core.advance_toward(event.t, _TICKS_PER_SLICE):  # a long gap, in slices
-                        await asyncio.sleep(0)
+                        if not quick:
+                            await asyncio.sleep(0)
                         if self._seek_target is not None:
                             break
                     event, _ = tape.pop()
                     core.ingest(event)
                     position = max(position, event.t)
                     played += 1
-                    if played % _SLICE_EVENTS == 0:
+                    if played % _SLICE_EVENTS == 0 and not quick:
                         await asyncio.sleep(0)
                 if self._seek_target is not None:
                     tape.close()  # a newer seek replaces this one; the screen never saw this core

@@ -21,6 +21,9 @@ from tokenwatch.events import Event, RunStarted
 from tokenwatch.recording import ReadPoint, RecordingReader
 
 _CHUNK = 512  # events decoded between hand-overs to the loop
+# ... or fewer, as many as hold this much: a 64-rack GPU batch is ~260 KB, and a seek must not wait for
+# 512 of them (minutes of run time) before it gets its first event.
+_CHUNK_BYTES = 1 << 20
 WINDOW_EVENTS = 64 * _CHUNK
 WINDOW_BYTES = 16 << 20  # of event arrays: a second or two of an 8-rack replay, a minute of one rack
 
@@ -75,6 +78,7 @@ class ReplayTape:
     # ------------------------------------------------------------ the reading thread
     def load(self) -> None:
         chunk: list[tuple[Event, TapePosition, int]] = []
+        chunk_bytes = 0
         try:
             for event in self.reader.events():
                 if self.closing:
@@ -83,10 +87,12 @@ class ReplayTape:
                     self._skip -= 1
                     continue
                 position = TapePosition(self.reader.point, self.reader.since_point - 1)
-                chunk.append((as_replayed(event), position, event_nbytes(event)))
-                if len(chunk) >= _CHUNK:
+                size = event_nbytes(event)
+                chunk.append((as_replayed(event), position, size))
+                chunk_bytes += size
+                if len(chunk) >= _CHUNK or chunk_bytes >= _CHUNK_BYTES:
                     self._hand_over(chunk)
-                    chunk = []
+                    chunk, chunk_bytes = [], 0
             self._hand_over(chunk)
         finally:
             with self._cond:
@@ -102,6 +108,7 @@ class ReplayTape:
             self._window.extend(chunk)
             self._bytes += sum(size for _, _, size in chunk)
             self.last_time = chunk[-1][0].t
+            self._cond.notify_all()  # a short seek may be waiting (wait_ready)
 
     # ------------------------------------------------------------ the loop's side
     def peek(self) -> Event | None:
@@ -112,6 +119,13 @@ class ReplayTape:
     def position_of_next(self) -> TapePosition:
         """Where the next event (:meth:`peek`) is in the file: a new tape from there starts with it."""
         return self._window[0][1]
+
+    def wait_ready(self, within_s: float) -> None:
+        """Block (the reading thread goes on) until an event is read or the file has ended, at most
+        ``within_s``: for a short seek that must not yield to the loop."""
+        with self._cond:
+            if not self._window and not self.done:
+                self._cond.wait(within_s)
 
     def pop(self) -> tuple[Event, TapePosition]:
         with self._cond:

@@ -110,7 +110,7 @@ class RecordingReader:
                     overlong = False
                     self._warn(number, f"skipped: a line longer than {MAX_LINE_BYTES >> 20} MiB")
                 elif number == 1:
-                    pass  # the header, read already
+                    point = None  # the header, read already: what follows counts from the start (line 0)
                 else:
                     yield number, data[start:end], True, point
                     point = None

@@ -1,0 +1,181 @@
+"""Replay at fleet size: seeks in the dashboard's replay of a 64-rack, 80-minute recording, with its index.
+
+    python benchmarks/bench_replay_fleet.py                      # makes the recording in a temp folder
+    python benchmarks/bench_replay_fleet.py --folder DIR         # made once into DIR, then reused
+    python benchmarks/bench_replay_fleet.py --recording FILE     # any recording
+    python benchmarks/bench_replay_fleet.py --folder DIR --reuse-index   # seeks only, with the index made
+
+The input is what `tokenwatch sim --racks 64 --duration 80m --speed 0 --headless --record FILE` writes
+(4,608 GPUs, ~236 MB compressed). Two processes, each the real app headless:
+
+1. the first pass: no index yet; the replay plays to the end at full speed, writing ``FILE.twidx``;
+2. the next open: the index is used at once; ~20 seeks to random places (seeded), each timed from the
+   key to the new core on screen.
+
+Each prints its peak resident memory (ru_maxrss). Also measured: the parts of a seek (restoring one
+keyframe; playing 30 s of 64-rack events through a core). Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SEEKS = 20
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+async def dashboard(path: Path, phase: str) -> None:
+    from tokenwatch.collectors.replay import ReplayPlayer
+    from tokenwatch.collectors.replay_index import index_path_for
+    from tokenwatch.core import RackCore
+    from tokenwatch.session import Session
+    from tokenwatch.tui.app import TokenwatchApp
+    from tokenwatch.tui.theme_loader import shipped_dir
+
+    player = ReplayPlayer(path, speed=0, paused=phase == "seeks", index=True)
+    session = Session(RackCore(), [player], flush_interval_s=None)
+    player.bind(session)
+    app = TokenwatchApp(session, mode="replay", player=player, theme_dirs=[shipped_dir()])
+    async with app.run_test(size=(160, 50)) as pilot:
+        if phase == "first-pass":
+            began = time.perf_counter()
+            while not player.at_end:
+                await pilot.pause(0.5)
+            index = index_path_for(path)
+            print(
+                f"  first pass to the end ({player.position_s / 60:.0f} min of run time) in "
+                f"{time.perf_counter() - began:.0f} s: {player.keyframe_count} keyframes, index "
+                f"{index.stat().st_size / 1e6:.0f} MB (complete: {player.index_complete}), "
+                f"peak {peak_mb():.0f} MB"
+            )
+        else:
+            while player.seeking or not player.loaded:
+                await pilot.pause(0.05)
+            print(
+                f"  opened with a complete index: {player.index_complete}, {player.keyframe_count} keyframes"
+            )
+            end = player.duration_s or 0.0
+            rng = random.Random(15)
+            times = []
+            for _ in range(SEEKS):
+                target = rng.uniform(0, end)
+                t0 = time.perf_counter()
+                player.seek(target)
+                await pilot.pause()
+                while player.seeking:
+                    await pilot.pause(0.005)
+                times.append(time.perf_counter() - t0)
+                print(f"    seek to {target / 60:5.1f} min: {times[-1] * 1000:4.0f} ms", flush=True)
+            times.sort()
+            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+            print(
+                f"  {len(times)} seeks: median {statistics.median(times) * 1000:.0f} ms, "
+                f"p95 {p95 * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms; warnings {player.warnings}"
+            )
+        await pilot.press("q")
+    print(f"  {phase}: peak resident memory {peak_mb():.0f} MB", flush=True)
+
+
+def parts(path: Path) -> None:
+    """The two parts of a seek, alone: restoring a keyframe from the index, and playing on from it."""
+    from tokenwatch.collectors.replay_index import index_path_for, open_keyframes
+    from tokenwatch.collectors.replay_tape import as_replayed
+    from tokenwatch.recording import RecordingReader
+
+    store, warning = open_keyframes(path, None)
+    assert store is not None, warning
+    assert not store.building
+    middle = store.frames[len(store.frames) // 2]
+    t0 = time.perf_counter()
+    position = store.position_of(middle)
+    core = store.core_of(middle)
+    restored = time.perf_counter() - t0
+    assert core is not None
+    reader = RecordingReader(path, start=None if position is None else position.point)
+    skip = 0 if position is None else position.skip
+    t0 = time.perf_counter()
+    for event in reader.events():
+        if skip:
+            skip -= 1
+            continue
+        if event.t > middle.t + store.every_s:
+            break
+        core.ingest(as_replayed(event))
+    played = time.perf_counter() - t0
+    print(
+        f"  restoring one keyframe: {restored * 1000:.0f} ms; reading and playing the {store.every_s:.0f} s "
+        f"after it: {played * 1000:.0f} ms; index {index_path_for(path).stat().st_size / 1e6:.0f} MB "
+        f"({len(store.frames) - 1} keyframes, one every {store.every_s:.0f} s)"
+    )
+    store.close()
+
+
+def make_recording(folder: Path) -> Path:
+    path = folder / "r64-80m.jsonl.zst"
+    if path.exists():
+        return path
+    print("making the input: tokenwatch sim --racks 64 --duration 80m --speed 0 --record ...", flush=True)
+    t0 = time.perf_counter()
+    sim = ["sim", "--racks", "64", "--duration", "80m", "--speed", "0", "--headless", "--interval", "80m"]
+    subprocess.run(
+        [sys.executable, "-m", "tokenwatch", *sim, "--record", str(path)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    print(f"  {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s")
+    return path
+
+
+def run(path: Path, reuse_index: bool) -> None:
+    from tokenwatch.collectors.replay_index import index_path_for
+
+    phases = ["first-pass", "seeks", "parts"]
+    if reuse_index and index_path_for(path).exists():
+        phases.remove("first-pass")
+    else:
+        index_path_for(path).unlink(missing_ok=True)  # the first pass builds it
+    for phase in phases:
+        print(f"{phase} ({path.name}):", flush=True)
+        subprocess.run(
+            [sys.executable, __file__, "--in-process", phase, "--recording", str(path)], check=True
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--recording", type=Path)
+    parser.add_argument("--folder", type=Path, help="make the recording here once, and reuse it")
+    parser.add_argument("--reuse-index", action="store_true", help="skip the first pass if FILE.twidx exists")
+    parser.add_argument("--in-process", choices=("first-pass", "seeks", "parts"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.in_process == "parts":
+        parts(args.recording)
+    elif args.in_process:
+        asyncio.run(dashboard(args.recording, args.in_process))
+    elif args.recording or args.folder:
+        run(args.recording or make_recording(args.folder), args.reuse_index)
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            run(make_recording(Path(folder)), reuse_index=False)
+
+
+if __name__ == "__main__":
+    main()
