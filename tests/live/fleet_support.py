@@ -7,14 +7,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 import shutil
 import subprocess
 import time
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from tests.conftest import free_port
@@ -48,6 +51,44 @@ def rack_events(
         extra_meta={"rack": name},
     )
     return list(itertools.takewhile(lambda e: e.t <= until_s, RackSimulation(settings).events()))
+
+
+@dataclass(frozen=True)
+class Own:
+    """A rack's figures as its own node-level core has them."""
+
+    nodes_total: int
+    nodes_up: int
+    gpus: int
+    tokens_per_s: float
+    per_gpu: float
+    power_w: float
+    tokens_per_joule: float
+    spread_pct: float
+    worst_node: str
+    worst_delta_pct: float
+    throttling: bool
+
+
+def expected(core: RackCore) -> Own:
+    snap = core.snapshot()
+    nodes, agg = snap.nodes, snap.aggregate
+    delta = nodes.delta_vs_median_pct
+    judged = np.isfinite(delta)
+    worst = int(np.nanargmin(np.where(judged, nodes.tokens_per_s, np.nan))) if judged.any() else -1
+    return Own(
+        nodes_total=agg.nodes,
+        nodes_up=agg.nodes_up,
+        gpus=agg.gpus,
+        tokens_per_s=agg.tokens_per_s,
+        per_gpu=agg.per_gpu_tokens_per_s,
+        power_w=agg.power_w,
+        tokens_per_joule=agg.tokens_per_joule,
+        spread_pct=snap.node_spread.spread_pct,
+        worst_node=nodes.names[worst] if worst >= 0 else "",
+        worst_delta_pct=float(delta[worst]) if worst >= 0 else math.nan,
+        throttling=bool(nodes.throttling[worst]) if worst >= 0 else False,
+    )
 
 
 def rack_core(events: Sequence[Event], until_s: float) -> RackCore:

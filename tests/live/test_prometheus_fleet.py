@@ -22,7 +22,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fleet_support import PROMETHEUS, Prometheus, close_all, rack_core, rack_events, rack_name, serve
+from fleet_support import (
+    PROMETHEUS,
+    Prometheus,
+    close_all,
+    expected,
+    rack_core,
+    rack_events,
+    rack_name,
+    serve,
+)
 
 from tests.conftest import REPO_ROOT, cli_env
 from tokenwatch.collectors.prometheus_api import PrometheusApi
@@ -94,44 +103,6 @@ async def discovered(url: str) -> tuple[PrometheusFleetCollector, RunStarted]:
 async def one_round(c: PrometheusFleetCollector) -> list[object]:
     async with PrometheusApi(c.settings.url) as api:
         return list(await c.poll(api, time.time() - 0.5))
-
-
-@dataclass(frozen=True)
-class Own:
-    """A rack's figures as its own node-level core has them."""
-
-    nodes_total: int
-    nodes_up: int
-    gpus: int
-    tokens_per_s: float
-    per_gpu: float
-    power_w: float
-    tokens_per_joule: float
-    spread_pct: float
-    worst_node: str
-    worst_delta_pct: float
-    throttling: bool
-
-
-def expected(core: RackCore) -> Own:
-    snap = core.snapshot()
-    nodes, agg = snap.nodes, snap.aggregate
-    delta = nodes.delta_vs_median_pct
-    judged = np.isfinite(delta)
-    worst = int(np.nanargmin(np.where(judged, nodes.tokens_per_s, np.nan))) if judged.any() else -1
-    return Own(
-        nodes_total=agg.nodes,
-        nodes_up=agg.nodes_up,
-        gpus=agg.gpus,
-        tokens_per_s=agg.tokens_per_s,
-        per_gpu=agg.per_gpu_tokens_per_s,
-        power_w=agg.power_w,
-        tokens_per_joule=agg.tokens_per_joule,
-        spread_pct=snap.node_spread.spread_pct,
-        worst_node=nodes.names[worst] if worst >= 0 else "",
-        worst_delta_pct=float(delta[worst]) if worst >= 0 else math.nan,
-        throttling=bool(nodes.throttling[worst]) if worst >= 0 else False,
-    )
 
 
 def test_discovery_lists_every_rack_and_node_in_order(fleet: Fleet) -> None:

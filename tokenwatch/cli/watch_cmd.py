@@ -9,9 +9,8 @@ from typing import TextIO
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
-from tokenwatch.collectors.prometheus_fleet import PrometheusFleetCollector
 from tokenwatch.formatting import printable
-from tokenwatch.live.build import build_collector, core_config, plan_watch
+from tokenwatch.live.build import build_collector, core_config, fleet_focus, plan_watch
 from tokenwatch.live.config import load_watch_config, rack_label
 from tokenwatch.live.supervisor import LiveOptions
 
@@ -41,10 +40,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
         options=LiveOptions(stop_after_s=args.stop_after),
         warn=lambda message: stderr_line(f"tokenwatch: warning: {message}"),
     )
-    focus = next(
-        (c.focus for c in collector.rack_collectors if isinstance(c, PrometheusFleetCollector)), None
+    return run_session(
+        options, [collector], core_config=core_config(config), fleet_focus=fleet_focus(collector)
     )
-    return run_session(options, [collector], core_config=core_config(config), fleet_focus=focus)
 
 
 class _PrintableLines:

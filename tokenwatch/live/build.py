@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenwatch.clock import Clock
 from tokenwatch.core import CoreConfig
@@ -22,6 +22,9 @@ from tokenwatch.live.plan import RACK_WIDE_GPU, RACK_WIDE_PROGRESS, local_gpu_pr
 from tokenwatch.live.ssh_connect import SshConnector, SshSettings
 from tokenwatch.live.supervisor import LiveCollector, LiveOptions
 from tokenwatch.live.targets import NodeTarget, resolve_targets
+
+if TYPE_CHECKING:
+    from tokenwatch.collectors.prometheus_fleet import FleetFocus
 
 
 class WatchSetupError(ValueError):
@@ -255,3 +258,11 @@ def fleet_watch(
     collector.rack_collectors = [PrometheusFleetCollector(settings, now=collector.now, clock=collector.clock)]
     collector.meta_extra = {"gpu_source": "prometheus-fleet", "local": False}
     return collector
+
+
+def fleet_focus(collector: LiveCollector) -> FleetFocus | None:
+    """The racks-on-screen switch of a fleet watch (what the dashboard points at the rack it shows, so
+    that rack's nodes are fetched every interval); None for a watch of nodes."""
+    from tokenwatch.collectors.prometheus_fleet import PrometheusFleetCollector
+
+    return next((c.focus for c in collector.rack_collectors if isinstance(c, PrometheusFleetCollector)), None)

@@ -156,15 +156,17 @@ class TokenwatchApp(App[None]):
 
         A rack's screens are drawn from that rack's snapshot alone (18 nodes, not the fleet's 1,152)."""
         core = self.session.core
+        rack = self.shown_rack()
+        # Before the no-change return: the focus follows the screen, not the data (a rack opened while
+        # nothing arrives, its server slow or gone, must still be the one asked for next).
+        focus = self.session.fleet_focus
+        if focus is not None and focus.racks != frozenset((rack,) if rack else ()):
+            focus.show((rack,) if rack else ())  # a fleet watched through Prometheus: fetch its nodes
         replay = self.replay_state()
         token = (id(core), self.session.events_seen, replay, self.theme)
         if token == self._last_token and not force:
             return
         self._last_token = token
-        rack = self.shown_rack()
-        focus = self.session.fleet_focus
-        if focus is not None and focus.racks != frozenset((rack,) if rack else ()):
-            focus.show((rack,) if rack else ())  # a fleet watched through Prometheus: fetch its nodes
         snap = core.rack_snapshot(rack) if rack is not None else None
         self.latest = snap if snap is not None else core.snapshot()
         self.refreshes += 1
