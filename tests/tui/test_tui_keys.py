@@ -39,11 +39,13 @@ async def test_s_cycles_the_sort_column_and_shift_s_reverses() -> None:
         assert snap is not None
         assert table.sort_key == "node"
         assert table_order(table) == sorted(snap.nodes.names)
+        # Without a baseline its column is not shown, and `s` passes it by.
+        shown = [key for key in SORT_KEYS if key != "base"]
         keys = []
-        for _ in SORT_KEYS:
+        for _ in shown:
             await pilot.press("s")
             keys.append(table.sort_key)
-        assert keys == [*SORT_KEYS[1:], SORT_KEYS[0]]
+        assert keys == [*shown[1:], shown[0]]
         while table.sort_key != "now":
             await pilot.press("s")
         rates = snap.nodes.tokens_per_s
