@@ -111,11 +111,12 @@ def test_columns_a_source_does_not_have_are_not_written() -> None:
 
 
 def test_a_recording_made_before_the_new_columns_reads_them_as_missing() -> None:
-    """sample_runs/ were recorded before the energy counter existed: their GPU batches read, and every
-    value of the new columns is missing (so energy comes from integrated power)."""
-    from tests.conftest import SAMPLE_RUNS
-
-    reader = RecordingReader(SAMPLE_RUNS / "gb300-nvl72-server.jsonl.zst")
+    """A recording made before the energy counter existed (the start of the old Server sample run, see
+    tests/data/recording/README.md): its GPU batches read, and every value of the new columns is missing
+    (so energy comes from integrated power)."""
+    reader = RecordingReader(
+        Path(__file__).parents[1] / "data" / "recording" / "pre-energy-columns.jsonl.zst"
+    )
     batches = []
     for event in reader.events():
         if isinstance(event, GpuBatch):
