@@ -24,7 +24,8 @@ from tokenwatch.recording import RecordingReader
 from tokenwatch.tui.app import TokenwatchApp
 from tokenwatch.tui.screens.node_screen import NodeScreen
 from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
-from tokenwatch.tui.widgets.node_table import _GAP, NodeTable
+from tokenwatch.tui.widgets.node_table import NodeTable
+from tokenwatch.tui.widgets.sorted_table import GAP
 from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
 
 AT_S = 200.0  # 3:20: node03 slow since its throttle, node05 slow since its cap
@@ -72,7 +73,7 @@ def drawn_cells(table: NodeTable) -> dict[str, dict[str, str]]:
         line, pos, cells = text_of(strip), 0, {}
         for col in table._columns:
             cells[col.key] = line[pos : pos + col.width].strip()
-            pos += col.width + _GAP
+            pos += col.width + GAP
         if cells.get("node"):
             out[cells["node"]] = cells
     return out
