@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_common import full_frame, sixty_four_rack_profile  # noqa: E402
 from rich.console import Console  # noqa: E402
 from textual.geometry import Region  # noqa: E402
 from textual.widgets import Static  # noqa: E402
@@ -47,7 +48,6 @@ from tokenwatch.core.baseline_compare import baseline_view  # noqa: E402
 from tokenwatch.core.snapshot import RackSnapshot  # noqa: E402
 from tokenwatch.runs.baseline import load_baseline  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
-from tokenwatch.sim.profile import load_profile  # noqa: E402
 from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
 from tokenwatch.tui.screens.dashboard import DashboardScreen  # noqa: E402
@@ -115,12 +115,7 @@ async def panel_part(
         def refresh(snap: RackSnapshot) -> float:
             t0 = time.perf_counter()
             screen.show_snapshot(snap, app.badge(), app.replay_state())
-            if screen._layout_required:
-                screen._refresh_layout(app.size)
-                screen._layout_required = False
-            update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
-            out.file = io.StringIO()
-            out.print(update, end="")
+            full_frame(app, out)
             return time.perf_counter() - t0
 
         for _ in range(3):  # both states laid out once
@@ -145,15 +140,8 @@ async def panel_part(
 
 
 def sixty_four_racks(run_s: float, baseline: Baseline | None) -> RackCore:
-    profile = load_profile("gb300-nvl72")
-    profile = dataclasses.replace(
-        profile,
-        name=f"{profile.name} x64",
-        nodes=profile.nodes * 64,
-        total_samples=profile.total_samples * 64,
-    )
     core = RackCore(CoreConfig(baseline=baseline))
-    settings = SimSettings(profile, scenario="Server", seed=0, duration_s=600.0, faults=())
+    settings = SimSettings(sixty_four_rack_profile(), scenario="Server", seed=0, duration_s=600.0, faults=())
     for event in RackSimulation(settings).events():
         if event.t > run_s:
             break

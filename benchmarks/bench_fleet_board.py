@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_common import full_frame, timed_refresh  # noqa: E402
 from bench_tui import ms, sixty_four_racks  # noqa: E402
 from rich.console import Console  # noqa: E402
 
@@ -74,27 +75,14 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
         )
 
         def frame() -> None:
-            screen = app.screen
-            if screen._layout_required:  # as Textual's own frame does: layout only when a size changed
-                screen._refresh_layout(app.size)
-                screen._layout_required = False
-            update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
-            out.file = io.StringIO()
-            out.print(update, end="")
+            full_frame(app, out)
 
         watch = GcWatch()
         board_screen = app.screen
         assert isinstance(board_screen, FleetScreen)
         stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
         for _ in range(iterations):
-            t0 = time.perf_counter()
-            snap = app.session.core.snapshot()
-            t1 = time.perf_counter()
-            board_screen.show_snapshot(snap, app.badge(), app.replay_state())
-            t2 = time.perf_counter()
-            frame()
-            t3 = time.perf_counter()
-            for key, value in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+            for key, value in zip(stages, timed_refresh(app, board_screen, out), strict=True):
                 stages[key].append(value)
             await pilot.pause()
         for key, values in stages.items():

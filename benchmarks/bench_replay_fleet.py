@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_common import sim_recording  # noqa: E402
+
 SEEKS = 20
 
 
@@ -129,16 +131,7 @@ def make_recording(folder: Path) -> Path:
     path = folder / "r64-80m.jsonl.zst"
     if path.exists():
         return path
-    print("making the input: tokenwatch sim --racks 64 --duration 80m --speed 0 --record ...", flush=True)
-    t0 = time.perf_counter()
-    sim = ["sim", "--racks", "64", "--duration", "80m", "--speed", "0", "--headless", "--interval", "80m"]
-    subprocess.run(
-        [sys.executable, "-m", "tokenwatch", *sim, "--record", str(path)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
-    print(f"  {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s")
+    sim_recording(path, racks=64, duration="80m")
     return path
 
 

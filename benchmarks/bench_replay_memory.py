@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_common import sim_recording  # noqa: E402
+
 
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -87,16 +89,7 @@ def headless(path: Path) -> None:
 
 def make_recording(folder: Path) -> Path:
     path = folder / "r8-8h.jsonl.zst"
-    print("making the input: tokenwatch sim --racks 8 --duration 8h --speed 0 --record ...", flush=True)
-    t0 = time.perf_counter()
-    sim = ["sim", "--racks", "8", "--duration", "8h", "--speed", "0", "--headless", "--interval", "8h"]
-    subprocess.run(
-        [sys.executable, "-m", "tokenwatch", *sim, "--record", str(path)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
-    print(f"  {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s")
+    sim_recording(path, racks=8, duration="8h")
     return path
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import fcntl
 import io
 import os
@@ -31,12 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_common import sixty_four_rack_profile, timed_refresh  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from tokenwatch.collectors.replay import ReplayPlayer  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
-from tokenwatch.sim.profile import load_profile  # noqa: E402
 from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
 from tokenwatch.tui.screens.dashboard import DashboardScreen  # noqa: E402
@@ -58,15 +57,8 @@ def ms(values: list[float]) -> str:
 
 def sixty_four_racks(run_s: float) -> RackCore:
     """1,152 nodes, 4,608 GPUs simulated and ingested up to ``run_s`` (as `tokenwatch sim --racks 64`)."""
-    profile = load_profile("gb300-nvl72")
-    profile = dataclasses.replace(
-        profile,
-        name=f"{profile.name} x64",
-        nodes=profile.nodes * 64,
-        total_samples=profile.total_samples * 64,
-    )
     core = RackCore()
-    for event in RackSimulation(SimSettings(profile, seed=0, faults=())).events():
+    for event in RackSimulation(SimSettings(sixty_four_rack_profile(), seed=0, faults=())).events():
         if event.t > run_s:
             break
         core.ingest(event)
@@ -91,24 +83,7 @@ async def measure_refresh(app: TokenwatchApp, size: tuple[int, int], iterations:
         )
         stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
         for _ in range(iterations):
-            t0 = time.perf_counter()
-            snap = app.session.core.snapshot()
-            t1 = time.perf_counter()
-            screen.show_snapshot(snap, app.badge(), app.replay_state())
-            t2 = time.perf_counter()
-            if screen._layout_required:  # as Textual's own frame does: layout only when a size changed
-                screen._refresh_layout(app.size)
-                screen._layout_required = False
-            update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
-            out.file = io.StringIO()
-            out.print(update, end="")
-            t3 = time.perf_counter()
-            for key, value in (
-                ("snapshot", t1 - t0),
-                ("panels", t2 - t1),
-                ("layout+render", t3 - t2),
-                ("total", t3 - t0),
-            ):
+            for key, value in zip(stages, timed_refresh(app, screen, out), strict=True):
                 stages[key].append(value)
             await pilot.pause()
         for key, values in stages.items():

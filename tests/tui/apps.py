@@ -99,3 +99,16 @@ def settle_sync(app: TokenwatchApp) -> Callable[[Pilot[None]], object]:
         await settle(pilot, app)
 
     return run_before
+
+
+def ready(app: TokenwatchApp, *keys: str) -> Callable[[Pilot[None]], object]:
+    """``run_before`` for snap_compare: settled, ``keys`` pressed, then every panel redrawn."""
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot, app)
+        for key in keys:
+            await pilot.press(key)
+        app.refresh_data(force=True)
+        await pilot.pause()
+
+    return run_before

@@ -16,11 +16,10 @@ from collections.abc import Callable
 
 import pytest
 from rich.text import Text
-from textual.pilot import Pilot
 from textual.widgets import Static
 
 from tests.core.baseline_runs import finite_sum, measured_means, pct
-from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, SNAPSHOT_TIME_S, replay_app, settle
+from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, SNAPSHOT_TIME_S, replay_app, settle, settle_sync
 from tests.tui.test_tui_run_edges import strips, text_of
 from tokenwatch.core import CoreConfig
 from tokenwatch.core.baseline import Baseline, RunIdentity
@@ -51,13 +50,6 @@ def offline_app() -> TokenwatchApp:
 
 def server_app() -> TokenwatchApp:
     return replay_app(SERVER, SERVER_AT_S, config=CoreConfig(baseline=expected_server_baseline()))
-
-
-def ready(app: TokenwatchApp) -> Callable[[Pilot[None]], object]:
-    async def run_before(pilot: Pilot[None]) -> None:
-        await settle(pilot, app)
-
-    return run_before
 
 
 async def test_header_and_node_column_show_the_cores_comparison_at_41_07() -> None:
@@ -146,10 +138,10 @@ def test_snapshot_offline_against_a_baseline(snap_compare: SnapCompare) -> None:
     """41:07 against the node-failure run: the header's comparison, the timeline's second line (the
     baseline's drop at 30:00 when its node07 went down), the vs base column."""
     app = offline_app()
-    assert snap_compare(app, terminal_size=(120, 40), run_before=ready(app))
+    assert snap_compare(app, terminal_size=(120, 40), run_before=settle_sync(app))
 
 
 def test_snapshot_server_against_the_simulators_expected_run(snap_compare: SnapCompare) -> None:
     """5:00 of the Server sample against sim:gb300-nvl72: the TTFT histogram under the expected one."""
     app = server_app()
-    assert snap_compare(app, terminal_size=(200, 60), run_before=ready(app))
+    assert snap_compare(app, terminal_size=(200, 60), run_before=settle_sync(app))

@@ -13,18 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from textual.pilot import Pilot
 
-from tests.tui.apps import replay_app, settle
+from tests.tui.apps import ready, replay_app, settle
 from tests.tui.recordings import cause_run_events, write_recording
 from tests.tui.test_tui_run_edges import rendered, strips, text_of
 from tokenwatch.core import CoreConfig
 from tokenwatch.events import GPU_METRICS, GpuBatch, ProgressBatch, RunStarted
 from tokenwatch.recording import RecordingReader
-from tokenwatch.tui.app import TokenwatchApp
 from tokenwatch.tui.screens.node_screen import NodeScreen
 from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
-from tokenwatch.tui.widgets.node_table import _GAP, NodeTable
+from tokenwatch.tui.widgets.node_table import NodeTable
+from tokenwatch.tui.widgets.sorted_table import GAP
 from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
 
 AT_S = 200.0  # 3:20: node03 slow since its throttle, node05 slow since its cap
@@ -72,7 +71,7 @@ def drawn_cells(table: NodeTable) -> dict[str, dict[str, str]]:
         line, pos, cells = text_of(strip), 0, {}
         for col in table._columns:
             cells[col.key] = line[pos : pos + col.width].strip()
-            pos += col.width + _GAP
+            pos += col.width + GAP
         if cells.get("node"):
             out[cells["node"]] = cells
     return out
@@ -142,17 +141,6 @@ async def test_the_throughput_timeline_marks_the_limit_change(recording: Path) -
 
 
 # ------------------------------------------------------------------------------------- snapshots
-def ready(app: TokenwatchApp, *keys: str) -> Callable[[Pilot[None]], object]:
-    async def run_before(pilot: Pilot[None]) -> None:
-        await settle(pilot, app)
-        for key in keys:
-            await pilot.press(key)
-        app.refresh_data(force=True)
-        await pilot.pause()
-
-    return run_before
-
-
 def test_snapshot_of_the_cause_column(snap_compare: SnapCompare, recording: Path) -> None:
     """3:20: node03 and node05 slow, each with its cause; tok/J with ∑; the limit change ▲ on the axis."""
     app = replay_app(recording, AT_S)

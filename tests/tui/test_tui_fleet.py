@@ -18,11 +18,12 @@ from textual.binding import Binding
 from textual.pilot import Pilot
 
 from tests.core.fleet_runs import GPUS, expected_rack, facts_at, fleet_events
-from tests.tui.apps import OFFLINE, replay_app, settle
+from tests.tui.apps import OFFLINE, ready, replay_app, settle
 from tests.tui.recordings import write_recording
 from tokenwatch.cli.parser import build_parser
 from tokenwatch.cli.sim_settings import sim_settings
 from tokenwatch.core import RackCore
+from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.formatting import group
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
@@ -52,6 +53,21 @@ def board_of(app: TokenwatchApp) -> FleetBoard:
     screen = app.screen
     assert isinstance(screen, FleetScreen)
     return screen.query_one(FleetBoard)
+
+
+async def open_dashboard(pilot: Pilot[None], app: TokenwatchApp, key: str, rack: str | None) -> RackSnapshot:
+    """Press ``key`` on the board: the dashboard it opens shows ``rack`` (None: every node); its node
+    table's snapshot once drawn."""
+    await pilot.press(key)
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, DashboardScreen)
+    assert screen.rack == rack
+    app.refresh_data(force=True)
+    await pilot.pause()
+    snap = screen.query_one(NodeTable).snapshot
+    assert snap is not None
+    return snap
 
 
 def row_text(board: FleetBoard, rack: str) -> str:
@@ -109,15 +125,8 @@ async def test_a_rack_with_a_down_node_shows_it_on_the_board_and_in_its_dashboar
         assert "17/18" in row_text(board, "rack03")
         assert "18/18" in row_text(board, "rack01")
         assert board.border_title == "Fleet · 3 racks · 53/54 nodes up"
-        await pilot.press("end", "enter")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, DashboardScreen)
-        assert screen.rack == "rack03"
-        app.refresh_data(force=True)
-        await pilot.pause()
-        rows = screen.query_one(NodeTable).snapshot
-        assert rows is not None
+        await pilot.press("end")
+        rows = await open_dashboard(pilot, app, "enter", "rack03")
         i = rows.nodes.index("node40")
         assert rows.nodes.state[i] == "down"
         assert rows.aggregate.nodes_up == 17
@@ -177,15 +186,7 @@ async def test_enter_opens_the_racks_dashboard_with_its_18_nodes_and_escape_retu
         board = board_of(app)
         await pilot.press("down")
         assert board.cursor_rack == "rack02"
-        await pilot.press("enter")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, DashboardScreen)
-        assert screen.rack == "rack02"
-        app.refresh_data(force=True)
-        await pilot.pause()
-        snap = screen.query_one(NodeTable).snapshot
-        assert snap is not None
+        snap = await open_dashboard(pilot, app, "enter", "rack02")
         assert snap.nodes.names == tuple(f"node{i:02d}" for i in range(19, 37))
         assert snap.run.name.endswith("· rack02")
         assert snap.aggregate.gpus == PER_RACK * GPUS
@@ -211,15 +212,7 @@ async def test_a_shows_every_node_of_the_fleet_with_a_heatmap_row_per_rack(fleet
     app = replay_app(fleet_recording, AT_S)
     async with app.run_test(size=(200, 60)) as pilot:
         await settle(pilot, app)
-        await pilot.press("a")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, DashboardScreen)
-        assert screen.rack is None
-        app.refresh_data(force=True)
-        await pilot.pause()
-        snap = screen.query_one(NodeTable).snapshot
-        assert snap is not None
+        snap = await open_dashboard(pilot, app, "a", None)
         assert len(snap.nodes.names) == 3 * PER_RACK
         await pilot.press("escape")
         await pilot.pause()
@@ -270,15 +263,6 @@ def test_every_fleet_binding_is_in_the_key_table() -> None:
 
 
 # ---------------------------------------------------------------- snapshots
-def ready(app: TokenwatchApp) -> Callable[[Pilot[None]], object]:
-    async def run_before(pilot: Pilot[None]) -> None:
-        await settle(pilot, app)
-        app.refresh_data(force=True)
-        await pilot.pause()
-
-    return run_before
-
-
 @pytest.mark.parametrize("size", [(120, 40), (200, 60)], ids=["120x40", "200x60"])
 def test_snapshot_of_the_fleet_board(
     snap_compare: SnapCompare, fleet_recording: Path, size: tuple[int, int]

@@ -13,24 +13,12 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.apps import OFFLINE, replay_app, settle
+from tests.tui.apps import OFFLINE, ready, replay_app, settle
 from tests.tui.recordings import FAULT_RUN, interrupted_events, write_recording
-from tokenwatch.tui.app import TokenwatchApp
 from tokenwatch.tui.theme_loader import SHIPPED_ORDER
 from tokenwatch.tui.widgets.gpu_heatmap import GpuHeatmap
 
 SnapCompare = Callable[..., bool]
-
-
-def ready(app: TokenwatchApp, *keys: str) -> Callable[[Pilot[None]], object]:
-    async def run_before(pilot: Pilot[None]) -> None:
-        await settle(pilot, app)
-        for key in keys:
-            await pilot.press(key)
-        app.refresh_data(force=True)
-        await pilot.pause()
-
-    return run_before
 
 
 @pytest.mark.parametrize("theme", SHIPPED_ORDER)

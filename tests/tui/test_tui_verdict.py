@@ -7,12 +7,10 @@ from collections.abc import Callable
 
 import pytest
 from rich.text import Text
-from textual.pilot import Pilot
 from textual.widgets import Static
 
-from tests.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, replay_app, settle, sim_app
+from tests.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, ready, replay_app, settle, sim_app
 from tokenwatch.formatting import group
-from tokenwatch.tui.app import TokenwatchApp
 from tokenwatch.tui.widgets.big_figure import BigFigure
 from tokenwatch.tui.widgets.node_table import NodeTable
 from tokenwatch.tui.widgets.run_header import RunHeader
@@ -74,15 +72,6 @@ async def test_a_run_that_will_be_invalid_says_so_in_red_and_which_rule() -> Non
         drawn = "\n".join(strip.text for strip in rules.render_lines(rules.region.reset_offset))
         assert "✗ min duration" in drawn
         assert "✗ min samples" in drawn
-
-
-def ready(app: TokenwatchApp) -> Callable[[Pilot[None]], object]:
-    async def run_before(pilot: Pilot[None]) -> None:
-        await settle(pilot, app)
-        app.refresh_data(force=True)
-        await pilot.pause()
-
-    return run_before
 
 
 def test_snapshot_of_a_server_runs_verdict(snap_compare: SnapCompare) -> None:

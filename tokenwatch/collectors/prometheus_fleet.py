@@ -17,7 +17,6 @@ per problem; a rack whose series are gone (its exporter died) is marked down whi
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 import re
 import threading
@@ -37,7 +36,7 @@ from tokenwatch.collectors.fleet_queries import (
     scoped_names,
 )
 from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector, first_growth
 from tokenwatch.events import RACK_FIGURES, Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.live.discovery import Discovered
 
@@ -309,13 +308,7 @@ class PrometheusFleetCollector:
         except PromApiError as exc:
             self._said["history"] = f"prometheus fleet: no history: {exc}"
             return None
-        grew = [
-            later
-            for _, points in series
-            for (_, before), (later, after) in itertools.pairwise(points)
-            if after > before
-        ]
-        return max(start, min(grew) - step) if grew else None
+        return first_growth(series, start, step)
 
     async def history(self, start_wall: float, end_wall: float) -> list[Event]:
         """The rack figures from ``start_wall`` to ``end_wall`` on the live grid (Unix times as ``t``),

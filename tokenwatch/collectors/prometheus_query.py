@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample
+from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, RangeSeries, Sample
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.events import (
     GPU_METRICS,
@@ -47,6 +47,18 @@ from tokenwatch.sources.metric_catalogue import throttle_mask
 MAX_NOTICES_PER_KIND = 20
 DEFAULT_LOOKBACK_S = 3 * 3600.0
 MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
+
+
+def first_growth(series: Sequence[RangeSeries], start: float, step: float) -> float | None:
+    """The start of the first ``step`` at which a counter in ``series`` (a range query from ``start``)
+    grew, never before ``start``; None when none grew."""
+    grew = [
+        later
+        for _, points in series
+        for (_, before), (later, after) in itertools.pairwise(points)
+        if after > before
+    ]
+    return max(start, min(grew) - step) if grew else None
 
 
 class PrometheusQueryCollector:
@@ -173,13 +185,7 @@ class PrometheusQueryCollector:
         except PromApiError as exc:
             self._failing["history"] = f"prometheus: no history: {exc}"
             return None
-        grew = [
-            later
-            for _, points in series
-            for (_, before), (later, after) in itertools.pairwise(points)
-            if after > before
-        ]
-        return max(start, min(grew) - step) if grew else None
+        return first_growth(series, start, step)
 
     async def history(self, start_wall: float, end_wall: float) -> list[Event]:
         """Every query's answers from ``start_wall`` to ``end_wall`` at the poll interval, as the events a

@@ -8,17 +8,14 @@ snapshot's arrays directly. Rows keep the cursor on the same node when the order
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Region, Size
-from textual.message import Message
-from textual.scroll_view import ScrollView
+from textual.geometry import Region
 from textual.strip import Strip
 
 from tokenwatch.core.energy import SOURCE_MARK, SOURCE_WORDS
@@ -28,18 +25,8 @@ from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.events import FloatArray
 from tokenwatch.formatting import DASH, group, printable
 from tokenwatch.tui.charts import sparkline
-from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    key: str
-    title: str
-    width: int
-    priority: int  # columns with the lowest priority numbers are kept when the table is narrow
-    right: bool = True
-
+from tokenwatch.tui.widgets.sorted_table import GAP, Column, SortedTable, name_rank, nan_last_order
 
 COLUMNS: tuple[Column, ...] = (
     Column("node", "Node", 9, 0, right=False),
@@ -58,7 +45,6 @@ COLUMNS: tuple[Column, ...] = (
     Column("trend", "tok/s trend", 12, 8, right=False),
 )
 SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key not in ("trend", "cause"))
-_GAP = 1
 _TREND_WIDTH = 12
 # Status rank for sorting: the worst first.
 _RANK = {
@@ -115,7 +101,7 @@ def sort_order(
     """Row order by ``key``; missing values (NaN) always last, ties by node name. ``vs_baseline``: each
     node against the baseline in % (the ``base`` column; all missing without a baseline)."""
     n = len(rows.names)
-    names_rank = np.argsort(np.argsort(np.array(rows.names, dtype=object)))
+    names_rank = name_rank(rows.names)
     if key == "node":
         values = names_rank.astype(np.float64)
     elif key == "status":
@@ -134,52 +120,35 @@ def sort_order(
             "base": vs_baseline if vs_baseline is not None else np.full(n, np.nan),
         }[key]
         values = np.asarray(source, np.float64)
-    missing = ~np.isfinite(values)
-    keyed = np.where(missing, 0.0, -values if descending else values)
-    return np.lexsort((names_rank, keyed, missing))
+    return nan_last_order(values, descending, names_rank)
 
 
-class NodeTable(LinePass, ScrollView, can_focus=True):
+class NodeTable(SortedTable):
     """Set ``snapshot``; posts :class:`NodeTable.NodeSelected` on Enter or a double click."""
 
-    DEFAULT_CSS = """
-    NodeTable {
-        overflow-x: hidden;
-        border: round $primary 50%;
-        border-title-color: $primary;
-        height: 1fr;
-        min-height: 6;
-    }
-    NodeTable:focus { border: round $primary; }
-    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open_node", "Node", show=True)]
+    COLUMNS = COLUMNS
+    SORT_KEYS = SORT_KEYS
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "cursor_to(0)", "First", show=False),
-        Binding("end", "cursor_to(-1)", "Last", show=False),
-        Binding("enter", "open_node", "Node", show=True),
-    ]
-
-    class NodeSelected(Message):
+    class NodeSelected(SortedTable.Selected):
         """The engineer asked for a node's detail."""
 
-        def __init__(self, node: str) -> None:
-            super().__init__()
-            self.node = node
+        @property
+        def node(self) -> str:
+            return self.key
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
+        super().__init__("node", id=id, classes=classes)
         self.snapshot: RackSnapshot | None = None
-        self.sort_key = "node"
-        self.descending = False
-        self.cursor_node: str | None = None
-        self._order = np.zeros(0, np.int64)
-        self._position = np.zeros(0, np.int64)  # row position of each node index
-        self._columns: tuple[Column, ...] = COLUMNS
         self._spark_range = (math.nan, math.nan)
+
+    @property
+    def cursor_node(self) -> str | None:
+        return self.cursor_key
+
+    @cursor_node.setter
+    def cursor_node(self, name: str | None) -> None:
+        self.cursor_key = name
 
     # ------------------------------------------------------------------ data
     def update_snapshot(self, snap: RackSnapshot) -> None:
@@ -187,118 +156,44 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         self._resort()
         self.refresh()
 
+    def _row_names(self) -> Sequence[str] | None:
+        return self.snapshot.nodes.names if self.snapshot is not None else None
+
     def _resort(self) -> None:
         snap = self.snapshot
         if snap is None:
             return
         rows = snap.nodes
         base = snap.baseline
-        self._order = sort_order(
-            rows, self.sort_key, self.descending, base.node_delta_pct if base is not None else None
+        self._set_order(
+            sort_order(
+                rows, self.sort_key, self.descending, base.node_delta_pct if base is not None else None
+            )
         )
-        self._position = np.empty(len(self._order), np.int64)
-        self._position[self._order] = np.arange(len(self._order))
         self._spark_range = finite_range(rows.sparkline_tokens_per_s)
         if self.cursor_node is None and rows.names:
             self.cursor_node = rows.names[int(self._order[0])]
-        self.virtual_size = Size(self.size.width, len(self._order) + 1)
-        arrow = "▼" if self.descending else "▲"
-        title = next(c.title for c in COLUMNS if c.key == self.sort_key)
         source = snap.aggregate.energy_source
         energy = f" · tok/J {SOURCE_MARK[source]} {SOURCE_WORDS[source]}" if source in SOURCE_MARK else ""
-        self.border_subtitle = f"sorted by {title} {arrow} · s: next column{energy}"
+        self.border_subtitle = f"{self._sort_caption()} · s: next column{energy}"
         self.border_title = f"Nodes ({len(rows.names)})"
         if base is not None and base.matched_by == "rank":  # said where the column is read
             self.border_title += " · vs base: matched by rank"
 
-    # ------------------------------------------------------------------ sorting
-    def sort_by(self, key: str, descending: bool | None = None) -> None:
-        if key not in SORT_KEYS:
-            raise ValueError(f"unknown sort column {key!r}")
-        self.descending = (
-            (not self.descending if key == self.sort_key else False) if descending is None else descending
-        )
-        self.sort_key = key
-        self._resort()
-        self._move_to(0)  # a new order is read from the top; between sorts the cursor follows its node
-
-    def cycle_sort(self) -> None:
-        """The next column, ascending (``s``); ``vs base`` only when there is a baseline."""
-        keys = SORT_KEYS if self._has_baseline() else tuple(k for k in SORT_KEYS if k != "base")
-        i = keys.index(self.sort_key) if self.sort_key in keys else -1
-        self.sort_by(keys[(i + 1) % len(keys)], descending=False)
+    def _sort_cycle(self) -> tuple[str, ...]:
+        """``vs base`` only when there is a baseline."""
+        return SORT_KEYS if self._has_baseline() else tuple(k for k in SORT_KEYS if k != "base")
 
     def _has_baseline(self) -> bool:
         return self.snapshot is not None and self.snapshot.baseline is not None
 
-    def reverse_sort(self) -> None:
-        self.sort_by(self.sort_key, descending=not self.descending)
-
-    # ------------------------------------------------------------------ cursor
-    @property
-    def cursor_row(self) -> int:
-        snap = self.snapshot
-        if snap is None or self.cursor_node is None or self.cursor_node not in snap.nodes.names:
-            return 0
-        return int(self._position[snap.nodes.index(self.cursor_node)])
-
-    def _move_to(self, row: int) -> None:
-        snap = self.snapshot
-        if snap is None or not len(self._order):
-            return
-        row = min(max(0, row), len(self._order) - 1)
-        self.cursor_node = snap.nodes.names[int(self._order[row])]
-        self._scroll_to_cursor()
-        self.refresh()
-
-    def _scroll_to_cursor(self) -> None:
-        visible = max(1, self.scrollable_content_region.height - 1)
-        row = self.cursor_row
-        if row < self.scroll_y:
-            self.scroll_to(y=row, animate=False)
-        elif row >= self.scroll_y + visible:
-            self.scroll_to(y=row - visible + 1, animate=False)
-
-    def action_cursor(self, delta: int) -> None:
-        self._move_to(self.cursor_row + delta)
-
-    def action_page(self, direction: int) -> None:
-        self._move_to(self.cursor_row + direction * max(1, self.scrollable_content_region.height - 2))
-
-    def action_cursor_to(self, row: int) -> None:
-        self._move_to(row if row >= 0 else len(self._order) - 1)
+    def _selected(self, key: str) -> NodeSelected:
+        return self.NodeSelected(key)
 
     def action_open_node(self) -> None:
-        if self.cursor_node is not None:
-            self.post_message(self.NodeSelected(self.cursor_node))
-
-    # ------------------------------------------------------------------ mouse
-    def _column_at(self, x: int) -> Column | None:
-        pos = 0
-        for col in self._columns:
-            if pos <= x < pos + col.width + _GAP:
-                return col
-            pos += col.width + _GAP
-        return None
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None:
-            return
-        if offset.y == 0:
-            col = self._column_at(offset.x + int(self.scroll_x))
-            if col is not None and col.key in SORT_KEYS:
-                self.sort_by(col.key)
-            return
-        self._move_to(int(self.scroll_y) + offset.y - 1)
-        if event.chain >= 2:
-            self.action_open_node()
+        self.open_cursor_row()
 
     # ------------------------------------------------------------------ drawing
-    def on_resize(self) -> None:
-        if self.snapshot is not None:
-            self.virtual_size = Size(self.size.width, len(self._order) + 1)
-
     def render_lines(self, crop: Region) -> list[Strip]:
         # Columns fit the width as drawn (a scroll bar coming or going changes it without a resize).
         snap = self.snapshot
@@ -318,10 +213,10 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         for col in sorted(COLUMNS, key=lambda c: c.priority if c.key != "cause" or explaining else 99):
             if col.key == "base" and not with_baseline:
                 continue
-            if used + col.width + _GAP > width and col.priority > 0:
+            if used + col.width + GAP > width and col.priority > 0:
                 continue
             chosen.add(col.key)
-            used += col.width + _GAP
+            used += col.width + GAP
         return tuple(c for c in COLUMNS if c.key in chosen)
 
     def render_line(self, y: int) -> Strip:
@@ -335,17 +230,6 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
         if snap is None or row >= len(self._order):
             return Strip.blank(width, base)
         return self._row_strip(snap, int(self._order[row]), pal, base, width)
-
-    def _header_strip(self, pal: Palette, base: Style, width: int) -> Strip:
-        segments = []
-        for col in self._columns:
-            title = col.title
-            if col.key == self.sort_key:  # the arrow always shows; a long title gives way
-                title = f"{title[: col.width - 1]}{'▼' if self.descending else '▲'}"
-            text = title[: col.width].rjust(col.width) if col.right else title[: col.width].ljust(col.width)
-            segments.append(Segment(text, base + pal.header))
-            segments.append(Segment(" " * _GAP, base))
-        return Strip(segments).adjust_cell_length(width, base)
 
     def _cells(self, snap: RackSnapshot, i: int, condition: str) -> dict[str, str]:
         rows = snap.nodes
@@ -418,15 +302,9 @@ class NodeTable(LinePass, ScrollView, can_focus=True):
                 style = style + (pal.cursor if self.has_focus else Style(reverse=True))
             segments.append(Segment(text, style))
             segments.append(
-                Segment(" " * _GAP, row_style + pal.cursor if selected and self.has_focus else row_style)
+                Segment(" " * GAP, row_style + pal.cursor if selected and self.has_focus else row_style)
             )
         return Strip(segments).adjust_cell_length(width, row_style)
-
-    def on_focus(self) -> None:
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self.refresh()
 
 
 def _baseline_style(pal: Palette, delta_pct: float) -> Style:
