@@ -51,6 +51,7 @@ from tokenwatch.session import Session  # noqa: E402
 from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
 from tokenwatch.tui.screens.dashboard import DashboardScreen  # noqa: E402
+from tokenwatch.tui.screens.fleet_screen import FleetScreen  # noqa: E402
 from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
 from tokenwatch.tui.widgets.latency_histogram import LatencyHistogram  # noqa: E402
 from tokenwatch.tui.widgets.node_table import NodeTable  # noqa: E402
@@ -105,6 +106,9 @@ async def panel_part(
             while player.seeking or player.position_s == 0 or not app.session.queue.empty():
                 await pilot.pause(0.02)
         await pilot.pause(0.2)
+        if isinstance(app.screen, FleetScreen):  # 64 racks lead with the board: its "all nodes" dashboard
+            await pilot.press("a")
+            await pilot.pause(0.2)
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
         out = Console(file=io.StringIO(), width=size[0], height=size[1], force_terminal=True)
