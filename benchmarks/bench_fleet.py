@@ -37,11 +37,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-import httpx
 import orjson
 import psutil
 
@@ -263,8 +263,11 @@ def part_backfill(tmp: Path, racks: int, nodes: int) -> None:
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError, httpx.HTTPError), httpx.Client() as client:
-                if client.get(f"{prom.url}/-/ready").status_code == 200:
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{prom.url}/-/ready", timeout=5) as answer,
+            ):
+                if answer.status == 200:
                     break
             time.sleep(0.5)
         times = []

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import free_port
 from tokenwatch.clock import ManualClock
+from tokenwatch.collectors.fleet_figures import natural_key
 from tokenwatch.collectors.fleet_queries import (
     FLEET_PRESETS,
     UNSHARDED,
@@ -19,7 +20,7 @@ from tokenwatch.collectors.fleet_queries import (
     scoped,
     scoped_names,
 )
-from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector, natural_key
+from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector
 from tokenwatch.events import Event, Notice, RackFiguresBatch
 from tokenwatch.sources.metric_catalogue import PRESETS
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.collectors.fleet_figures import RackFigures, natural_key
 from tokenwatch.collectors.fleet_queries import (
     FLEET_PRESETS,
     FleetPreset,
@@ -35,13 +33,23 @@ from tokenwatch.collectors.fleet_queries import (
     rack_queries,
     scoped_names,
 )
-from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector, first_growth
-from tokenwatch.events import RACK_FIGURES, Emit, Event, Notice, RackFiguresBatch
+from tokenwatch.collectors.prometheus_api import (
+    PromApiError,
+    PrometheusApi,
+    RangeSeries,
+    Sample,
+    first_growth,
+)
+from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+from tokenwatch.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.live.discovery import Discovered
 
 FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server for the node queries
-HISTORY_POINTS = 1000  # the backfill's steps: a wide timeline's worth, whatever the run's length
+# The backfill's steps: more than 200 points (one per column of a 200-column terminal's timeline, whose chart
+# is 192 columns) however long the run, since rounding the step up to the interval can halve them; a run of
+# fewer than 400 intervals gets every interval. The server's time grows with the steps (its joins for the
+# running nodes' figures are most of a 64-rack backfill): an 80-minute run is 320 steps of 15 s, not 960 of 5.
+HISTORY_POINTS = 400
 MAX_RANGE_POINTS = 10_000
 
 
@@ -84,11 +92,6 @@ class FleetSettings:
     gpus_per_node: int | None = None
 
 
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """rack2 before rack10."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p)
-
-
 class PrometheusFleetCollector:
     name = "prometheus-fleet"
 
@@ -109,8 +112,7 @@ class PrometheusFleetCollector:
         self.focus = focus or FleetFocus()
         self.polls = polls
         self.templates = rack_queries(self.preset)
-        self.racks: list[str] = []  # known racks: discovered, then any that appear
-        self.rack_nodes: dict[str, int] = {}  # nodes each rack had when discovered
+        self.board = RackFigures(settings.rack_label, settings.node_label)
         self.nodes: tuple[str, ...] = ()
         self.node_reader: PrometheusQueryCollector | None = None
         self._failing: set[str] = set()  # the errors queries fail with now (each said once)
@@ -159,6 +161,20 @@ class PrometheusFleetCollector:
         self._failing = set(failed)
         return out
 
+    @property
+    def racks(self) -> list[str]:
+        """Known racks: discovered, then any that appear."""
+        return self.board.racks
+
+    @property
+    def rack_nodes(self) -> dict[str, int]:
+        """The nodes each rack had when last listed."""
+        return self.board.rack_nodes
+
+    def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
+        """One batch from one instant's answers (see :meth:`RackFigures.figures`)."""
+        return self.board.figures(t, results)
+
     # ---------------------------------------------------------- discovery
     async def discover(self) -> Discovered | None:
         """The fleet's racks and nodes (``group by (rack, node)`` of the per-node health series), nodes
@@ -178,7 +194,7 @@ class PrometheusFleetCollector:
             rack, node = labels.get(s.rack_label), labels.get(s.node_label)
             if rack and node:
                 by_rack.setdefault(rack, set()).add(node)
-        self.racks = sorted(by_rack, key=natural_key)
+        self.board.racks[:] = sorted(by_rack, key=natural_key)
         nodes: list[str] = []
         layout = []
         for rack in self.racks:
@@ -243,50 +259,6 @@ class PrometheusFleetCollector:
         }
 
     # ------------------------------------------------------------- figures
-    def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
-        """One batch from one instant's answers; None when the server could not say which racks are
-        there (then nothing is known to be down, and the racks simply go stale)."""
-        if "nodes_total" not in results:
-            return None
-        label = self.settings.rack_label
-        per_field: dict[str, dict[str, float]] = {}
-        worst: dict[str, tuple[str, float]] = {}
-        throttling: set[str] = set()
-        for field, samples in results.items():
-            for labels, value in samples:
-                rack = labels.get(label)
-                if not rack:
-                    continue
-                if field == "worst":
-                    worst[rack] = (labels.get(self.settings.node_label, ""), value)
-                elif field == "worst_throttling":
-                    throttling.add(rack)
-                else:
-                    per_field.setdefault(field, {})[rack] = value
-        present = per_field.get("nodes_total", {})
-        for rack in sorted(set(present) - set(self.racks), key=natural_key):
-            self.racks.append(rack)  # a rack that appeared since the watch began
-        values = np.full((len(self.racks), len(RACK_FIGURES)), np.nan)
-        for col, field in enumerate(RACK_FIGURES):
-            answered = per_field.get(field, {})
-            if field == "worst_tokens_per_s":
-                answered = {rack: v for rack, (_, v) in worst.items()}
-            for row, rack in enumerate(self.racks):
-                if rack in answered:
-                    values[row, col] = answered[rack]
-        down = np.array([rack not in present for rack in self.racks], bool)
-        # A rack's size is what the server counts now, or what it had when it was last listed.
-        total = RACK_FIGURES.index("nodes_total")
-        for row, rack in enumerate(self.racks):
-            known = self.rack_nodes.get(rack, 0)
-            if down[row] or values[row, total] < known:
-                values[row, total] = float(known) if known else values[row, total]
-            if not down[row]:
-                self.rack_nodes[rack] = max(known, int(values[row, total]))
-        names = tuple(worst.get(rack, ("", 0.0))[0] for rack in self.racks)
-        causes = tuple("throttling" if rack in throttling else "" for rack in self.racks)
-        return RackFiguresBatch(t, tuple(self.racks), values, down, names, causes)
-
     # -------------------------------------------------------------- history
     def _step(self, start: float, end: float) -> float:
         """A step that fits the screen: the poll interval, or coarser for a long run."""
@@ -308,7 +280,8 @@ class PrometheusFleetCollector:
         except PromApiError as exc:
             self._said["history"] = f"prometheus fleet: no history: {exc}"
             return None
-        return first_growth(series, start, step)
+        grew = first_growth(series)
+        return None if grew is None else max(start, grew - step)
 
     async def history(self, start_wall: float, end_wall: float) -> list[Event]:
         """The rack figures from ``start_wall`` to ``end_wall`` on the live grid (Unix times as ``t``),
@@ -325,20 +298,15 @@ class PrometheusFleetCollector:
                 *(api.query_range(self._q(self.templates[f]), first, last, step) for f in fields),
                 return_exceptions=True,
             )
-        at: dict[float, dict[str, list[Sample]]] = {}
         events: list[Event] = []
+        answered: dict[str, list[RangeSeries]] = {}
         for field, answer in zip(fields, answers, strict=True):
             if isinstance(answer, BaseException):
                 message = f"prometheus fleet: no history of {field!r}: {answer}"
                 events.append(Notice(end_wall, "warning", message, source=self.name))
-                continue
-            for labels, points in answer:
-                for stamp, value in points:
-                    at.setdefault(stamp, {}).setdefault(field, []).append((labels, value))
-        for stamp in sorted(at):
-            batch = self.figures(stamp, at[stamp])
-            if batch is not None:
-                events.append(batch)
+            else:
+                answered[field] = answer
+        events += self.board.from_history(answered, first, step)
         self._last_instant = last
         problem = self._said.pop("history", None)
         if problem is not None:
