@@ -297,7 +297,9 @@ class ReplayPlayer:
     async def _emit_next(self, emit: Emit) -> None:
         event = self._tape.peek()
         assert event is not None
-        if self._host is not None and self._keyframes.due(event.t):
+        # Due by what has been played, not by the next event: the keyframe comes after the tick it is
+        # due at (see keyframe_due), so seeks from it skip that tick's forecasts.
+        if self._host is not None and self._keyframes.due(self._position):
             await self._take_keyframe()
         event, _ = self._tape.pop()
         await emit(event)
