@@ -282,21 +282,26 @@ def _read_position(fh: BinaryIO, keyframe: IndexedKeyframe) -> TapePosition | No
 
 def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: IndexedKeyframe) -> RackCore:
     """The keyframe's core, each array decompressed straight into memory of its own (no copy made).
-    The memory comes zeroed from the system without being touched (np.zeros: calloc), so the all-zero
-    chunks (unused capacity, ~40% of a 64-rack core's bytes) are skipped: neither decompressed nor
-    resident until the core writes there. Raises :class:`UnusableIndexError` where a part does not check
-    out (the zstd checksums, the pickle's digest)."""
+    The all-zero chunks (unused capacity, ~40% of a 64-rack core's bytes) are not decompressed: an array
+    of nothing else is np.zeros (calloc: fresh memory from the system is not even touched until the core
+    writes there), any other np.empty with only its zero chunks cleared (memory reused from the previous
+    core is not zeroed twice). Raises :class:`UnusableIndexError` where a part does not check out (the
+    zstd checksums, the pickle's digest)."""
     decompressor = zstandard.ZstdDecompressor()
     buffers = []
     try:
         for numbers in keyframe.buffers:
-            buffer = np.zeros(sum(chunks[n][2] for n in numbers), np.uint8)
+            size = sum(chunks[n][2] for n in numbers)
+            all_zero = not any(chunks[n][1] for n in numbers)
+            buffer = np.zeros(size, np.uint8) if all_zero else np.empty(size, np.uint8)
             view = memoryview(buffer.data)
             at = 0
             for n in numbers:
                 offset, length, raw = chunks[n]
                 end = at + raw
                 if not length:  # an all-zero chunk
+                    if not all_zero:
+                        buffer[at:end] = 0
                     at = end
                     continue
                 fh.seek(offset)
