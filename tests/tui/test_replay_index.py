@@ -82,8 +82,8 @@ async def test_the_first_pass_writes_the_index_and_the_next_open_seeks_with_it(r
     player, session, task = await opened(recording, speed=0, paused=True)
     await until_settled(player)
     assert player.index_complete  # at once: nothing played yet
-    # One keyframe every 30 s of the 10-minute run, and the empty start.
-    assert player.keyframe_count >= 600 // 30
+    # One keyframe every 20 s of the 10-minute run, and the empty start.
+    assert player.keyframe_count >= 600 // 20
     await assert_seeks_exact(player, session, recording)
     assert player.warnings == []
     session.stop()

@@ -41,7 +41,10 @@ from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore
 
 INDEX_SUFFIX = ".twidx"
-INDEX_EVERY_S = 30.0  # run time between keyframes: thaw + at most this much replayed fits 300 ms at 64 racks
+# Run time between keyframes. A multiple of the verdict interval (10 s), so each keyframe comes just after
+# a verdict tick (replay_keyframes.keyframe_due): a seek then replays at most one tick's 64 rack forecasts
+# (~80 ms of CPU at 64 racks) where 30 s meant up to three; the index is ~1.5x that of 30 s.
+INDEX_EVERY_S = 20.0
 CHUNK_BYTES = 256 << 10
 _VERSION = 2  # 2: all-zero chunks are stored as nothing
 _MAGIC = b"tokenwatch-replay-index\n"
