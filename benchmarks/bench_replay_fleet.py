@@ -10,7 +10,8 @@ The input is what `tokenwatch sim --racks 64 --duration 80m --speed 0 --headless
 
 1. the first pass: no index yet; the replay plays to the end at full speed, writing ``FILE.twidx``;
 2. the next open: the index is used at once; ~20 seeks to random places (seeded), each timed from the
-   key to the new core on screen.
+   key to the new core on screen, in wall-clock time and in the process's CPU time (on a machine shared
+   with other work, the CPU time is what a quiet core would take).
 
 Each prints its peak resident memory (ru_maxrss). Also measured: the parts of a seek (restoring one
 keyframe; playing 30 s of 64-rack events through a core). Figures are printed, never asserted.
@@ -73,21 +74,33 @@ async def dashboard(path: Path, phase: str) -> None:
             )
             end = player.duration_s or 0.0
             rng = random.Random(15)
-            times = []
+            times, cpu = [], []
             for _ in range(SEEKS):
                 target = rng.uniform(0, end)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 player.seek(target)
                 await pilot.pause()
                 while player.seeking:
                     await pilot.pause(0.005)
                 times.append(time.perf_counter() - t0)
-                print(f"    seek to {target / 60:5.1f} min: {times[-1] * 1000:4.0f} ms", flush=True)
+                cpu.append(time.process_time() - c0)
+                print(
+                    f"    seek to {target / 60:5.1f} min: {times[-1] * 1000:4.0f} ms "
+                    f"({cpu[-1] * 1000:4.0f} ms CPU)",
+                    flush=True,
+                )
             times.sort()
             p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
             print(
                 f"  {len(times)} seeks: median {statistics.median(times) * 1000:.0f} ms, "
                 f"p95 {p95 * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms; warnings {player.warnings}"
+            )
+            cpu.sort()
+            print(
+                f"  the same in CPU time (this process, all threads; what a quiet core would take): median "
+                f"{statistics.median(cpu) * 1000:.0f} ms, "
+                f"p95 {cpu[round(0.95 * (len(cpu) - 1))] * 1000:.0f} ms, "
+                f"max {cpu[-1] * 1000:.0f} ms"
             )
         await pilot.press("q")
     print(f"  {phase}: peak resident memory {peak_mb():.0f} MB", flush=True)
@@ -103,14 +116,14 @@ def parts(path: Path) -> None:
     assert store is not None, warning
     assert not store.building
     middle = store.frames[len(store.frames) // 2]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     position = store.position_of(middle)
     core = store.core_of(middle)
-    restored = time.perf_counter() - t0
+    restored, restored_cpu = time.perf_counter() - t0, time.process_time() - c0
     assert core is not None
     reader = RecordingReader(path, start=None if position is None else position.point)
     skip = 0 if position is None else position.skip
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for event in reader.events():
         if skip:
             skip -= 1
@@ -118,10 +131,12 @@ def parts(path: Path) -> None:
         if event.t > middle.t + store.every_s:
             break
         core.ingest(as_replayed(event))
-    played = time.perf_counter() - t0
+    played, played_cpu = time.perf_counter() - t0, time.process_time() - c0
     print(
-        f"  restoring one keyframe: {restored * 1000:.0f} ms; reading and playing the {store.every_s:.0f} s "
-        f"after it: {played * 1000:.0f} ms; index {index_path_for(path).stat().st_size / 1e6:.0f} MB "
+        f"  restoring one keyframe: {restored * 1000:.0f} ms ({restored_cpu * 1000:.0f} ms CPU); reading and "
+        f"playing the {store.every_s:.0f} s after it: {played * 1000:.0f} ms "
+        f"({played_cpu * 1000:.0f} ms CPU); "
+        f"index {index_path_for(path).stat().st_size / 1e6:.0f} MB "
         f"({len(store.frames) - 1} keyframes, one every {store.every_s:.0f} s)"
     )
     store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -18,12 +19,12 @@ import pytest
 from tests.tui.apps import SERVER, core_until
 from tests.tui.test_tui_replay_player import assert_same, until_settled
 from tokenwatch.collectors.replay import ReplayPlayer
-from tokenwatch.collectors.replay_index import index_path_for
+from tokenwatch.collectors.replay_index import IndexWriter, index_path_for, recording_identity, user_key
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
 from tokenwatch.session import Session
 
-TARGETS = (400.0, 95.0, 560.0, 0.0, 301.5)
+TARGETS = (400.0, 95.0, 560.0, 0.0, 301.5, 300.0)  # 300: a keyframe's multiple exactly
 
 
 @pytest.fixture(autouse=True)
@@ -81,12 +82,36 @@ async def test_the_first_pass_writes_the_index_and_the_next_open_seeks_with_it(r
     player, session, task = await opened(recording, speed=0, paused=True)
     await until_settled(player)
     assert player.index_complete  # at once: nothing played yet
-    # One keyframe every 30 s of the 10-minute run, and the empty start.
-    assert player.keyframe_count >= 600 // 30
+    # One keyframe every 20 s of the 10-minute run, and the empty start.
+    assert player.keyframe_count >= 600 // 20
     await assert_seeks_exact(player, session, recording)
     assert player.warnings == []
     session.stop()
     await task
+
+
+def pickled(core: RackCore) -> tuple[bytes, list[bytes]]:
+    """The core's pickle and its arrays' bytes (out of band), as an index keeps them."""
+    buffers: list[pickle.PickleBuffer] = []
+    meta = pickle.dumps(core, protocol=5, buffer_callback=buffers.append)
+    return meta, [bytes(buffer.raw()) for buffer in buffers]
+
+
+def test_a_keyframe_restores_every_byte_of_its_core_with_the_zero_chunks_not_stored(recording: Path) -> None:
+    core = core_until(recording, 400.0)
+    writer = IndexWriter(index_path_for(recording), recording_identity(recording, None), user_key(), 30.0)
+    try:
+        writer.add(400.0, None, core)
+        restored = writer.read_core(writer.keyframes[0])
+        stored = writer.nbytes
+    finally:
+        writer.discard()
+    _, arrays = pickled(core)
+    assert pickled(restored)[1] == arrays  # every array byte for byte, zeros and unused capacity too
+    assert as_json(restored.snapshot()) == as_json(core.snapshot())
+    zero_chunks = [raw for _, length, raw in writer.chunks if length == 0]
+    assert zero_chunks  # a one-rack core's preallocated series have all-zero stretches...
+    assert stored < sum(len(a) for a in arrays) - sum(zero_chunks)  # ...which take no room in the index
 
 
 async def test_seeks_during_the_first_pass_read_the_unfinished_index(recording: Path) -> None:

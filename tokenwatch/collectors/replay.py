@@ -12,7 +12,7 @@ the target; seeking back restores the nearest earlier keyframe (the session's co
 every few minutes of run time on the first pass, with the file position of the next event), re-reads
 the recording from that position into it, and hands it to the session, which keeps showing the old core
 until the new one is complete. With ``index=True`` (the CLI's replay) the keyframes live in
-``<recording>.twidx`` instead, every 30 s of run time (see replay_index): a seek from one of those is short
+``<recording>.twidx`` instead, every 20 s of run time (see replay_index): a seek from one of those is short
 enough to be made without yielding to the loop. A background scan of the file gives the run's length.
 """
 
@@ -297,7 +297,9 @@ class ReplayPlayer:
     async def _emit_next(self, emit: Emit) -> None:
         event = self._tape.peek()
         assert event is not None
-        if self._host is not None and self._keyframes.due(event.t):
+        # Due by what has been played, not by the next event: the keyframe comes after the tick it is
+        # due at (see keyframe_due), so seeks from it skip that tick's forecasts.
+        if self._host is not None and self._keyframes.due(self._position):
             await self._take_keyframe()
         event, _ = self._tape.pop()
         await emit(event)

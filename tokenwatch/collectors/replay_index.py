@@ -9,8 +9,8 @@ Layout: a magic line, then zstd frames (with checksums), then the table of conte
 (the table's offset and length, its keyed MAC, the magic again). A core is pickled with its arrays out of
 band (pickle protocol 5); each array's bytes are cut into :data:`CHUNK_BYTES` chunks stored once by their
 digest, so the parts of the core that did not change since the previous keyframe (most of its
-preallocated histories) cost nothing again. A restore decompresses each array straight into its own
-buffer (no second copy).
+preallocated histories) cost nothing again; an all-zero chunk is not stored at all. A restore
+decompresses each array straight into its own buffer (no second copy), skipping the zero chunks.
 
 Trust: an index holds pickles, and a pickle from someone else runs their code. The table of contents
 (which carries each pickle's digest) is signed with a key private to this user
@@ -21,6 +21,7 @@ and rebuilt; a damaged one is ignored with one warning.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import hmac
@@ -36,13 +37,17 @@ import numpy as np
 import orjson
 import zstandard
 
+from tokenwatch.collectors.replay_keyframes import keyframe_due
 from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore
 
 INDEX_SUFFIX = ".twidx"
-INDEX_EVERY_S = 30.0  # run time between keyframes: thaw + at most this much replayed fits 300 ms at 64 racks
+# Run time between keyframes. A multiple of the verdict interval (10 s), so each keyframe comes just after
+# a verdict tick (replay_keyframes.keyframe_due): a seek then replays at most one tick's 64 rack forecasts
+# (~80 ms of CPU at 64 racks) where 30 s meant up to three; the index grew by 12 % (64 racks: 645 MB).
+INDEX_EVERY_S = 20.0
 CHUNK_BYTES = 256 << 10
-_VERSION = 1
+_VERSION = 2  # 2: all-zero chunks are stored as nothing; chunk numbers packed (int32, base64)
 _MAGIC = b"tokenwatch-replay-index\n"
 _FOOTER = struct.Struct("<QQ32s24s")  # table offset, table length, MAC, magic
 _HEAD_BYTES = 64 << 10  # of the recording, hashed to tell it from another of the same size and time
@@ -90,14 +95,32 @@ def _digest(data: bytes | memoryview) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class IndexedKeyframe:
-    """A keyframe in an index: its run time and where its parts are."""
+    """A keyframe in an index: its run time and where its parts are. The chunk numbers are packed (int32):
+    as tuples of Python ints, 255 keyframes of ~4,300 chunks each held ~90 MB."""
 
     t: float
     position: tuple[int, int, str]  # offset, length, digest of the compressed pickled TapePosition
     meta: tuple[int, int, str]  # the same of the core's pickle (its arrays out of band)
-    buffers: tuple[tuple[int, ...], ...]  # per out-of-band array: its chunks' numbers, in order
+    numbers: np.ndarray  # the chunks' numbers of every out-of-band array, array after array
+    counts: np.ndarray  # how many chunks each array has, in order
+
+    def buffers(self) -> list[np.ndarray]:
+        """Per out-of-band array: its chunks' numbers, in order."""
+        return np.split(self.numbers, np.cumsum(self.counts)[:-1]) if len(self.counts) else []
+
+
+def _packed(values: list[int]) -> np.ndarray:
+    return np.asarray(values, dtype="<i4")
+
+
+def _encoded(values: np.ndarray) -> str:
+    return base64.b64encode(values.astype("<i4").tobytes()).decode("ascii")
+
+
+def _decoded(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text, validate=True), dtype="<i4")
 
 
 class IndexWriter:
@@ -132,7 +155,10 @@ class IndexWriter:
         digest = _digest(raw)
         number = self._chunk_of.get(digest)
         if number is None:
-            offset, length = self._append(self._compressor.compress(raw))
+            if np.frombuffer(raw, np.uint8).any():
+                offset, length = self._append(self._compressor.compress(raw))
+            else:
+                offset, length = 0, 0  # all zeros: nothing stored, nothing to decompress or touch
             number = self._chunk_of[digest] = len(self.chunks)
             self.chunks.append((offset, length, len(raw)))
         return number
@@ -141,18 +167,18 @@ class IndexWriter:
         """Keep ``core`` (as of just before the event at ``position``) as the keyframe at ``t``."""
         buffers: list[pickle.PickleBuffer] = []
         meta = pickle.dumps(core, protocol=5, buffer_callback=buffers.append)
-        chunked = []
+        numbers: list[int] = []
+        counts: list[int] = []
         for buffer in buffers:
             raw = buffer.raw()
-            chunked.append(
-                tuple(self._chunk(raw[at : at + CHUNK_BYTES]) for at in range(0, len(raw), CHUNK_BYTES))
-            )
+            numbers.extend(self._chunk(raw[at : at + CHUNK_BYTES]) for at in range(0, len(raw), CHUNK_BYTES))
+            counts.append(-(-len(raw) // CHUNK_BYTES))
         where = []
         for blob in (pickle.dumps(position, protocol=5), meta):
             packed = self._compressor.compress(blob)
             offset, length = self._append(packed)
             where.append((offset, length, _digest(packed)))
-        self.keyframes.append(IndexedKeyframe(t, where[0], where[1], tuple(chunked)))
+        self.keyframes.append(IndexedKeyframe(t, where[0], where[1], _packed(numbers), _packed(counts)))
 
     def read_position(self, keyframe: IndexedKeyframe) -> TapePosition | None:
         """Of a keyframe written so far (a seek during the first pass)."""
@@ -172,7 +198,7 @@ class IndexWriter:
                 "every_s": self.every_s,
                 "chunks": self.chunks,
                 "keyframes": [
-                    [kf.t, list(kf.position), list(kf.meta), [list(b) for b in kf.buffers]]
+                    [kf.t, list(kf.position), list(kf.meta), _encoded(kf.numbers), _encoded(kf.counts)]
                     for kf in self.keyframes
                 ],
             }
@@ -211,9 +237,12 @@ class IndexReader:
             self.every_s = float(table["every_s"])
             self.chunks = [(int(o), int(n), int(r)) for o, n, r in table["chunks"]]
             self.keyframes = [
-                IndexedKeyframe(float(t), _blob(p), _blob(m), tuple(tuple(int(n) for n in b) for b in bufs))
-                for t, p, m, bufs in table["keyframes"]
+                IndexedKeyframe(float(t), _blob(p), _blob(m), _decoded(numbers), _decoded(counts))
+                for t, p, m, numbers, counts in table["keyframes"]
             ]
+            for kf in self.keyframes:  # a negative number would index from the end: refused here
+                if kf.counts.sum() != len(kf.numbers) or (kf.counts < 0).any() or (kf.numbers < 0).any():
+                    raise UnusableIndexError("damaged")
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             self._fh.close()
             raise UnusableIndexError(str(exc) if isinstance(exc, UnusableIndexError) else "damaged") from None
@@ -277,20 +306,30 @@ def _read_position(fh: BinaryIO, keyframe: IndexedKeyframe) -> TapePosition | No
 
 
 def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: IndexedKeyframe) -> RackCore:
-    """The keyframe's core, each array decompressed straight into memory of its own (np.empty: no page
-    is touched twice, no copy made). Raises :class:`UnusableIndexError` where a part does not check out
-    (the zstd checksums, the pickle's digest)."""
+    """The keyframe's core, each array decompressed straight into memory of its own (no copy made).
+    The all-zero chunks (unused capacity, ~40% of a 64-rack core's bytes) are not decompressed: an array
+    of nothing else is np.zeros (calloc: fresh memory from the system is not even touched until the core
+    writes there), any other np.empty with only its zero chunks cleared (memory reused from the previous
+    core is not zeroed twice). Raises :class:`UnusableIndexError` where a part does not check out (the
+    zstd checksums, the pickle's digest)."""
     decompressor = zstandard.ZstdDecompressor()
     buffers = []
     try:
-        for numbers in keyframe.buffers:
-            buffer = np.empty(sum(chunks[n][2] for n in numbers), np.uint8)
+        for numbers in keyframe.buffers():
+            size = sum(chunks[n][2] for n in numbers)
+            all_zero = not any(chunks[n][1] for n in numbers)
+            buffer = np.zeros(size, np.uint8) if all_zero else np.empty(size, np.uint8)
             view = memoryview(buffer.data)
             at = 0
             for n in numbers:
                 offset, length, raw = chunks[n]
-                fh.seek(offset)
                 end = at + raw
+                if not length:  # an all-zero chunk
+                    if not all_zero:
+                        buffer[at:end] = 0
+                    at = end
+                    continue
+                fh.seek(offset)
                 with decompressor.stream_reader(fh.read(length)) as reader:
                     while at < end:
                         got = reader.readinto(view[at:end])
@@ -306,7 +345,9 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
     return core
 
 
-START = IndexedKeyframe(0.0, (0, 0, ""), (0, 0, ""), ())  # the empty core of the start, in no file
+START = IndexedKeyframe(
+    0.0, (0, 0, ""), (0, 0, ""), _packed([]), _packed([])
+)  # the empty core of the start, in no file
 
 
 class IndexedKeyframes:
@@ -322,8 +363,8 @@ class IndexedKeyframes:
     def __len__(self) -> int:
         return len(self.frames)
 
-    def due(self, t: float) -> bool:
-        return self.building and t >= self.frames[-1].t + self.every_s
+    def due(self, played_s: float) -> bool:
+        return self.building and keyframe_due(played_s, self.frames[-1].t, self.every_s)
 
     def add(self, t: float, position: TapePosition | None, core: RackCore) -> None:
         """Raises OSError where the file cannot take it (a full disk)."""

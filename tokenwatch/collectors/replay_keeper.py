@@ -54,8 +54,8 @@ class KeyframeKeeper:
     def complete(self) -> bool:
         return isinstance(self.store, IndexedKeyframes) and not self.store.building
 
-    def due(self, t: float) -> bool:
-        return self.store.due(t)
+    def due(self, played_s: float) -> bool:
+        return self.store.due(played_s)
 
     def before(self, t: float) -> AnyKeyframe:
         return self.store.before(t)

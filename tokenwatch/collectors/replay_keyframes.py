@@ -12,6 +12,7 @@ them in an index file beside the recording, then seek anywhere by restoring one.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 from dataclasses import dataclass
 
@@ -55,6 +56,14 @@ def thaw(keyframe: Keyframe, config: CoreConfig | None) -> RackCore:
     return core
 
 
+def keyframe_due(played_s: float, last_s: float, every_s: float) -> bool:
+    """Whether a core that has played every event up to run time ``played_s`` is due for a keyframe, the
+    newest being at ``last_s``: once past the next multiple of ``every_s`` (strictly, so the tick at that
+    multiple, with the verdict and per-rack forecasts due there, the costliest of a seek's replay, has
+    been sampled into the core and is never replayed by a seek from it)."""
+    return played_s > (math.floor(last_s / every_s) + 1) * every_s
+
+
 class Keyframes:
     """Keyframes in run-time order, the empty start first, within ``budget_bytes`` (compressed) and
     :data:`MAX_KEYFRAMES`: beyond either, every other one is dropped and the next are spaced wider."""
@@ -67,9 +76,9 @@ class Keyframes:
     def __len__(self) -> int:
         return len(self.frames)
 
-    def due(self, t: float) -> bool:
-        """Whether an event at ``t`` is far enough past the newest keyframe for a new one."""
-        return t >= self.frames[-1].t + self.every_s
+    def due(self, played_s: float) -> bool:
+        """Whether the core as of run time ``played_s`` is due to be kept (:func:`keyframe_due`)."""
+        return keyframe_due(played_s, self.frames[-1].t, self.every_s)
 
     @property
     def nbytes(self) -> int:
