@@ -391,3 +391,17 @@ def test_a_node_wobbling_around_the_threshold_within_its_own_noise_is_not_a_stra
     noise, never beyond it: no alert at all (issue 11: alerts do not flap on noise)."""
     raised, _ = straggler_alerts(lambda t: 946.0 if (t // 20) % 2 == 0 else 954.0, 600)
     assert raised == []
+
+
+def test_a_run_start_that_names_no_nodes_is_skipped_not_a_crash() -> None:
+    """A run of no nodes has nothing to count or project (its snapshot divided by zero): the core skips
+    that start with a warning and a later real start is the run."""
+    core = RackCore()
+    core.ingest(RunStarted(0.0, "empty", "Offline", (), 4, None, 1000, "sim", 0.0))
+    assert not core.started
+    assert core.skipped_events == 1
+    core.ingest(start())
+    core.ingest(Progress(1.0, "node01", 1, 1))
+    snap = core.snapshot()
+    assert int(core.state.tokens[0]) == 1
+    assert any("names no nodes" in a.message for a in snap.alerts if a.kind == "warning")

@@ -251,3 +251,10 @@ def test_a_power_of_1_7e308_watts_does_not_crash_report(tmp_path: Path) -> None:
     assert f"{path}:8: skipped: bad gpu_batch record" in done.stderr
     assert "Traceback" not in done.stderr
     assert out.stat().st_size > 0
+
+
+def test_a_run_start_with_no_nodes_is_refused_by_the_reader() -> None:
+    start = {"k": "run_started", "t": 0, "name": "empty", "scenario": "Offline", "nodes": []}
+    start |= {"gpus_per_node": 4, "source": "sim", "wall_epoch": 0}
+    with pytest.raises(CodecError, match="nodes must be a list of 1 to"):
+        loads(orjson.dumps(start))

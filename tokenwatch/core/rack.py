@@ -116,6 +116,8 @@ class RackCore:
                 self._skips.skip(
                     0.0 if state is None else state.now, f"a run start of more than {MAX_RUN_GPUS:,} GPUs"
                 )
+            elif not ev.nodes:  # nothing to show or count: never a run of no nodes (readers refuse it too)
+                self._skips.skip(0.0 if state is None else state.now, "a run start that names no nodes")
             elif state is None:
                 self._state = new_state(ev, self.config, self._alerts, self._skips)
             else:

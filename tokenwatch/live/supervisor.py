@@ -160,7 +160,7 @@ class LiveCollector:
                 found = await asyncio.wait_for(finder.discover(), self.options.history_timeout_s)
             except TimeoutError:
                 found = None
-            if found is None:
+            if found is None or not found.nodes:  # none found (yet): the run keeps the config's nodes
                 continue
             self.targets = [NodeTarget(name, name) for name in found.nodes]
             if found.gpus_per_node is not None:

@@ -300,8 +300,8 @@ def _array(value: Any, dtype: type, what: str) -> np.ndarray:
 
 def _d_run_started(r: Mapping[str, Any]) -> RunStarted:
     nodes = r["nodes"]
-    if not isinstance(nodes, list) or len(nodes) > MAX_RUN_GPUS:
-        raise CodecError(f"nodes must be a list of at most {MAX_RUN_GPUS:,} names")
+    if not isinstance(nodes, list) or not 0 < len(nodes) <= MAX_RUN_GPUS:
+        raise CodecError(f"nodes must be a list of 1 to {MAX_RUN_GPUS:,} names")
     if not all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in nodes) or len(set(nodes)) != len(
         nodes
     ):
