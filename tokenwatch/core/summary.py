@@ -23,6 +23,7 @@ from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_final import RunVerdict, final_verdict
 from tokenwatch.durations import format_clock
 from tokenwatch.events import LATENCY_METRICS
+from tokenwatch.formatting import DASH, group
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 _DOWN = STATE_CODE["down"]
@@ -332,6 +333,26 @@ def summarize_state(state: RackState) -> RunSummary:
         verdict=final_verdict(state),
     )
     return dataclasses.replace(summary, energy_source=source if has_energy else None)
+
+
+def rack_table_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """The published rack table's rows (label, tokens/s or figure), as the summary table and the
+    dashboard's run summary print them."""
+    s = summary.spread
+    rows: list[tuple[str, str]] = [
+        ("Total aggregate", group(summary.tokens_per_s, 1)),
+        ("Max single-node", group(s.max, 1)),
+        ("Min single-node", group(s.min, 1)),
+        ("Average single-node", group(s.mean, 1)),
+        ("Median single-node", group(s.median, 1)),
+        ("Per GPU", group(summary.per_gpu_tokens_per_s, 1)),
+        ("Node spread (max-min)/min", f"{s.spread_pct:.1f} %" if s.nodes else DASH),
+    ]
+    if summary.power_mean_w is not None:
+        rows.append(("Mean power", f"{summary.power_mean_w / 1000:,.1f} kW"))
+    if summary.tokens_per_joule is not None:
+        rows.append(("Tokens per joule", f"{summary.tokens_per_joule:.2f}"))
+    return rows
 
 
 def coverage_lines(summary: RunSummary) -> list[str]:

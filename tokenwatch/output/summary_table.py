@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenwatch.core.summary import RunSummary, coverage_lines
+from tokenwatch.core.summary import RunSummary, coverage_lines, rack_table_rows
 from tokenwatch.durations import format_clock
 from tokenwatch.formatting import group, printable
 
@@ -18,22 +18,9 @@ def _what(summary: RunSummary) -> str:
 
 
 def render_summary(summary: RunSummary) -> str:
-    s = summary.spread
     name, took = printable(summary.name), format_clock(summary.duration_s)
     head = f"{name} · {summary.scenario} · {_what(summary)} · {took}"
-    rows: list[tuple[str, str]] = [
-        ("Total aggregate", group(summary.tokens_per_s, 1)),
-        ("Max single-node", group(s.max, 1)),
-        ("Min single-node", group(s.min, 1)),
-        ("Average single-node", group(s.mean, 1)),
-        ("Median single-node", group(s.median, 1)),
-        ("Per GPU", group(summary.per_gpu_tokens_per_s, 1)),
-        ("Node spread (max-min)/min", f"{s.spread_pct:.1f} %" if s.nodes else "—"),
-    ]
-    if summary.power_mean_w is not None:
-        rows.append(("Mean power", f"{summary.power_mean_w / 1000:,.1f} kW"))
-    if summary.tokens_per_joule is not None:
-        rows.append(("Tokens per joule", f"{summary.tokens_per_joule:.2f}"))
+    rows = rack_table_rows(summary)
     width = max(len(label) for label, _ in rows) + 2
     lines = [summary.status] if summary.status else []
     lines += [head, f"{'':{width}}{'tokens/s':>14}"]

@@ -11,8 +11,8 @@ import textwrap
 
 from rich.text import Text
 
-from tokenwatch.core.summary import RunSummary, coverage_lines, name_list
-from tokenwatch.formatting import DASH, format_clock, group, printable
+from tokenwatch.core.summary import RunSummary, coverage_lines, name_list, rack_table_rows
+from tokenwatch.formatting import format_clock, group, printable
 from tokenwatch.tui.palette import Palette
 
 _LABEL = 27
@@ -21,23 +21,10 @@ _VALUE = 13
 
 def summary_text(summary: RunSummary, pal: Palette, width: int) -> Text:
     """The published-table form: the rack figures, which nodes they cover, latency, flags, warnings."""
-    s = summary.spread
     text = Text(no_wrap=True, overflow="crop")
     head = f"{summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
     text.append(f"{head} · {format_clock(summary.duration_s)}\n", style=pal.muted)
-    rows: list[tuple[str, str]] = [
-        ("Total aggregate", group(summary.tokens_per_s, 1)),
-        ("Max single-node", group(s.max, 1)),
-        ("Min single-node", group(s.min, 1)),
-        ("Average single-node", group(s.mean, 1)),
-        ("Median single-node", group(s.median, 1)),
-        ("Per GPU", group(summary.per_gpu_tokens_per_s, 1)),
-        ("Node spread (max-min)/min", f"{s.spread_pct:.1f} %" if s.nodes else DASH),
-    ]
-    if summary.power_mean_w is not None:
-        rows.append(("Mean power", f"{summary.power_mean_w / 1000:,.1f} kW"))
-    if summary.tokens_per_joule is not None:
-        rows.append(("Tokens per joule", f"{summary.tokens_per_joule:.2f}"))
+    rows = rack_table_rows(summary)
     text.append(f"{'':{_LABEL}}{'tokens/s':>{_VALUE}}\n", style=pal.muted)
     for label, value in rows:
         text.append(f"{label:<{_LABEL}}", style=pal.text)
