@@ -3,11 +3,18 @@ exercise this tree's code whatever else is installed."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
 import socket
+import struct
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+import termios
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -110,3 +117,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/expected/ from the current output instead of comparing with it",
     )
+
+
+@dataclass
+class PtyDashboard:
+    """The real CLI in a pseudo-terminal: ``proc``, the terminal's ``master`` end (write keys to it), and
+    ``screen``, every byte it has drawn so far (read by a thread)."""
+
+    proc: subprocess.Popen[bytes]
+    master: int
+    screen: bytearray
+
+
+@contextmanager
+def dashboard_in_pty(
+    args: Sequence[str], tmp_path: Path, size: tuple[int, int] = (120, 40)
+) -> Iterator[PtyDashboard]:
+    """``tokenwatch ARGS`` in a real terminal of ``size`` (columns, rows), no user themes; killed and its
+    terminal closed on the way out."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+    env = {**cli_env(), "TERM": "xterm-256color", "TOKENWATCH_THEMES": str(tmp_path / "none")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenwatch", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=REPO_ROOT,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    screen = bytearray()
+    stop = threading.Event()
+    reader = threading.Thread(target=_drain, args=(master, screen, stop), daemon=True)
+    reader.start()
+    try:
+        yield PtyDashboard(proc, master, screen)
+        reader.join(timeout=5)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def _drain(fd: int, out: bytearray, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        out.extend(chunk)

@@ -6,16 +6,9 @@ MM:SS (x % of samples)``, and the exit status is 130, headless and in the dashbo
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
 import re
 import signal
-import struct
 import subprocess
-import sys
-import termios
-import threading
 import time
 from pathlib import Path
 
@@ -23,7 +16,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, RunCli, cli_env, start_tokenwatch
+from tests.conftest import REPO_ROOT, RunCli, dashboard_in_pty, start_tokenwatch
 from tokenwatch.events import ProgressBatch, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
@@ -144,17 +137,6 @@ def test_sighup_ends_a_local_watch_as_interrupted(tmp_path: Path) -> None:
     assert re.search(r"^INTERRUPTED at \d\d:\d\d \(\d+\.\d % of samples\)$", out, re.MULTILINE), out
 
 
-def _drain(fd: int, out: bytearray, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            return
-        if not chunk:
-            return
-        out.extend(chunk)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_ends_the_dashboard_as_interrupted(
     sig: signal.Signals, tmp_path: Path, run_cli: RunCli
@@ -162,33 +144,11 @@ def test_a_stop_signal_ends_the_dashboard_as_interrupted(
     """The dashboard in a real terminal (a pty): the signal quits it as Ctrl-C does, the recording ends as
     interrupted, and the same summary table as headless is printed after the screen is gone."""
     rec = tmp_path / "dash.jsonl"
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {**cli_env(), "TERM": "xterm-256color", "TOKENWATCH_THEMES": str(tmp_path / "none")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenwatch", "sim", "--speed", "120", "--record", str(rec)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        cwd=REPO_ROOT,
-        env=env,
-        close_fds=True,
-    )
-    os.close(slave)
-    screen = bytearray()
-    stop = threading.Event()
-    reader = threading.Thread(target=_drain, args=(master, screen, stop), daemon=True)
-    reader.start()
-    try:
+    with dashboard_in_pty(("sim", "--speed", "120", "--record", str(rec)), tmp_path) as dash:
         wait_for_events(rec, 60.0)
-        proc.send_signal(sig)
-        assert proc.wait(timeout=30) == 130
-        reader.join(timeout=5)
-    finally:
-        stop.set()
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+        dash.proc.send_signal(sig)
+        assert dash.proc.wait(timeout=30) == 130
+    screen = dash.screen
     text = screen.decode(errors="replace").replace("\r\n", "\n")
     assert "Total aggregate" in text
     check_interrupted(rec, text, run_cli)

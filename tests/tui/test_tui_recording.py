@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import struct
-import subprocess
-import sys
-import termios
-import threading
 import time
 from pathlib import Path
 
-from tests.conftest import RunCli, cli_env
-from tests.tui.apps import REPO_ROOT, sim_app
+from tests.conftest import RunCli, dashboard_in_pty
+from tests.tui.apps import sim_app
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.runs.from_core import ingest_recording
 
@@ -45,50 +38,17 @@ async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:
     assert events == recorder.events_written == app.session.events_seen
 
 
-def _drain(fd: int, out: bytearray, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            return
-        if not chunk:
-            return
-        out.extend(chunk)
-
-
 def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli: RunCli) -> None:
     """`tokenwatch sim --record` in a real terminal (a pty), `q` pressed, then the recording replayed."""
     path = tmp_path / "live.jsonl.zst"
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {**cli_env(), "TERM": "xterm-256color", "TOKENWATCH_THEMES": str(tmp_path / "none")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenwatch", "sim", "--speed", "60", "--record", str(path)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        cwd=REPO_ROOT,
-        env=env,
-        close_fds=True,
-    )
-    os.close(slave)
-    screen = bytearray()
-    stop = threading.Event()
-    reader = threading.Thread(target=_drain, args=(master, screen, stop), daemon=True)
-    reader.start()
-    try:
+    with dashboard_in_pty(("sim", "--speed", "60", "--record", str(path)), tmp_path) as dash:
         deadline = time.monotonic() + 60
-        while b"SIM x60" not in screen and time.monotonic() < deadline and proc.poll() is None:
+        while b"SIM x60" not in dash.screen and time.monotonic() < deadline and dash.proc.poll() is None:
             time.sleep(0.1)
-        assert b"SIM x60" in screen, screen[-2000:].decode(errors="replace")
+        assert b"SIM x60" in dash.screen, dash.screen[-2000:].decode(errors="replace")
         time.sleep(1.0)  # a minute of run time at x60: some of it recorded
-        os.write(master, b"q")
-        assert proc.wait(timeout=30) == 130  # quit before the run's end: interrupted (issue 11)
-    finally:
-        stop.set()
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+        os.write(dash.master, b"q")
+        assert dash.proc.wait(timeout=30) == 130  # quit before the run's end: interrupted (issue 11)
     core, recording = ingest_recording(path)
     warnings = recording.warnings
     assert warnings == []
