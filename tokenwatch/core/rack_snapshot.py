@@ -14,6 +14,7 @@ from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
+from tokenwatch.core.run_history import node_tokens_history
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import (
     FRESH,
@@ -321,7 +322,7 @@ def latency_stats(state: RackState) -> dict[LatencyMetric, LatencyStats]:
 
 
 def timeline(state: RackState) -> Timeline:
-    times, cum = state.history_tokens.view()
+    times, cum = node_tokens_history(state)
     _, power = state.history_power.view()
     if len(times) < 2:
         return Timeline(

@@ -74,10 +74,46 @@ class RunHistory:
             return np.where(self.rack_power_w > 0, self.rack_tokens_per_s / self.rack_power_w, np.nan)
 
 
+_SILENT = (1, 2)  # stale, down (core/config.py STATE_CODE)
+
+
+def node_tokens_history(state: RackState) -> tuple[FloatArray, FloatArray]:
+    """(times, (points, nodes) cumulative tokens) over the whole run, with what a silent node made
+    spread over its silence: a node that was stale (or down) and reports again brings minutes of tokens
+    in one reading, which would read as one point of many times the rack's rate. Its cumulative count is
+    drawn straight from its last point before the silence to its first after it; a silence that has not
+    ended stays flat (nothing is known of it yet)."""
+    times, cumulative = state.history_tokens.view()
+    _, codes = state.history_state.view()
+    if len(codes) != len(times) or len(times) < 3:
+        return times, cumulative
+    silent = np.isin(codes, _SILENT)
+    if not silent[1:-1].any():
+        return times, cumulative
+    cumulative = cumulative.copy()
+    for node in np.flatnonzero(silent[1:-1].any(axis=0)).tolist():
+        column, quiet = cumulative[:, node], silent[:, node]
+        k = 1
+        while k < len(times) - 1:
+            if not quiet[k]:
+                k += 1
+                continue
+            end = k
+            while end < len(times) and quiet[end]:
+                end += 1
+            if end < len(times):  # it reported again at point ``end``: spread its catch-up back
+                before = k - 1
+                column[k:end] = np.interp(
+                    times[k:end], (times[before], times[end]), (column[before], column[end])
+                )
+            k = end
+    return times, cumulative
+
+
 def run_history(state: RackState) -> RunHistory:
     """The whole-run series of everything ingested so far, and the alert log."""
     run = state.run
-    times, cumulative = state.history_tokens.view()
+    times, cumulative = node_tokens_history(state)
     _, power = state.history_power.view()
     n = len(run.nodes)
     rates = np.full((len(times), n), np.nan)
