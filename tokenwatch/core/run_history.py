@@ -74,40 +74,46 @@ class RunHistory:
             return np.where(self.rack_power_w > 0, self.rack_tokens_per_s / self.rack_power_w, np.nan)
 
 
-_SILENT = (1, 2)  # stale, down (core/config.py STATE_CODE)
-
-
 def node_tokens_history(state: RackState) -> tuple[FloatArray, FloatArray]:
-    """(times, (points, nodes) cumulative tokens) over the whole run, with what a silent node made
-    spread over its silence: a node that was stale (or down) and reports again brings minutes of tokens
-    in one reading, which would read as one point of many times the rack's rate. Its cumulative count is
-    drawn straight from its last point before the silence to its first after it; a silence that has not
-    ended stays flat (nothing is known of it yet)."""
+    """(times, (points, nodes) cumulative tokens) over the whole run, each increase spread back over
+    the points its counter stood still before it (:func:`spread_increases`)."""
     times, cumulative = state.history_tokens.view()
-    _, codes = state.history_state.view()
-    if len(codes) != len(times) or len(times) < 3:
-        return times, cumulative
-    silent = np.isin(codes, _SILENT)
-    if not silent[1:-1].any():
-        return times, cumulative
-    cumulative = cumulative.copy()
-    for node in np.flatnonzero(silent[1:-1].any(axis=0)).tolist():
-        column, quiet = cumulative[:, node], silent[:, node]
-        k = 1
-        while k < len(times) - 1:
-            if not quiet[k]:
-                k += 1
-                continue
-            end = k
-            while end < len(times) and quiet[end]:
-                end += 1
-            if end < len(times):  # it reported again at point ``end``: spread its catch-up back
-                before = k - 1
-                column[k:end] = np.interp(
-                    times[k:end], (times[before], times[end]), (column[before], column[end])
-                )
-            k = end
-    return times, cumulative
+    return times, spread_increases(times, cumulative)
+
+
+def spread_increases(times: FloatArray, cumulative: FloatArray) -> FloatArray:
+    """``cumulative`` with every run of equal points that ends in an increase drawn straight from where
+    the run began to the increase. A reading covers the time since the node's previous one: a server
+    logging every 10 s, or a node back from minutes stale, brings that whole time's tokens at one point,
+    which would read as one point of many times the rack's rate. A counter still standing at the end
+    stays flat (nothing is known of it yet). Copies only the columns it changes."""
+    points = len(times)
+    if points < 3:
+        return cumulative
+    changed = np.ones(cumulative.shape, bool)
+    changed[1:] = cumulative[1:] != cumulative[:-1]
+    # Only nodes with a standing run (a point equal to the one before) followed later by an increase.
+    columns = np.flatnonzero((~changed[1:-1]).any(axis=0))
+    if not len(columns):
+        return cumulative
+    sub, moved = cumulative[:, columns], changed[:, columns]
+    index = np.arange(points)[:, None]
+    start = np.maximum.accumulate(np.where(moved, index, 0), axis=0)  # where each point's value began
+    rose = np.zeros(sub.shape, bool)
+    rose[1:] = sub[1:] > sub[:-1]
+    end = np.minimum.accumulate(np.where(rose, index, points)[::-1], axis=0)[::-1]  # the next increase
+    fill = ~moved & (end < points)
+    if not fill.any():
+        return cumulative
+    end = np.minimum(end, points - 1)
+    cols = np.arange(len(columns))[None, :]
+    t_start, t_end = times[start], times[end]
+    v_start, v_end = sub[start, cols], sub[end, cols]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        line = v_start + (v_end - v_start) * (times[:, None] - t_start) / (t_end - t_start)
+    out = cumulative.copy()
+    out[:, columns] = np.where(fill, line, sub)
+    return out
 
 
 def run_history(state: RackState) -> RunHistory:
