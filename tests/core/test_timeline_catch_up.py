@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenwatch.core import RackCore
-from tokenwatch.core.run_history import run_history
+from tokenwatch.core.run_history import run_history, spread_increases
 from tokenwatch.events import ProgressBatch
 from tokenwatch.sim.faults import parse_faults
 from tokenwatch.sim.profile import load_profile
@@ -46,3 +46,18 @@ def test_a_stale_nodes_catch_up_is_spread_over_its_silence() -> None:
     # The whole-run history (reports, exports) reads the same.
     history = run_history(core.state)
     np.testing.assert_allclose(history.rack_tokens_per_s[1:], rates[1:])
+
+
+def test_a_reading_every_10_s_reads_as_its_rate_at_every_point() -> None:
+    """A server that logs every 10 s, sampled at 1 s: 1,000 tok/s at every point (not 10,000 at one
+    point in ten); a counter still standing at the end stays flat; a node that never moves stays 0."""
+    times = np.arange(0.0, 41.0)
+    logged = np.floor(times / 10.0) * 10_000.0  # +10,000 tokens at each 10-s line
+    logged[35:] = logged[34]  # it stops at 30 s (the line at 40 s never comes)
+    cumulative = np.column_stack([logged, np.zeros_like(times)])
+    spread = spread_increases(times, cumulative)
+    rates = np.diff(spread, axis=0)
+    np.testing.assert_allclose(rates[:30, 0], 1_000.0)
+    np.testing.assert_allclose(rates[30:, 0], 0.0)
+    assert not spread[:, 1].any()
+    assert spread[-1, 0] == logged[-1]
