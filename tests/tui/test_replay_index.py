@@ -196,3 +196,16 @@ async def test_an_index_that_cannot_be_written_falls_back_to_memory(recording: P
         await task
     finally:
         recording.parent.chmod(0o755)
+
+
+def test_only_a_large_recording_gets_an_index(tmp_path: Path) -> None:
+    """A rack's recording keeps its keyframes in memory (no file beside it); from 32 MiB, an index."""
+    from tokenwatch.collectors.replay_index import INDEX_FROM_BYTES, wants_index
+
+    small, large = tmp_path / "rack.jsonl", tmp_path / "fleet.jsonl"
+    small.write_bytes(b"x" * (INDEX_FROM_BYTES - 1))
+    with open(large, "wb") as fh:
+        fh.truncate(INDEX_FROM_BYTES)
+    assert not wants_index(small)
+    assert wants_index(large)
+    assert not wants_index(tmp_path / "missing.jsonl")

@@ -41,10 +41,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.cli.baseline_option import recording_identity, with_baseline
     from tokenwatch.cli.running import run_session
     from tokenwatch.collectors.replay import ReplayPlayer
+    from tokenwatch.collectors.replay_index import wants_index
 
-    # One player: the dashboard binds it to its session (pause, speed, seek; keyframes in FILE.twidx);
-    # headless just plays.
-    source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start, index=True)
+    # One player: the dashboard binds it to its session (pause, speed, seek; a large recording's keyframes
+    # in FILE.twidx); headless just plays.
+    source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start, index=wants_index(args.file))
     options = with_baseline(
         RunOptions.from_args(args, "replay", inputs=(args.file,)),
         args,

@@ -203,7 +203,7 @@ def build_parser() -> OneLineParser:
         "replay",
         help="replay a recording through the same core",
         description="Replay a recording (.jsonl or .jsonl.zst). The dashboard's first pass writes "
-        "FILE.twidx beside it (keyframes: later seeks are quick). " + STOP_NOTE,
+        "FILE.twidx beside a large one (32 MiB or more: keyframes, so later seeks are quick). " + STOP_NOTE,
     )
     replay.add_argument("file", metavar="FILE")
     replay.add_argument(

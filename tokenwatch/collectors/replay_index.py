@@ -57,6 +57,19 @@ class UnusableIndexError(ValueError):
     """An index that cannot be used; the message says why in one line."""
 
 
+# A recording this large (a few racks' run: the 8-rack x 8-hour one is 182 MB) keeps its keyframes in an
+# index; a rack's (6 MB for 80 minutes) keeps them in memory, where they fit and leave no file behind.
+INDEX_FROM_BYTES = 32 << 20
+
+
+def wants_index(recording: str | Path) -> bool:
+    """Whether a dashboard replay of ``recording`` should keep its keyframes in an index beside it."""
+    try:
+        return Path(recording).stat().st_size >= INDEX_FROM_BYTES
+    except OSError:
+        return False  # the replay itself says what is wrong with the path
+
+
 def index_path_for(recording: Path) -> Path:
     return recording.with_name(recording.name + INDEX_SUFFIX)
 
