@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -92,3 +94,29 @@ def test_out_of_range_values_clamp_to_the_end_buckets() -> None:
 def test_empty_histogram_has_no_quantiles() -> None:
     assert np.isnan(LogHistogram().quantiles([0.5])[0])
     assert np.isnan(LogHistogram().mean())
+
+
+def test_a_histogram_makes_its_counts_at_the_first_observation_and_empty_ones_share_none() -> None:
+    """An unobserved histogram holds no array of its own (a fleet's 3,456 per-node ones were 35 MB of
+    zeros in every replay keyframe), and merging, copying and adding to it behave as before."""
+    empty, other = LogHistogram(), LogHistogram()
+    assert not empty.counts.any()
+    assert not empty.counts.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        empty.counts[0] = 1  # the shared zeros cannot be changed through one histogram
+    assert len(pickle.dumps(empty)) < 200
+    values = RNG.lognormal(0, 1, 500)
+    other.add(values)
+    merged = LogHistogram()
+    merged.merge(empty)
+    assert not merged.counts.any()
+    merged.merge(other)
+    assert np.array_equal(merged.counts, other.counts)
+    assert merged.total == 500
+    copy = empty.copy()
+    copy.add(values)
+    assert np.array_equal(copy.counts, other.counts)
+    assert not empty.counts.any()
+    restored = pickle.loads(pickle.dumps(other))
+    assert np.array_equal(restored.counts, other.counts)
+    assert restored.total == other.total

@@ -29,6 +29,7 @@ import os
 import pickle
 import secrets
 import struct
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -42,12 +43,15 @@ from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore
 
 INDEX_SUFFIX = ".twidx"
-# Run time between keyframes. A multiple of the verdict interval (10 s), so each keyframe comes just after
-# a verdict tick (replay_keyframes.keyframe_due): a seek then replays at most one tick's 64 rack forecasts
-# (~80 ms of CPU at 64 racks) where 30 s meant up to three; the index grew by 12 % (64 racks: 645 MB).
-INDEX_EVERY_S = 20.0
+# Run time between keyframes: the verdict interval (10 s), so each keyframe comes just after a verdict
+# tick (replay_keyframes.keyframe_due) and a seek never replays one (64 rack forecasts, ~80 ms of CPU
+# at 64 racks), only up to 10 one-second ticks.
+INDEX_EVERY_S = 10.0
 CHUNK_BYTES = 256 << 10
-_VERSION = 2  # 2: all-zero chunks are stored as nothing; chunk numbers packed (int32, base64)
+# Bumped whenever the pickled core changes shape (an older index would restore a core the code misreads).
+# 2: all-zero chunks are stored as nothing; chunk numbers packed (int32, base64). 3: histograms' counts
+# made on first use, a "last" series keeps no sample counts, a mean's are float32.
+_VERSION = 3
 _MAGIC = b"tokenwatch-replay-index\n"
 _FOOTER = struct.Struct("<QQ32s24s")  # table offset, table length, MAC, magic
 _HEAD_BYTES = 64 << 10  # of the recording, hashed to tell it from another of the same size and time
@@ -318,6 +322,29 @@ def _read_position(fh: BinaryIO, keyframe: IndexedKeyframe) -> TapePosition | No
     return position
 
 
+# Threads that decompress a keyframe's chunks into its arrays: zstd lets go of the GIL, so two halve a
+# 64-rack restore's ~85 ms of decompression. The arrays are allocated on the caller's thread (see
+# replay.py: memory from a worker's malloc arena would not go back).
+_DECOMPRESS_THREADS = 2
+_decompress_pool: ThreadPoolExecutor | None = None
+_Job = tuple[int, int, memoryview]  # offset and length of a compressed chunk, where it goes
+
+
+def _decompress_into(fd: int, jobs: list[_Job]) -> None:
+    decompressor = zstandard.ZstdDecompressor()
+    for offset, length, view in jobs:
+        packed = os.pread(fd, length, offset)
+        if len(packed) != length:
+            raise UnusableIndexError("damaged (cut off?)")
+        with decompressor.stream_reader(packed) as reader:
+            at = 0
+            while at < len(view):
+                got = reader.readinto(view[at:])
+                if not got:
+                    raise UnusableIndexError("damaged (a part is short)")
+                at += got
+
+
 def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: IndexedKeyframe) -> RackCore:
     """The keyframe's core, each array decompressed straight into memory of its own (no copy made).
     The all-zero chunks (unused capacity, ~40% of a 64-rack core's bytes) are not decompressed: an array
@@ -325,8 +352,9 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
     writes there), any other np.empty with only its zero chunks cleared (memory reused from the previous
     core is not zeroed twice). Raises :class:`UnusableIndexError` where a part does not check out (the
     zstd checksums, the pickle's digest)."""
-    decompressor = zstandard.ZstdDecompressor()
+    global _decompress_pool
     buffers = []
+    jobs: list[_Job] = []
     try:
         for numbers in keyframe.buffers():
             size = sum(chunks[n][2] for n in numbers)
@@ -336,20 +364,24 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
             at = 0
             for n in numbers:
                 offset, length, raw = chunks[n]
-                end = at + raw
-                if not length:  # an all-zero chunk
-                    if not all_zero:
-                        buffer[at:end] = 0
-                    at = end
-                    continue
-                fh.seek(offset)
-                with decompressor.stream_reader(fh.read(length)) as reader:
-                    while at < end:
-                        got = reader.readinto(view[at:end])
-                        if not got:
-                            raise UnusableIndexError("damaged (a part is short)")
-                        at += got
+                if length:
+                    jobs.append((offset, length, view[at : at + raw]))
+                elif not all_zero:  # an all-zero chunk
+                    buffer[at : at + raw] = 0
+                at += raw
             buffers.append(buffer)
+        if _decompress_pool is None:
+            _decompress_pool = ThreadPoolExecutor(_DECOMPRESS_THREADS, thread_name_prefix="twidx")
+        fd = fh.fileno()
+        shares = [
+            _decompress_pool.submit(_decompress_into, fd, jobs[k::_DECOMPRESS_THREADS])
+            for k in range(_DECOMPRESS_THREADS)
+        ]
+        wait(shares)  # all of them, before a failure is raised: none goes on writing after
+        for share in shares:
+            share.result()
+    except UnusableIndexError:
+        raise
     except (zstandard.ZstdError, ValueError, IndexError):
         raise UnusableIndexError("damaged") from None
     core = _unpickle(fh, keyframe.meta, buffers)

@@ -103,6 +103,10 @@ class DownsampledSeries:
 
     ``mode="mean"`` averages the samples in a point (NaN ignored); ``mode="last"`` keeps the
     newest, which is what cumulative counters need so rates can be taken between points.
+
+    A mean's per-element sample counts are float32 (exact to 16.7 M samples a point); a "last" series
+    keeps none (a filled point holds its value whole). At 4,608 GPUs the counts were a quarter of the
+    core's bytes, restored on every replay seek.
     """
 
     __slots__ = ("_count", "_points", "capacity", "mode", "sums", "times", "width_s")
@@ -117,7 +121,7 @@ class DownsampledSeries:
         self.width_s = base_width_s
         self.times: FloatArray = np.full(capacity, np.nan)  # time of the newest sample in the point
         self.sums: FloatArray = np.zeros((capacity, *shape))
-        self._count: FloatArray = np.zeros((capacity, *shape))
+        self._count: np.ndarray | None = np.zeros((capacity, *shape), np.float32) if mode == "mean" else None
         self._points = 0
 
     def add(self, t: float, value: FloatArray | float) -> None:
@@ -129,9 +133,8 @@ class DownsampledSeries:
         self._points = max(self._points, k + 1)
         self.times[k] = t
         v = np.asarray(value, dtype=np.float64)
-        if self.mode == "last":
+        if self._count is None:  # "last"
             self.sums[k] = v
-            self._count[k] = 1.0
         else:
             ok = ~np.isnan(v)
             self.sums[k] += np.where(ok, v, 0.0)
@@ -141,18 +144,16 @@ class DownsampledSeries:
         half = self.capacity // 2
         a, b = slice(0, None, 2), slice(1, None, 2)
         times = np.fmax(self.times[a], self.times[b])
-        if self.mode == "last":
+        if self._count is None:  # "last"
             newer_b = ~np.isnan(self.times[b])
             shape = (half,) + (1,) * (self.sums.ndim - 1)
-            pick = newer_b.reshape(shape)
-            sums = np.where(pick, self.sums[b], self.sums[a])
-            count = np.where(pick, self._count[b], self._count[a])
+            sums = np.where(newer_b.reshape(shape), self.sums[b], self.sums[a])
         else:
             sums = self.sums[a] + self.sums[b]
             count = self._count[a] + self._count[b]
+            self._count[:half], self._count[half:] = count, 0.0
         self.times[:half], self.times[half:] = times, np.nan
         self.sums[:half], self.sums[half:] = sums, 0.0
-        self._count[:half], self._count[half:] = count, 0.0
         self.width_s *= 2
         self._points = (self._points + 1) // 2
 
@@ -166,13 +167,16 @@ class DownsampledSeries:
             self.width_s,
             self.times,
         )
-        view.sums, view._count = self.sums[:, index], self._count[:, index]
+        view.sums = self.sums[:, index]
+        view._count = None if self._count is None else self._count[:, index]
         view._points = self._points
         return view
 
     def view(self) -> tuple[FloatArray, FloatArray]:
         """(times, values) of the filled points, oldest first; values are means or last samples."""
         filled = ~np.isnan(self.times[: self._points])
+        if self._count is None:  # "last": a filled point holds its value
+            return self.times[: self._points][filled], self.sums[: self._points][filled]
         with np.errstate(invalid="ignore", divide="ignore"):
             values = self.sums[: self._points][filled] / self._count[: self._points][filled]
         return self.times[: self._points][filled], values

@@ -41,7 +41,7 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
         settings: RunSettings | None = RunSettings.from_detail(values)
     except ValueError:
         settings = None
-    verdict.settings[i] = settings
+    verdict.settings[i] = verdict.shared.setdefault(repr(settings), settings)
     if settings is not None and settings.scenario == "Server":
         for metric, limit_ns in (("ttft", settings.ttft_limit_ns), ("tpot", settings.tpot_limit_ns)):
             if limit_ns is not None and limit_ns > 0:
@@ -49,7 +49,8 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
                 counts.set_limit(i, limit_ns / 1e9, state.latency[metric][i], loadgen=True)  # type: ignore[index]
     scenario = verdict.scenario_label or str(values["effective_scenario"])
     checks = check_settings(verdict.benchmark, scenario, values)
-    verdict.setting_checks[i] = {check.name: check for check in checks}
+    by_name = {check.name: check for check in checks}
+    verdict.setting_checks[i] = verdict.shared.setdefault(repr(by_name), by_name)
     for check in checks:
         rank = verdict.setting_rank.setdefault(check.name, np.full(len(state.index), NOT_CHECKED, np.int8))
         rank[i] = 0 if check.ok is False else 1 if check.ok is None else 2

@@ -134,6 +134,9 @@ class VerdictState:
     # rank (0 fails, 1 undecided, 2 passes, 3 not checked): the view shows each setting's worst node.
     setting_checks: list[dict[str, SettingCheck]] = field(default_factory=list)
     setting_rank: dict[str, np.ndarray] = field(default_factory=dict)
+    # One object for the settings and checks nodes share (by repr): a fleet's 1,152 nodes hold one
+    # RunSettings and one check dict, not 5,760 objects each replay keyframe pickles and restores.
+    shared: dict[str, Any] = field(default_factory=dict)
     last_valid: bool | None = None  # the latest decided projection, for the "verdict turned" alert
     margin_alerted: set[str] = field(default_factory=set)
     settings_alerted: set[str] = field(default_factory=set)
