@@ -66,7 +66,9 @@ def test_a_drill_down_reads_only_its_racks_series(preset: str) -> None:
         read = re.findall(rf"(?<![\w:])({'|'.join(map(re.escape, names))})(?![\w:])(\{{[^}}]*\}})?", text)
         assert read, field
         assert all(sel == '{rack=~"rack01"}' for _, sel in read), (field, read)
-    assert c._node_queries(None) == c.node_reader.queries  # the alerting pass: the whole fleet
+    # The alerting pass: the whole fleet, each answer without the rack and node labels it joined.
+    whole = {f: f"max without (rack, node) ({q})" for f, q in c.node_reader.queries.items()}
+    assert c._node_queries(None) == whole
 
 
 def test_labels_and_window_are_filled_in() -> None:

@@ -297,3 +297,18 @@ def test_query_counters_start_from_a_baseline_and_survive_restarts() -> None:
         assert isinstance(batch, ProgressBatch)
         credited.append(batch.tokens_done.tolist())
     assert credited == [[0, 0], [500, 40], [500 + 200, 80], [500 + 300, 120]]
+
+
+def test_a_vector_read_by_columns_equals_the_one_read_by_elements() -> None:
+    """The column-at-a-time reading (what Prometheus sends) and the element-by-element one (anything
+    else: a label value that is not a string) give the same samples."""
+    items = [
+        {"metric": {"node": f"n{i}", "gpu": str(i % 4)}, "value": [1.5, f"{i * 1.25}"]} for i in range(50)
+    ]
+    items[7]["value"] = [1.5, "NaN"]
+    well_formed = {"status": "success", "data": {"resultType": "vector", "result": items}}
+    odd = orjson.loads(orjson.dumps(well_formed))
+    odd["data"]["result"][3]["metric"]["gpu"] = 3  # a number where a string belongs: read as "3"
+    want = [({"node": f"n{i}", "gpu": str(i % 4)}, i * 1.25) for i in range(50) if i != 7]
+    assert parse_response(orjson.dumps(well_formed)) == want
+    assert parse_response(orjson.dumps(odd)) == want

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from itertools import chain
 from types import TracebackType
 from typing import Any
 
@@ -24,12 +25,16 @@ import numpy as np
 import orjson
 
 from tokenwatch.events import FloatArray
+from tokenwatch.gc_pause import gc_paused
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a 64-rack fleet's answer is a few MB; anything this big is wrong
 MAX_ERROR_BYTES = 64 * 1024  # of an HTTP error's body: enough for Prometheus' JSON error
 # Prometheus keeps idle connections for minutes; outlive a few poll intervals so each poll reuses them.
 KEEPALIVE_S = 60.0
 MAX_CONNECTIONS = 32  # a 64-rack round asks 28 queries at once: none waits for a connection
+# Answers uncompressed: gzip cost Prometheus its own time and us the inflating (a 64-rack 5-s round took
+# 60 ms instead of 33 on the same server), to save bandwidth a cluster's network does not lack.
+ACCEPT_ENCODING = "identity"
 
 Sample = tuple[dict[str, str], float]
 # labels, the points' Unix times and their values (NaN points left out), as float64 arrays
@@ -77,6 +82,7 @@ class PrometheusApi:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                headers={"Accept-Encoding": ACCEPT_ENCODING},
             )
         return self._session
 
@@ -85,13 +91,14 @@ class PrometheusApi:
         (labels, value) pairs."""
         params = {"query": promql} if at is None else {"query": promql, "time": f"{at:.3f}"}
         status, body = await self._ask("/api/v1/query", params)
-        if status != 200:
-            # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
-            try:
-                return parse_response(body)
-            except PromApiError as inner:
-                raise PromApiError(f"HTTP {status}: {inner}") from None
-        return parse_response(body)
+        with gc_paused():
+            if status != 200:
+                # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
+                try:
+                    return parse_response(body)
+                except PromApiError as inner:
+                    raise PromApiError(f"HTTP {status}: {inner}") from None
+            return parse_response(body)
 
     async def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
         """``promql`` evaluated every ``step_s`` from ``start`` to ``end`` (Unix times): per series, its
@@ -99,7 +106,8 @@ class PrometheusApi:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         status, body = await self._ask("/api/v1/query_range", params)
         try:
-            return parse_range_response(body)
+            with gc_paused():
+                return parse_range_response(body)
         except PromApiError as inner:
             raise PromApiError(f"HTTP {status}: {inner}" if status != 200 else str(inner)) from None
 
@@ -213,6 +221,31 @@ def first_growth(series: list[RangeSeries]) -> float | None:
     return min(found) if found else None
 
 
+def _vector_columns(result: list[Any]) -> list[Sample] | None:
+    """A well-formed vector (what Prometheus sends) read a column at a time: its labels as they came,
+    its values in one vectorised conversion, NaN left out. None where anything is off: the element by
+    element reading below then says what (an alerting round is ~50,000 samples; this is ~4x quicker).
+    The shape checks run over whole columns in C (``map``), not per sample in Python."""
+    try:
+        metrics = [item["metric"] for item in result]
+        pairs = [item["value"] for item in result]
+        if set(map(type, metrics)) - {dict} or set(map(type, pairs)) - {list} or set(map(len, pairs)) - {2}:
+            return None
+        texts = [pair[1] for pair in pairs]
+        if set(map(type, texts)) - {str}:
+            return None
+        if set(map(type, chain.from_iterable(map(dict.values, metrics)))) - {str}:
+            return None
+        values = np.array(texts, dtype=np.float64)
+    except (TypeError, KeyError, IndexError, ValueError):
+        return None
+    keep = ~np.isnan(values)
+    if not keep.all():
+        metrics = [m for m, ok in zip(metrics, keep.tolist(), strict=True) if ok]
+        values = values[keep]
+    return list(zip(metrics, values.tolist(), strict=True))
+
+
 def parse_response(body: bytes) -> list[Sample]:
     """Parses an /api/v1/query answer; anything unexpected is a :class:`PromApiError`."""
     data = _data(body)
@@ -224,6 +257,9 @@ def parse_response(body: bytes) -> list[Sample]:
         raise PromApiError(f"expected an instant vector, got {str(kind)[:20]!r} (use an instant query)")
     if not isinstance(result, list):
         raise PromApiError("the vector result is not a list")
+    fast = _vector_columns(result)
+    if fast is not None:
+        return fast
     samples: list[Sample] = []
     for item in result:
         if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):

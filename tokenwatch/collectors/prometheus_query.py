@@ -24,11 +24,19 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from typing import Any
 
 import numpy as np
 
 from tokenwatch.clock import Clock, MonotonicClock
-from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, Sample, first_growth
+from tokenwatch.collectors.prometheus_api import (
+    PromApiError,
+    PrometheusApi,
+    RangeSeries,
+    Sample,
+    first_growth,
+)
 from tokenwatch.collectors.prometheus_presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.events import (
     GPU_METRICS,
@@ -40,8 +48,9 @@ from tokenwatch.events import (
     Notice,
     ProgressBatch,
 )
+from tokenwatch.gc_pause import gc_paused
 from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
-from tokenwatch.sources.metric_catalogue import throttle_mask
+from tokenwatch.sources.metric_catalogue import throttle_masks
 
 MAX_NOTICES_PER_KIND = 20
 DEFAULT_LOOKBACK_S = 3 * 3600.0
@@ -143,7 +152,8 @@ class PrometheusQueryCollector:
                     Notice(t, "info", f"prometheus query {field!r} answers again", source=self.name)
                 )
             results[field] = answer
-        return events + self.node_events(t, results)
+        with gc_paused():
+            return events + self.node_events(t, results)
 
     def node_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
         """The events one instant's answers (field -> samples) make: GPU rows, counters, latency
@@ -187,6 +197,12 @@ class PrometheusQueryCollector:
                 *(api.query_range(self.queries[f], start_wall, end_wall, step) for f in fields),
                 return_exceptions=True,
             )
+        with gc_paused():
+            return self._history_events(fields, answers, end_wall)
+
+    def _history_events(
+        self, fields: list[str], answers: list[list[RangeSeries] | BaseException], end_wall: float
+    ) -> list[Event]:
         at: dict[float, dict[str, list[Sample]]] = {}
         events: list[Event] = []
         for field, answer in zip(fields, answers, strict=True):
@@ -259,37 +275,49 @@ class PrometheusQueryCollector:
         return out
 
     # --------------------------------------------------------------- events
+    def _gpu_keys(self, samples: list[Sample]) -> np.ndarray:
+        """Each sample's ``node * gpus_per_node + gpu`` (-1: not a node or GPU of the run), the exact
+        names looked up a column at a time (~50,000 samples in a fleet's alerting pass); the others go
+        through the slower matching, which also notes an unknown name."""
+        node_names: list[Any] = [labels.get(self.node_label) for labels, _ in samples]  # str or None
+        gpu_names: list[Any] = [labels.get(self.gpu_label) for labels, _ in samples]
+        nodes = np.array(list(map(self._index.get, node_names, repeat(-1))), np.int64)
+        gpus = np.array(list(map(self._gpu_names.get, gpu_names, repeat(-1))), np.int64)
+        for k in np.flatnonzero(nodes < 0).tolist():
+            i = self.node_of(node_names[k])
+            nodes[k] = -1 if i is None else i
+        for k in np.flatnonzero(gpus < 0).tolist():
+            g = self._gpu_of(gpu_names[k])
+            gpus[k] = -1 if g is None else g
+        return np.where((nodes >= 0) & (gpus >= 0), nodes * self.gpus_per_node + gpus, -1)
+
     def _gpu_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
-        rows: dict[tuple[int, int], int] = {}
-        cells: list[tuple[int, int, float]] = []  # row, column, value
-        throttle: dict[int, int] = {}
-        index, gpus = self._index, self._gpu_names
+        columns: list[tuple[str, np.ndarray, np.ndarray]] = []  # field, keys, values
         for field in GPU_FIELDS:
-            for labels, value in results.get(field, ()):
-                # The exact names first: ~50,000 samples in a fleet's alerting pass.
-                node_name, gpu_name = labels.get(self.node_label), labels.get(self.gpu_label)
-                i = index.get(node_name) if node_name is not None else None
-                if i is None:
-                    i = self.node_of(node_name)
-                g = gpus.get(gpu_name) if gpu_name is not None else None
-                if g is None:
-                    g = self._gpu_of(gpu_name)
-                if i is None or g is None:
-                    continue
-                row = rows.setdefault((i, g), len(rows))
-                if field == "throttle_reasons":
-                    throttle[row] = throttle_mask(value)
-                else:
-                    cells.append((row, GPU_METRICS.index(field), value))
-        if not rows:
+            samples = results.get(field)
+            if samples:
+                keys = self._gpu_keys(samples)
+                values = np.fromiter((value for _, value in samples), np.float64, len(samples))
+                known = keys >= 0
+                columns.append((field, keys[known], values[known]))
+        if not columns or not any(len(keys) for _, keys, _ in columns):
             return []
-        values = np.full((len(rows), len(GPU_METRICS)), np.nan)
-        for row, col, value in cells:
-            values[row, col] = value
-        keys = list(rows)
-        reasons = np.array([throttle.get(r, 0) for r in range(len(rows))], dtype=np.uint64)
-        node_index = np.array([k[0] for k in keys], np.int64)
-        gpu = np.array([k[1] for k in keys], np.int64)
+        # One row per (node, GPU), in the order they first appear; a repeated one's last value wins.
+        every = np.concatenate([keys for _, keys, _ in columns])
+        unique, first = np.unique(every, return_index=True)
+        appearance = np.argsort(first, kind="stable")
+        ordered = unique[appearance]
+        row_of = np.empty(len(ordered), np.int64)  # a key's place in ``unique`` -> its row
+        row_of[appearance] = np.arange(len(ordered))
+        values = np.full((len(ordered), len(GPU_METRICS)), np.nan)
+        reasons = np.zeros(len(ordered), np.uint64)
+        for field, keys, column in columns:
+            rows = row_of[np.searchsorted(unique, keys)]
+            if field == "throttle_reasons":
+                reasons[rows] = throttle_masks(column)
+            else:
+                values[rows, GPU_METRICS.index(field)] = column
+        node_index, gpu = np.divmod(ordered, self.gpus_per_node)
         for array in (node_index, gpu, values, reasons):
             array.flags.writeable = False
         return [GpuBatch(t, node_index, gpu, values, reasons)]

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tokenwatch.events import LatencyMetric
 
 
@@ -272,3 +274,9 @@ def dcgm_blank(value: float) -> bool:
 def throttle_mask(value: float) -> int:
     """A clocks-event-reasons bitmask served as a float; anything that is not a 64-bit mask reads 0."""
     return int(value) if 0 <= value < 2.0**64 else 0
+
+
+def throttle_masks(values: np.ndarray) -> np.ndarray:
+    """:func:`throttle_mask` of each value (float64 in, uint64 out), a column at a time."""
+    values = np.asarray(values, np.float64)
+    return np.where((values >= 0) & (values < 2.0**64), values, 0.0).astype(np.uint64)
