@@ -83,6 +83,15 @@ def test_a_down_or_stale_node_shows_no_live_values(one_down_one_stale: RackCore)
     assert snap.aggregate.nodes_up == 2
 
 
+def test_a_stopped_node_got_as_far_as_its_last_report_by_the_clock(one_down_one_stale: RackCore) -> None:
+    """A run without a sample count (a Server run) measures progress by its nominal duration (600 s): a
+    node that stopped reporting is not carried along with the clock (it showed 88 % of a run it left
+    at 20 %)."""
+    snap = one_down_one_stale.snapshot()
+    # node02 last sent data at 59 s (then its down status), node03 at 89 s; the running ones are at now.
+    assert snap.nodes.progress_pct == pytest.approx([120 / 6, 59 / 6, 89 / 6, 120 / 6])
+
+
 def test_stopped_nodes_do_not_distort_the_spread_and_are_listed_apart(one_down_one_stale: RackCore) -> None:
     snap = one_down_one_stale.snapshot()
     # node01 1000 tok/s and node04 500 over their own spans: the spread of the running nodes only.

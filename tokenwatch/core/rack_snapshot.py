@@ -293,7 +293,10 @@ def _node_progress(state: RackState, elapsed: float, state_codes: np.ndarray) ->
         share = run.total_samples / n
         pct = np.minimum(100.0, state.samples / share * 100.0)
     elif run.nominal_duration_s:
-        pct = np.full(n, min(100.0, elapsed / run.nominal_duration_s * 100.0))
+        # By the clock: a node that stopped reporting got as far as its last report, not as far as now.
+        gone = (state_codes == _DOWN) | (state_codes == _STALE)
+        reached = np.where(gone, state.last_seen, elapsed)
+        pct = np.minimum(100.0, reached / run.nominal_duration_s * 100.0)
     else:
         pct = np.full(n, np.nan)
     return np.where(state_codes == _FINISHED, 100.0, pct)
