@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from textual.pilot import Pilot
 
     from tokenwatch.sim.profile import Profile
     from tokenwatch.tui.app import TokenwatchApp
@@ -82,3 +83,23 @@ def timed_refresh(
     full_frame(app, out)
     t3 = time.perf_counter()
     return t1 - t0, t2 - t1, t3 - t2, t3 - t0
+
+
+async def dashboard_on_screen(app: TokenwatchApp, pilot: Pilot[None], settle: bool) -> DashboardScreen:
+    """The dashboard on screen, ready to measure: a replay (``settle``) has played its first events and
+    the session has handled them; 64 racks lead with the board, so its "all nodes" dashboard is opened."""
+    from tokenwatch.tui.screens.dashboard import DashboardScreen
+    from tokenwatch.tui.screens.fleet_screen import FleetScreen
+
+    if settle:
+        player = app.player
+        assert player is not None
+        while player.seeking or player.position_s == 0 or not app.session.queue.empty():
+            await pilot.pause(0.02)
+    await pilot.pause(0.2)
+    if isinstance(app.screen, FleetScreen):
+        await pilot.press("a")
+        await pilot.pause(0.2)
+    screen = app.screen
+    assert isinstance(screen, DashboardScreen)
+    return screen

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_common import sixty_four_rack_profile, timed_refresh  # noqa: E402
+from bench_common import dashboard_on_screen, sixty_four_rack_profile, timed_refresh  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from tokenwatch.collectors.replay import ReplayPlayer  # noqa: E402
@@ -38,8 +38,6 @@ from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
 from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
-from tokenwatch.tui.screens.dashboard import DashboardScreen  # noqa: E402
-from tokenwatch.tui.screens.fleet_screen import FleetScreen  # noqa: E402
 from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
 from tokenwatch.tui.widgets.node_table import NodeTable  # noqa: E402
 
@@ -67,17 +65,7 @@ def sixty_four_racks(run_s: float) -> RackCore:
 
 async def measure_refresh(app: TokenwatchApp, size: tuple[int, int], iterations: int, settle: bool) -> None:
     async with app.run_test(size=size) as pilot:
-        if settle:
-            player = app.player
-            assert player is not None
-            while player.seeking or player.position_s == 0:
-                await pilot.pause(0.02)
-        await pilot.pause(0.2)
-        if isinstance(app.screen, FleetScreen):  # 64 racks lead with the board: its "all nodes" dashboard
-            await pilot.press("a")
-            await pilot.pause(0.2)
-        screen = app.screen
-        assert isinstance(screen, DashboardScreen)
+        screen = await dashboard_on_screen(app, pilot, settle)
         out = Console(
             file=io.StringIO(), width=size[0], height=size[1], force_terminal=True, color_system="truecolor"
         )

@@ -9,20 +9,16 @@ run on a real pseudo-terminal.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import pty
-import select
-import struct
+import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, cli_env, run_tokenwatch
+from tests.conftest import dashboard_in_pty, run_tokenwatch
 from tokenwatch.events import (
     GPU_METRICS,
     GpuBatch,
@@ -115,45 +111,19 @@ def test_exports_and_the_report_carry_no_control_sequences(tmp_path: Path) -> No
     assert b"\x1b" not in html
 
 
-def _read_for(fd: int, seconds: float, out: bytearray) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            out += chunk
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="a Linux pseudo-terminal")
 def test_the_dashboard_writes_no_injected_sequence_to_the_terminal(tmp_path: Path) -> None:
     rec = crafted_recording(tmp_path / "crafted.jsonl")
-    env = cli_env(TERM="xterm-256color", COLUMNS="120", LINES="40")
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the real CLI, its stdout a terminal
-        os.chdir(REPO_ROOT)
-        os.execvpe(
-            sys.executable, [sys.executable, "-m", "tokenwatch", "replay", str(rec), "--speed", "0"], env
-        )
-    out = bytearray()
-    try:
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        _read_for(fd, 8.0, out)  # the dashboard draws the whole (short) replay
-        os.write(fd, b"\r")  # the node screen of the selected node: its log lines
-        _read_for(fd, 3.0, out)
-        os.write(fd, b"\x1b")  # back
-        _read_for(fd, 1.0, out)
-        os.write(fd, b"q")
-        _read_for(fd, 5.0, out)
-    finally:
-        with contextlib.suppress(ChildProcessError, ProcessLookupError):
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        os.close(fd)
+    with dashboard_in_pty(["replay", str(rec), "--speed", "0"], tmp_path) as dash:
+        time.sleep(8.0)  # the dashboard draws the whole (short) replay
+        os.write(dash.master, b"\r")  # the node screen of the selected node: its log lines
+        time.sleep(3.0)
+        os.write(dash.master, b"\x1b")  # back
+        time.sleep(1.0)
+        os.write(dash.master, b"q")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            dash.proc.wait(timeout=5)
+    out = bytes(dash.screen)  # all of it: the reading thread has seen the terminal close
     assert len(out) > 10_000, out[-500:]  # it did draw
     assert b"evil" in out
     assert b"step 40" in out

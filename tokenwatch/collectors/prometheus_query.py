@@ -300,7 +300,7 @@ class PrometheusQueryCollector:
                 values = np.fromiter((value for _, value in samples), np.float64, len(samples))
                 known = keys >= 0
                 columns.append((field, keys[known], values[known]))
-        if not columns or not any(len(keys) for _, keys, _ in columns):
+        if not any(len(keys) for _, keys, _ in columns):
             return []
         # One row per (node, GPU), in the order they first appear; a repeated one's last value wins.
         every = np.concatenate([keys for _, keys, _ in columns])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import hmac
 import os
@@ -326,8 +327,12 @@ def _read_position(fh: BinaryIO, keyframe: IndexedKeyframe) -> TapePosition | No
 # 64-rack restore's ~85 ms of decompression. The arrays are allocated on the caller's thread (see
 # replay.py: memory from a worker's malloc arena would not go back).
 _DECOMPRESS_THREADS = 2
-_decompress_pool: ThreadPoolExecutor | None = None
 _Job = tuple[int, int, memoryview]  # offset and length of a compressed chunk, where it goes
+
+
+@functools.cache
+def _decompress_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_DECOMPRESS_THREADS, thread_name_prefix="twidx")
 
 
 def _decompress_into(fd: int, jobs: list[_Job]) -> None:
@@ -352,7 +357,6 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
     writes there), any other np.empty with only its zero chunks cleared (memory reused from the previous
     core is not zeroed twice). Raises :class:`UnusableIndexError` where a part does not check out (the
     zstd checksums, the pickle's digest)."""
-    global _decompress_pool
     buffers = []
     jobs: list[_Job] = []
     try:
@@ -370,11 +374,9 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
                     buffer[at : at + raw] = 0
                 at += raw
             buffers.append(buffer)
-        if _decompress_pool is None:
-            _decompress_pool = ThreadPoolExecutor(_DECOMPRESS_THREADS, thread_name_prefix="twidx")
         fd = fh.fileno()
         shares = [
-            _decompress_pool.submit(_decompress_into, fd, jobs[k::_DECOMPRESS_THREADS])
+            _decompress_pool().submit(_decompress_into, fd, jobs[k::_DECOMPRESS_THREADS])
             for k in range(_DECOMPRESS_THREADS)
         ]
         wait(shares)  # all of them, before a failure is raised: none goes on writing after

@@ -64,10 +64,6 @@ class LogHistogram:
     def counts(self) -> IntArray:
         return _NO_COUNTS if self._counts is None else self._counts
 
-    @counts.setter
-    def counts(self, counts: IntArray) -> None:
-        self._counts = counts
-
     def _own_counts(self) -> IntArray:
         if self._counts is None:
             self._counts = np.zeros(N_BUCKETS, dtype=np.int64)
