@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Mapping
 from itertools import chain
 from types import TracebackType
 from typing import Any
@@ -111,6 +112,24 @@ class PrometheusApi:
         except PromApiError as inner:
             raise PromApiError(f"HTTP {status}: {inner}" if status != 200 else str(inner)) from None
 
+    async def query_all(
+        self, queries: Mapping[str, str], at: float | None = None
+    ) -> tuple[dict[str, list[Sample]], dict[str, BaseException]]:
+        """Every query at once (field -> PromQL): the answers by field, and what failed, by field."""
+        fields = list(queries)
+        answers = await asyncio.gather(*(self.query(queries[f], at) for f in fields), return_exceptions=True)
+        return _split(fields, answers)
+
+    async def query_range_all(
+        self, queries: Mapping[str, str], start: float, end: float, step_s: float
+    ) -> tuple[dict[str, list[RangeSeries]], dict[str, BaseException]]:
+        """:meth:`query_range` of every query at once: the answers by field, and what failed, by field."""
+        fields = list(queries)
+        answers = await asyncio.gather(
+            *(self.query_range(queries[f], start, end, step_s) for f in fields), return_exceptions=True
+        )
+        return _split(fields, answers)
+
     async def _ask(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -138,6 +157,13 @@ class PrometheusApi:
                     break  # the start of an error page says enough
                 chunks.append(chunk)
             return response.status, b"".join(chunks)
+
+
+def _split(fields: list[str], answers: list[Any]) -> tuple[dict[str, Any], dict[str, BaseException]]:
+    """Answers gathered with ``return_exceptions``: (field -> answer, field -> exception), in order."""
+    answered = {f: a for f, a in zip(fields, answers, strict=True) if not isinstance(a, BaseException)}
+    failed = {f: a for f, a in zip(fields, answers, strict=True) if isinstance(a, BaseException)}
+    return answered, failed
 
 
 def _value(pair: Any) -> float:

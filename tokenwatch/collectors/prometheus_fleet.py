@@ -36,7 +36,6 @@ from tokenwatch.collectors.fleet_queries import (
 from tokenwatch.collectors.prometheus_api import (
     PromApiError,
     PrometheusApi,
-    RangeSeries,
     Sample,
     first_growth,
 )
@@ -137,15 +136,10 @@ class PrometheusFleetCollector:
     ) -> tuple[dict[str, list[Sample]], list[Event]]:
         """Every query at once; the answers by field, and a notice when what fails changes (an
         unreachable server fails every query: one notice, not one per query)."""
-        fields = list(queries)
-        answers = await asyncio.gather(*(api.query(queries[f], at) for f in fields), return_exceptions=True)
-        results: dict[str, list[Sample]] = {}
+        results, errors = await api.query_all(queries, at)
         failed: dict[str, list[str]] = {}  # error -> the fields it hit
-        for field, answer in zip(fields, answers, strict=True):
-            if isinstance(answer, BaseException):
-                failed.setdefault(str(answer), []).append(field)
-            else:
-                results[field] = answer
+        for field, error in errors.items():
+            failed.setdefault(str(error), []).append(field)
         return results, self._problems(failed)
 
     def _problems(self, failed: Mapping[str, list[str]]) -> list[Event]:
@@ -297,20 +291,15 @@ class PrometheusFleetCollector:
         last = math.floor(end_wall / s.interval_s) * s.interval_s
         if last < first:
             return []
-        fields = list(self.templates)
+        queries = {f: self._q(q) for f, q in self.templates.items()}
         async with PrometheusApi(s.url, s.timeout_s * 4) as api:
-            answers = await asyncio.gather(
-                *(api.query_range(self._q(self.templates[f]), first, last, step) for f in fields),
-                return_exceptions=True,
+            answered, failed = await api.query_range_all(queries, first, last, step)
+        events: list[Event] = [
+            Notice(
+                end_wall, "warning", f"prometheus fleet: no history of {field!r}: {error}", source=self.name
             )
-        events: list[Event] = []
-        answered: dict[str, list[RangeSeries]] = {}
-        for field, answer in zip(fields, answers, strict=True):
-            if isinstance(answer, BaseException):
-                message = f"prometheus fleet: no history of {field!r}: {answer}"
-                events.append(Notice(end_wall, "warning", message, source=self.name))
-            else:
-                answered[field] = answer
+            for field, error in failed.items()
+        ]
         with gc_paused():
             events += self.board.from_history(answered, first, step)
         self._last_instant = last

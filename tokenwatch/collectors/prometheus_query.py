@@ -21,7 +21,6 @@ the rack's generated-token counters grew.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
@@ -133,25 +132,19 @@ class PrometheusQueryCollector:
     async def poll(self, api: PrometheusApi) -> list[Event]:
         """One round: every query at once (over the pooled client), then the events they make."""
         t = self.now()
-        fields = list(self.queries)
-        answers = await asyncio.gather(
-            *(api.query(self.queries[field]) for field in fields), return_exceptions=True
-        )
-        results: dict[str, list[Sample]] = {}
+        results, failed = await api.query_all(self.queries)
         events: list[Event] = []
-        for field, answer in zip(fields, answers, strict=True):
-            if isinstance(answer, BaseException):
-                message = f"prometheus query {field!r} failed: {answer}"
+        for field in self.queries:
+            if field in failed:
+                message = f"prometheus query {field!r} failed: {failed[field]}"
                 if self._failing.get(field) != message:
                     self._failing[field] = message
                     events.append(Notice(t, "warning", message, source=self.name))
-                continue
-            if field in self._failing:
+            elif field in self._failing:
                 del self._failing[field]
                 events.append(
                     Notice(t, "info", f"prometheus query {field!r} answers again", source=self.name)
                 )
-            results[field] = answer
         with gc_paused():
             return events + self.node_events(t, results)
 
@@ -191,31 +184,19 @@ class PrometheusQueryCollector:
         poll makes, at Prometheus' own times (Unix time). The first point is each counter's baseline;
         live polls then go on from the last one."""
         step = self._step(start_wall, end_wall)
-        fields = list(self.queries)
         async with PrometheusApi(self.url, self.timeout_s * 4) as api:
-            answers = await asyncio.gather(
-                *(api.query_range(self.queries[f], start_wall, end_wall, step) for f in fields),
-                return_exceptions=True,
-            )
+            answered, failed = await api.query_range_all(self.queries, start_wall, end_wall, step)
+        events: list[Event] = [
+            Notice(end_wall, "warning", f"prometheus: no history of {field!r}: {error}", source=self.name)
+            for field, error in failed.items()
+        ]
         with gc_paused():
-            return self._history_events(fields, answers, end_wall)
+            return events + self._history_events(answered, end_wall)
 
-    def _history_events(
-        self, fields: list[str], answers: list[list[RangeSeries] | BaseException], end_wall: float
-    ) -> list[Event]:
+    def _history_events(self, answered: Mapping[str, list[RangeSeries]], end_wall: float) -> list[Event]:
         at: dict[float, dict[str, list[Sample]]] = {}
         events: list[Event] = []
-        for field, answer in zip(fields, answers, strict=True):
-            if isinstance(answer, BaseException):
-                events.append(
-                    Notice(
-                        end_wall,
-                        "warning",
-                        f"prometheus: no history of {field!r}: {answer}",
-                        source=self.name,
-                    )
-                )
-                continue
+        for field, answer in answered.items():
             for labels, times, values in answer:
                 for stamp, value in zip(times.tolist(), values.tolist(), strict=True):
                     at.setdefault(stamp, {}).setdefault(field, []).append((labels, value))
