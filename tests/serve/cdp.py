@@ -80,6 +80,8 @@ class Browser:
         self.process = process
         self.http = http
         self.page: Page | None = None
+        self.pages: list[Page] = []
+        self.devtools_port = 0
 
     @classmethod
     async def start(cls, profile: Path, timeout_s: float = 20.0) -> Browser:
@@ -96,18 +98,29 @@ class Browser:
         browser = cls(process, aiohttp.ClientSession())
         try:
             port = await _devtools_port(profile / "DevToolsActivePort", process, timeout_s)
+            browser.devtools_port = port
             async with browser.http.get(f"http://127.0.0.1:{port}/json/list") as response:
                 targets = await response.json()
             page_ws = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
             browser.page = Page(await browser.http.ws_connect(page_ws, max_msg_size=0))
+            browser.pages.append(browser.page)
         except BaseException:
             await browser.close()
             raise
         return browser
 
+    async def new_page(self) -> Page:
+        """Another tab of the same browser (same profile: it shares the first tab's cookies)."""
+        url = f"http://127.0.0.1:{self.devtools_port}/json/new?about:blank"
+        async with self.http.put(url) as response:
+            target = await response.json()
+        page = Page(await self.http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0))
+        self.pages.append(page)
+        return page
+
     async def close(self) -> None:
-        if self.page is not None:
-            await self.page.close()
+        for page in self.pages:
+            await page.close()
         await self.http.close()
         if self.process.returncode is None:
             self.process.terminate()

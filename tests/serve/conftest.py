@@ -17,14 +17,32 @@ from tests.serve.cdp import CHROMIUM, Browser, Page
 
 @dataclass
 class Served:
-    """A running ``tokenwatch serve`` and the address it printed."""
+    """A running ``tokenwatch serve`` and the address it printed (``http://127.0.0.1:PORT/?token=...``)."""
 
     process: subprocess.Popen[str]
     url: str
 
-    def stop(self, timeout_s: float = 30.0) -> tuple[int, str, str]:
-        """Ctrl-C, as a terminal sends it to the server; returns (exit status, stdout, stderr)."""
-        self.process.send_signal(signal.SIGINT)
+    @property
+    def base(self) -> str:
+        """``http://127.0.0.1:PORT``: the page's origin."""
+        return self.url.split("/?", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
+    @property
+    def token(self) -> str:
+        return self.url.split("?token=", 1)[1]
+
+    @property
+    def ws_url(self) -> str:
+        """The websocket the page opens (textual-serve's script adds the terminal's size)."""
+        return f"ws://127.0.0.1:{self.port}/ws/{self.token}?width=120&height=40"
+
+    def stop(self, timeout_s: float = 30.0, sig: signal.Signals = signal.SIGINT) -> tuple[int, str, str]:
+        """Ctrl-C, as a terminal sends it to the server (or ``sig``); returns (exit status, stdout, stderr)."""
+        self.process.send_signal(sig)
         out, err = self.process.communicate(timeout=timeout_s)
         return self.process.returncode, out, err
 
@@ -34,11 +52,12 @@ ServeFactory = Callable[..., Served]
 
 @pytest.fixture
 def serve() -> Iterator[ServeFactory]:
-    """``serve("sim", "--speed", "0")``: ``tokenwatch serve --port 0 -- sim --speed 0``, Ctrl-C after."""
+    """``serve("sim", "--speed", "0")``: ``tokenwatch serve --port 0 -- sim --speed 0``, Ctrl-C after;
+    ``options=("--max-viewers", "60")`` go to serve itself."""
     started: list[Served] = []
 
-    def start(*run_command: str) -> Served:
-        process = start_tokenwatch("serve", "--port", "0", "--", *run_command)
+    def start(*run_command: str, options: tuple[str, ...] = ()) -> Served:
+        process = start_tokenwatch("serve", "--port", "0", *options, "--", *run_command)
         assert process.stdout is not None
         first = process.stdout.readline()  # the line naming the address, once it listens
         found = re.search(r" on (http://\S+) \(Ctrl-C stops\)", first)
@@ -61,13 +80,19 @@ def serve() -> Iterator[ServeFactory]:
 
 
 @pytest.fixture
-async def page(tmp_path: Path) -> AsyncIterator[Page]:
-    """One tab of a fresh headless Chromium (its own profile; the machine has no network)."""
+async def browser(tmp_path: Path) -> AsyncIterator[Browser]:
+    """A fresh headless Chromium (its own profile; the machine has no network)."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    browser = await Browser.start(tmp_path / "chromium-profile")
-    assert browser.page is not None
+    started = await Browser.start(tmp_path / "chromium-profile")
     try:
-        yield browser.page
+        yield started
     finally:
-        await browser.close()
+        await started.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Page:
+    """The browser's first tab."""
+    assert browser.page is not None
+    return browser.page

@@ -1,5 +1,6 @@
-"""``tokenwatch serve`` in headless Chromium: the page shows the run's figures and node table, keys reach
-the app, a failing run command shows its error in the page and on the terminal, Ctrl-C ends it all."""
+"""``tokenwatch serve`` in headless Chromium: the page (opened with the printed address and its token) shows
+the run's figures and node table, keys reach the app, a second page joins the same run and watches, a failing
+run command shows its error in the page and on the terminal, Ctrl-C ends it all."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import orjson
 import psutil
 
 from tests.conftest import SAMPLE_RUNS, run_tokenwatch
-from tests.serve.cdp import Page
+from tests.serve.cdp import Browser, Page
 from tests.serve.conftest import Served, ServeFactory
 
 # A short simulated rack run played as fast as possible: by the time the page draws, it has ended, so the
@@ -74,27 +75,57 @@ async def test_page_shows_the_run_and_keys_reach_the_app(serve: ServeFactory, pa
     await page.press("?")
     await page.wait_for_text("tokenwatch keys", "heatmap: next metric")
 
-    # Leaving the page ends its session's dashboard process; loading it again starts another.
-    first = _session_processes(served)
-    await page.open(served.url)
-    await page.wait_for_text("ended: 18 of 18 nodes finished", "sorted by Node ▲")
-    _, alive = psutil.wait_procs(first, timeout=10)
-    assert not alive, f"the first session's processes outlived its page: {alive}"
-    second = _session_processes(served)
-    assert {p.pid for p in second}.isdisjoint(p.pid for p in first)
-
-    # Ctrl-C: the server ends, and with it the open session's dashboard process.
+    # Ctrl-C: the server ends, and with it the run's process.
+    run = _run_processes(served)
+    assert len(run) == 1
     status, out, err = served.stop()
     assert status == 0, err
-    assert "stopped (2 browser sessions)" in out
+    assert "stopped (1 run, 1 viewer)" in out
     assert "Traceback" not in err
-    _, alive = psutil.wait_procs(second, timeout=10)
+    _, alive = psutil.wait_procs(run, timeout=10)
     assert not alive, f"left running: {alive}"
 
 
-def _session_processes(served: Served) -> list[psutil.Process]:
+async def test_a_second_page_joins_the_run_and_watches(serve: ServeFactory, browser: Browser):
+    served = serve(*SIM_RUN)
+    first = browser.page
+    assert first is not None
+    await first.open(served.url)
+    screen = await first.settled_text("ended: 18 of 18 nodes finished", "Nodes (18)")
+    run = _run_processes(served)
+
+    # Another tab of the same browser, without the token in its address: the cookie the first page set
+    # lets it in. It joins the run already drawn (no second run) and is shown the whole screen.
+    second = await browser.new_page()
+    await second.open(f"{served.base}/")
+    await second.wait_for_text("ended: 18 of 18 nodes finished", "Nodes (18)", "GPU heatmap")
+    assert await second.terminal_shown()
+    assert [p.pid for p in _run_processes(served)] == [p.pid for p in run]
+
+    # The first page keeps the keys; what it changes, the second page sees.
+    metric = re.search(r"GPU heatmap · ([^·]+?) ·", screen)
+    assert metric is not None, screen
+    await first.press("m")
+    await second.wait_without(f"GPU heatmap · {metric.group(1)} ·")
+
+    # The first page goes: the second one takes the keys.
+    await first.open("about:blank")
+    await second.wait_for_text("sorted by Node ▲")
+    await second.press("s")
+    await second.wait_without("sorted by Node ▲")
+
+    # The last page goes: the run ends, with nothing of its process group left.
+    await second.open("about:blank")
+    _, alive = psutil.wait_procs(run, timeout=15)
+    assert not alive, f"the run outlived its last page: {alive}"
+    status, out, err = served.stop()
+    assert status == 0, err
+    assert "stopped (1 run, 2 viewers)" in out
+
+
+def _run_processes(served: Served) -> list[psutil.Process]:
     processes: list[psutil.Process] = psutil.Process(served.process.pid).children(recursive=True)
-    assert processes, "no run command process for the browser session"
+    assert processes, "no run command process for the page"
     return processes
 
 
@@ -111,5 +142,5 @@ async def test_a_failing_run_command_shows_its_error(serve: ServeFactory, page: 
 
     status, _, err = served.stop()
     assert status == 0
-    assert f"session 1: tokenwatch replay: {recording}: no such file" in err  # on the terminal too
-    assert "session 1: the run command ended with exit status 2" in err
+    assert f"run 1: tokenwatch replay: {recording}: no such file" in err  # on the terminal too
+    assert "run 1: the run command ended with exit status 2" in err

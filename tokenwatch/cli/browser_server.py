@@ -1,14 +1,17 @@
 """The browser view's web server: textual-serve's page, terminal and protocol, with tokenwatch's rules.
 
-textual-serve starts one process per browser session and relays Textual's web driver packets over a
-websocket. What it leaves to us, and this module adds:
+textual-serve starts one process per websocket and lets any page, from any site, connect. What this module
+changes and adds:
 
-- a run command that fails shows its error in the page (and on the terminal) instead of a blank page
-  that waits forever: textual-serve only prints it on its own stdout;
-- the page's websocket address is the one the browser used, so ``--host 0.0.0.0`` works from a laptop
-  (textual-serve would send ``ws://0.0.0.0:8000``);
-- Ctrl-C ends every session (each app is told to quit, and killed if it has not after a grace period),
-  and a port already in use is an ``OSError`` from :meth:`BrowserServer.bind` rather than a traceback.
+- access (:mod:`tokenwatch.cli.serve_access`): the start's token on the page and the websocket, the
+  websocket's Origin the page's own, every request's Host this server's; a refusal is a 403 and one line
+  on the terminal;
+- one run per serve (:mod:`tokenwatch.cli.shared_run`): the first page starts it, later pages join it,
+  read-only, up to ``--max-viewers``; the last page to leave ends it, and the next page starts it again;
+- a run command that fails shows its error in the page (and on the terminal) instead of a blank page;
+- the page's addresses are the ones the browser used (an allowed Host), so a tunnel or a host name works;
+- SIGINT or SIGTERM ends the run's process group and lets every page go within about 2 s, whatever the
+  pages do, and a port already in use is an ``OSError`` from :meth:`BrowserServer.bind`.
 
 textual-serve is pinned exactly in pyproject.toml: this subclasses its ``Server`` and ``AppService``.
 """
@@ -18,149 +21,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import signal
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from aiohttp import web
-from textual_serve.app_service import AppService
-from textual_serve.download_manager import DownloadManager
+import aiohttp_jinja2
+import jinja2
+from aiohttp import WSCloseCode, WSMsgType, web
 from textual_serve.server import Server
 
 from tokenwatch.cli.parser import stderr_line
+from tokenwatch.cli.serve_access import AccessRules, new_token
+from tokenwatch.cli.serve_viewer import CLOSE_WAIT_S, Viewer
+from tokenwatch.cli.shared_run import SharedRun
 
-QUIT_GRACE_S = 12.0  # the dashboard's own quit waits up to 10 s for a recording to flush
-_PRELUDE = b"__GANGLION__\n"  # Textual's web driver writes this line before its first packet
-_PRELUDE_LINES = 10  # anything else a run command prints before the app starts is not Textual's
-_STDERR_KEEP = 64 * 1024  # the tail of a session's stderr kept for its report
-
-
-class RunSession(AppService):
-    """One browser session: its ``python -m tokenwatch RUN_COMMAND`` process and what it says."""
-
-    def __init__(
-        self,
-        command: str,
-        websocket: web.WebSocketResponse,
-        download_manager: DownloadManager,
-        session_number: int,
-    ) -> None:
-        super().__init__(
-            command,
-            write_bytes=websocket.send_bytes,
-            write_str=websocket.send_str,
-            close=self._close_page,
-            download_manager=download_manager,
-        )
-        self._websocket = websocket
-        self.number = session_number
-        self._stopping = False
-
-    async def _close_page(self) -> None:
-        await self._websocket.close()
-
-    async def on_meta(self, data: bytes) -> None:
-        # The app's "exit" comes before its process ends; the page is closed once the exit status is known
-        # (closing now would hide a failure's message behind textual-serve's "Session ended" dialog).
-        with contextlib.suppress(ValueError, AttributeError):
-            if json.loads(data).get("type") == "exit":
-                return
-        await super().on_meta(data)
-
-    async def run(self) -> None:
-        """Relay the app's packets to the page until the process ends, then close or show why it failed."""
-        process = self._process
-        assert process is not None
-        assert process.stdout is not None
-        assert process.stderr is not None
-        stderr_tail = asyncio.create_task(self._forward_stderr(process.stderr))
-        if await _wait_for_prelude(process.stdout):
-            await self._relay(process.stdout)
-        elif process.returncode is None:  # it printed something that is not Textual's: no page will come
-            self._say("the run command wrote something other than the dashboard to stdout: stopped")
-            process.kill()
-        returncode = await process.wait()
-        errors = (await stderr_tail).decode("utf-8", "replace")
-        await self._ended(returncode, errors)
-
-    async def _relay(self, stdout: asyncio.StreamReader) -> None:
-        handlers = {b"D": self.on_data, b"M": self.on_meta, b"P": self.on_packed}
-        page_open = True
-        with contextlib.suppress(asyncio.IncompleteReadError):  # the process ended
-            while True:
-                head = await stdout.readexactly(5)
-                payload = await stdout.readexactly(int.from_bytes(head[1:], "big"))
-                handler = handlers.get(head[:1])
-                if page_open and handler is not None:
-                    try:
-                        await handler(payload)
-                    except ConnectionError:
-                        # The page went away; its stop() tells the app to quit. Read on meanwhile, so the
-                        # app never blocks on a full pipe and can quit.
-                        page_open = False
-
-    async def _forward_stderr(self, stream: asyncio.StreamReader) -> bytes:
-        """Each line the run command writes to stderr, on the terminal as it comes; returns the tail."""
-        kept = b""
-        pending = b""
-        while chunk := await stream.read(16 * 1024):
-            kept = (kept + chunk)[-_STDERR_KEEP:]
-            *lines, pending = (pending + chunk).split(b"\n")
-            pending = pending[-_STDERR_KEEP:]
-            for line in lines:
-                self._say(line.decode("utf-8", "replace"))
-        if pending:
-            self._say(pending.decode("utf-8", "replace"))
-        return kept
-
-    def _say(self, message: str) -> None:
-        stderr_line(f"tokenwatch serve: session {self.number}: {message.rstrip()}")
-
-    async def _ended(self, returncode: int, errors: str) -> None:
-        failed = returncode != 0 and not self._stopping
-        if failed:
-            self._say(_exit_reason(returncode))
-        with contextlib.suppress(ConnectionError, RuntimeError):  # the page may be gone already
-            if not failed:
-                await self.remote_close()
-                return
-            # Left open: closing would cover the message with textual-serve's "Session ended" dialog.
-            text = errors.strip() or "(nothing on stderr)"
-            page = f"{text}\n\n{_exit_reason(returncode)}\nreload the page to try again\n"
-            await self.remote_write_bytes(b"\x1bc" + page.replace("\n", "\r\n").encode())
-
-    async def stop(self) -> None:
-        """Tell the app to quit; kill its process if it has not ended within :data:`QUIT_GRACE_S`."""
-        self._stopping = True
-        task = self._task
-        if task is None:
-            return
-        self._task = None
-        await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
-        await self.send_meta({"type": "quit"})
-        try:
-            await asyncio.wait_for(asyncio.shield(task), QUIT_GRACE_S)
-        except TimeoutError:
-            if self._process is not None and self._process.returncode is None:
-                self._say(f"the dashboard did not quit within {QUIT_GRACE_S:g} s: killed")
-                self._process.kill()
-            await task
+HANDLERS_GRACE_S = 0.25  # after the pages were let go, what aiohttp gives its handlers before cancelling them
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class BrowserServer(Server):
     """textual-serve's server for one run command, bound by :meth:`bind` and run until Ctrl-C."""
 
-    def __init__(self, command: str, *, host: str, port: int, title: str) -> None:
-        super().__init__(command, host=host, port=port, title=title)
+    def __init__(self, run_argv: list[str], *, host: str, port: int, title: str, max_viewers: int) -> None:
+        super().__init__(shlex.join(run_argv), host=host, port=port, title=title)
+        self.run_argv = run_argv
+        self.max_viewers = max_viewers
+        self.rules = AccessRules.for_server(host, port, new_token())
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
-        self._sockets: set[web.WebSocketResponse] = set()
         self._stop = asyncio.Event()
-        self.sessions_started = 0
+        self._stopping = False
+        self._run: SharedRun | None = None  # the run new pages join
+        self._runs: set[SharedRun] = set()  # every run not yet stopped
+        self._viewers: set[Viewer] = set()  # every open page
+        self.runs_started = 0
+        self.viewers_joined = 0
 
     @property
     def url(self) -> str:
+        """The address to open, with the start's token."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"http://{host}:{self.port}/?token={self.rules.token}"
 
     def bind(self) -> None:
         """Listen on host:port (port 0: any free port, then :attr:`port`); raises ``OSError``."""
@@ -170,17 +71,21 @@ class BrowserServer(Server):
             self._loop.close()
             raise
 
-    def run_until_stopped(self) -> int:
-        """Serve until SIGINT or SIGTERM, then end every session; returns how many sessions there were."""
+    def run_until_stopped(self) -> None:
+        """Serve until SIGINT or SIGTERM, then end the run and let every page go."""
+        loop = self._loop
         try:
-            self._loop.run_until_complete(self._serve_until_signal())
+            loop.run_until_complete(self._serve_until_signal())
+            loop.run_until_complete(_cancel_the_rest())
+            loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
-            self._loop.close()
-        return self.sessions_started
+            for sig in _SIGNALS:
+                loop.remove_signal_handler(sig)
+            loop.close()
 
     async def _listen(self) -> None:
         runner = web.AppRunner(
-            await self._make_app(), handle_signals=False, access_log=None, shutdown_timeout=QUIT_GRACE_S + 3
+            await self._make_app(), handle_signals=False, access_log=None, shutdown_timeout=HANDLERS_GRACE_S
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
@@ -191,8 +96,10 @@ class BrowserServer(Server):
             raise
         self._runner = runner
         self.port = int(runner.addresses[0][1])
-        # From now on Ctrl-C stops the server cleanly, even before run_until_stopped() waits for it.
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        self.rules = AccessRules.for_server(self.host, self.port, self.rules.token)
+        # From now on Ctrl-C stops the server cleanly, even before run_until_stopped() waits for it; a second
+        # one while it stops changes nothing (no KeyboardInterrupt traceback halfway through).
+        for sig in _SIGNALS:
             self._loop.add_signal_handler(sig, self._stop.set)
 
     async def _serve_until_signal(self) -> None:
@@ -200,58 +107,160 @@ class BrowserServer(Server):
         try:
             await self._stop.wait()
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._loop.remove_signal_handler(sig)
-            # Closing a page's websocket ends its session (the handler stops the app); cleanup() then
-            # waits for the handlers.
-            await asyncio.gather(*(ws.close() for ws in list(self._sockets)), return_exceptions=True)
+            self._stopping = True
+            going = [
+                viewer.close_soon(WSCloseCode.GOING_AWAY, "tokenwatch serve stopped")
+                for viewer in self._viewers
+            ]
+            await asyncio.gather(*(run.stop() for run in list(self._runs)), *going, return_exceptions=True)
             await self._runner.cleanup()
 
-    async def on_startup(self, app: web.Application) -> None:
-        """The command prints its own line (textual-serve would print its logo)."""
+    # ------------------------------------------------------------------ routes and access
+    async def _make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._host_check()])
+        aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
+        app.add_routes(
+            [
+                web.get("/", self.handle_index, name="index"),
+                web.get("/ws", self.handle_websocket),  # no token: refused, with its reason
+                web.get("/ws/{token}", self.handle_websocket, name="websocket"),
+                web.get("/download/{key}", self.handle_download, name="download"),
+                web.static("/static", self.statics_path, name="static"),
+            ]
+        )
+        return app
 
-    async def handle_index(self, request: web.Request) -> Any:
-        # The page embeds absolute URLs made from public_url: make them the address this browser used.
-        # (handle_index reads it before it first yields, so concurrent requests cannot mix them up.)
-        self.public_url = f"{request.scheme}://{request.host}"
-        return await super().handle_index(request)
+    def _host_check(self) -> Callable[..., Awaitable[web.StreamResponse]]:
+        @web.middleware
+        async def check_host(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
+            refusal = self.rules.host_refusal(request.headers.get("Host"))
+            if refusal is not None:
+                raise _refuse(request, refusal)
+            return await handler(request)
 
+        return check_host
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        given = request.query.get("token")
+        cookie = request.cookies.get(self.rules.cookie_name)
+        if not self.rules.token_matches(given if given is not None else cookie):
+            raise _refuse(request, "no token" if given is None and cookie is None else "wrong token")
+        # The page's addresses are the ones this browser used (its Host is one of this server's names).
+        base = f"http://{request.host}"
+        context = {
+            "font_size": _cells(request, "fontsize", 16),
+            "app_websocket_url": f"ws://{request.host}/ws/{self.rules.token}",
+            "config": {"static": {"url": f"{base}/static/"}},
+            "application": {"name": self.title},
+        }
+        response = aiohttp_jinja2.render_template("app_index.html", request, context)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["Referrer-Policy"] = "no-referrer"  # the address holds the token
+        if given is not None:  # a reload without the query still works; no other site's request carries it
+            response.set_cookie(self.rules.cookie_name, self.rules.token, httponly=True, samesite="Strict")
+        return response
+
+    # ------------------------------------------------------------------ viewers
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-        websocket = web.WebSocketResponse(heartbeat=15)
+        token = request.match_info.get("token")
+        if not self.rules.token_matches(token):
+            raise _refuse(request, "no token" if token is None else "wrong token")
+        refusal = self.rules.origin_refusal(request.headers.get("Origin"))
+        if refusal is not None:
+            raise _refuse(request, refusal)
+        websocket = web.WebSocketResponse(heartbeat=15, timeout=CLOSE_WAIT_S)
         await websocket.prepare(request)
-        self.sessions_started += 1
-        session = RunSession(self.command, websocket, self.download_manager, self.sessions_started)
-        self._sockets.add(websocket)
+        refusal = self._viewer_refusal()
+        if refusal is not None:
+            stderr_line(f"tokenwatch serve: refused a viewer from {request.remote}: {refusal}")
+            with contextlib.suppress(TimeoutError, ConnectionError, RuntimeError):
+                await asyncio.wait_for(
+                    websocket.close(code=WSCloseCode.TRY_AGAIN_LATER, message=refusal.encode()), CLOSE_WAIT_S
+                )
+            return websocket
+        self.viewers_joined += 1
+        viewer = Viewer(
+            websocket, self.viewers_joined, _cells(request, "width", 80), _cells(request, "height", 24)
+        )
+        self._viewers.add(viewer)
+        run: SharedRun | None = None
         try:
-            await session.start(_cells(request, "width", 80), _cells(request, "height", 24))
-            await self._process_messages(websocket, session)
-        except (ValueError, TypeError, KeyError, AssertionError) as exc:  # a page that breaks the protocol
-            stderr_line(f"tokenwatch serve: session {session.number}: a bad message from the page ({exc})")
+            run = await self._join(viewer)
+            await self._take_messages(viewer, run)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # a page that breaks the protocol
+            stderr_line(f"tokenwatch serve: viewer {viewer.number}: a bad message from the page ({exc})")
         finally:
-            self._sockets.discard(websocket)
-            await session.stop()
-            await websocket.close()
+            self._viewers.discard(viewer)
+            if run is not None:
+                await self._leave(run, viewer)
+            await viewer.close_soon()
         return websocket
 
+    def _viewer_refusal(self) -> str | None:
+        if self._stopping:
+            return "tokenwatch serve is stopping"
+        if len(self._viewers) >= self.max_viewers:
+            return f"{self.max_viewers} viewers already, the most --max-viewers allows"
+        return None
 
-async def _wait_for_prelude(stdout: asyncio.StreamReader) -> bool:
-    for _ in range(_PRELUDE_LINES):
-        try:
-            line = await stdout.readline()
-        except ValueError:  # a line longer than the stream's limit: not Textual's
-            return False
-        if not line:
-            return False
-        if line == _PRELUDE:
-            return True
-    return False
+    async def _join(self, viewer: Viewer) -> SharedRun:
+        """The running run, or a new one started at this viewer's size."""
+        run = self._run
+        if run is not None:
+            await run.join(viewer)
+            return run
+        self.runs_started += 1
+        run = self._run = SharedRun(
+            list(self.run_argv), self.download_manager, self.runs_started, self._run_ended
+        )
+        self._runs.add(run)
+        await run.join(viewer)  # before it starts: the first viewer controls it
+        await run.start(*viewer.size)
+        return run
+
+    def _run_ended(self, run: SharedRun) -> None:
+        if self._run is run:  # the next page starts another
+            self._run = None
+
+    async def _leave(self, run: SharedRun, viewer: Viewer) -> None:
+        """The last viewer to leave ends the run at once (a page that comes later starts it again)."""
+        await run.leave(viewer)
+        if not run.viewers:
+            if self._run is run:
+                self._run = None
+            await run.stop()
+            self._runs.discard(run)
+
+    async def _take_messages(self, viewer: Viewer, run: SharedRun) -> None:
+        async for message in viewer.websocket:
+            if message.type != WSMsgType.TEXT:
+                continue
+            envelope = message.json()
+            if not isinstance(envelope, list) or not envelope:
+                raise ValueError(f"not a message: {message.data[:60]!r}")
+            if envelope[0] == "ping":
+                viewer.send(json.dumps(["pong", envelope[1]]))
+            else:
+                await run.from_viewer(viewer, envelope)
 
 
-def _exit_reason(returncode: int) -> str:
-    if returncode < 0:
-        with contextlib.suppress(ValueError):
-            return f"the run command was killed by {signal.Signals(-returncode).name}"
-    return f"the run command ended with exit status {returncode}"
+async def _cancel_the_rest() -> None:
+    """What is still pending once the server stopped (a page's writer, a close), cancelled and awaited."""
+    rest = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
+
+
+def _refuse(request: web.Request, why: str) -> web.HTTPForbidden:
+    """403 (to raise), and one line on the terminal (never the path: a websocket's holds the token)."""
+    what = (
+        "the websocket" if request.path.startswith("/ws") else "the page" if request.path == "/" else "a file"
+    )
+    stderr_line(f"tokenwatch serve: refused {what} to {request.remote}: {why}")
+    return web.HTTPForbidden(text=f"tokenwatch serve: {why}\n")
 
 
 def _cells(request: web.Request, name: str, default: int) -> int:

@@ -60,6 +60,16 @@ def port_arg(text: str) -> int:
     return value
 
 
+def viewers_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number of viewers {text!r}") from None
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"bad number of viewers {text!r}: must be 1..10000")
+    return value
+
+
 def tdp_arg(text: str) -> float:
     try:
         value = float(text.lower().removesuffix("w"))
@@ -328,28 +338,39 @@ def add_serve_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     """``serve``: the dashboard of a run command in a browser (textual-serve)."""
     serve = sub.add_parser(
         "serve",
-        usage="tokenwatch serve [-h] [--host H] [--port N] [-- RUN_COMMAND [OPTION ...]]",
+        usage="tokenwatch serve [-h] [--host H] [--port N] [--max-viewers N] [-- RUN_COMMAND [OPTION ...]]",
         help="serve the dashboard of a run command to a browser",
         description="Serve the dashboard of RUN_COMMAND (sim, replay or watch with their own options; "
-        "default: sim --speed 10) to a browser. Every browser session runs its own "
-        "`python -m tokenwatch RUN_COMMAND`. There is no authentication: with --host, anyone who can "
-        "reach that address can watch and drive the dashboard.",
+        "default: sim --speed 10) to a browser. Open the address it prints: it holds a token made at each "
+        "start (http://127.0.0.1:8000/?token=...), which the page and its websocket require; the page keeps "
+        "it in a cookie, so a reload works. Only the page's own origin may open the websocket, and only this "
+        "server's names (the --host address, localhost, with the port) are answered, so no other web site "
+        "can read or drive the dashboard. The first page starts one `python -m tokenwatch RUN_COMMAND`; "
+        "later pages join that run read-only (the page connected longest has the keys; when it leaves, "
+        "the next one does), and when the last page leaves the run ends (the next page starts it again).",
         epilog="example: tokenwatch serve --port 8000 -- sim --speed 10",
     )
     serve.add_argument(
         "--host",
         default="127.0.0.1",
         metavar="H",
-        help="address to listen on (default 127.0.0.1, this machine only; another address lets anyone "
-        "who can reach it watch and drive the dashboard: there is no authentication)",
+        help="address to listen on (default 127.0.0.1, this machine only; another address sends the page "
+        "and its token over the network unencrypted: prefer an SSH tunnel to 127.0.0.1)",
     )
     serve.add_argument("--port", type=port_arg, default=8000, metavar="N", help="port (default 8000)")
+    serve.add_argument(
+        "--max-viewers",
+        type=viewers_arg,
+        default=8,
+        metavar="N",
+        help="pages open at once (default 8); one more is refused with the reason in its close frame",
+    )
     serve.add_argument(
         "run_command",
         nargs=argparse.REMAINDER,
         metavar="-- RUN_COMMAND",
         help="sim, replay or watch and their options (not --headless, --jsonl, --interval, --record, "
-        "--prometheus-port: every browser session is a run of its own)",
+        "--prometheus-port: the run lives only while a page is open)",
     )
 
 

@@ -2,8 +2,8 @@
 
 The run command is checked here, once, before anything listens: a typo, a missing recording or a flag
 that means nothing in a browser is one line and exit status 2 on the terminal, not an error in every
-browser session. Each browser session then runs ``python -m tokenwatch RUN_COMMAND`` under Textual's
-web driver (see :mod:`tokenwatch.cli.browser_server`).
+browser page. The first page then starts one ``python -m tokenwatch RUN_COMMAND`` under Textual's web
+driver, which every later page shares (see :mod:`tokenwatch.cli.browser_server`).
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from tokenwatch.cli.parser import UsageError, parse, stderr_line
 
 RUN_COMMANDS = ("sim", "replay", "watch")
 
-# Options of the run commands that mean nothing in a browser, and why (each browser session is a run of
-# its own, and its stdout is the page's connection).
+# Options of the run commands that mean nothing in a browser, and why (the run lives while a page is open,
+# starts over when one comes back after all had left, and its stdout is the pages' connection).
 _BROWSERLESS: dict[str, str] = {
     "headless": "--headless makes no sense in a browser: the page is the dashboard",
     "jsonl": "--jsonl makes no sense in a browser: it writes headless snapshots (run it in a terminal)",
     "interval": "--interval makes no sense in a browser: it paces headless lines (run it in a terminal)",
-    "record": "--record makes no sense in a browser: every browser session is a run of its own, all "
-    "writing the same file (record in a terminal, then serve `replay FILE`)",
-    "prometheus_port": "--prometheus-port makes no sense in a browser: every browser session would serve "
-    "/metrics on the same port (run the exporter in a terminal)",
-    "prometheus_host": "--prometheus-host makes no sense in a browser: every browser session would serve "
-    "/metrics on the same port (run the exporter in a terminal)",
+    "record": "--record makes no sense in a browser: the run starts over whenever a page comes back after "
+    "all had left, writing the same file again (record in a terminal, then serve `replay FILE`)",
+    "prometheus_port": "--prometheus-port makes no sense in a browser: the run, and its /metrics, lives only "
+    "while a page is open (run the exporter in a terminal)",
+    "prometheus_host": "--prometheus-host makes no sense in a browser: the run, and its /metrics, lives only "
+    "while a page is open (run the exporter in a terminal)",
 }
 
 
@@ -41,10 +41,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_run_command(run_argv)
     shown = shlex.join(["tokenwatch", *run_argv]) if run_argv else "tokenwatch (sim --speed 10)"
     server = BrowserServer(
-        shlex.join([sys.executable, "-m", "tokenwatch", *run_argv]),
+        [sys.executable, "-m", "tokenwatch", *run_argv],
         host=args.host,
         port=args.port,
         title=shown,
+        max_viewers=args.max_viewers,
     )
     try:
         server.bind()
@@ -54,11 +55,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if not is_loopback(args.host):
         stderr_line(
-            f"tokenwatch serve: warning: listening on {args.host}: anyone who can reach this address can "
-            "watch and drive the dashboard (there is no authentication)"
+            f"tokenwatch serve: warning: listening on {args.host}: the page and its token cross the network "
+            "unencrypted (plain HTTP); where the network is not trusted, keep 127.0.0.1 and tunnel over SSH"
         )
-    sessions = server.run_until_stopped()
-    sys.stdout.write(f"tokenwatch serve: stopped ({sessions} browser session{'s' * (sessions != 1)})\n")
+    server.run_until_stopped()
+    runs, viewers = server.runs_started, server.viewers_joined
+    sys.stdout.write(
+        f"tokenwatch serve: stopped ({runs} run{'s' * (runs != 1)}, {viewers} viewer{'s' * (viewers != 1)})\n"
+    )
     return 0
 
 

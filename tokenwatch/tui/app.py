@@ -49,6 +49,7 @@ class TokenwatchApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark", "help", "Help"),
         Binding("t", "next_theme", "Theme"),
+        Binding("ctrl+l", "redraw", "Redraw", show=False, priority=True),
     ]
 
     def __init__(
@@ -237,6 +238,11 @@ class TokenwatchApp(App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_redraw(self) -> None:
+        """Paint the whole screen again, as ctrl+l does in a shell: a terminal that was cleared, or a browser
+        page that joins ``tokenwatch serve``'s run late (it starts blank), gets every cell."""
+        self.screen.refresh(repaint=True)
 
     def action_next_theme(self) -> None:
         names = self.theme_catalog.names()

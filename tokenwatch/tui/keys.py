@@ -14,6 +14,7 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                 "command palette: themes; Screenshot (an SVG in ~/Downloads, else the working directory)",
             ),
             ("tab, shift+tab", "move between panels (the dashboard scrolls to them)"),
+            ("ctrl+l", "redraw the whole screen"),
         ),
     ),
     (
