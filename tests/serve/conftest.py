@@ -41,7 +41,7 @@ class Served:
         return f"ws://127.0.0.1:{self.port}/ws/{self.token}?width=120&height=40"
 
     def stop(self, timeout_s: float = 30.0, sig: signal.Signals = signal.SIGINT) -> tuple[int, str, str]:
-        """Ctrl-C, as a terminal sends it to the server (or ``sig``); returns (exit status, stdout, stderr)."""
+        """Ctrl-C as a terminal sends it (or ``sig``); returns (exit status, stdout, stderr)."""
         self.process.send_signal(sig)
         out, err = self.process.communicate(timeout=timeout_s)
         return self.process.returncode, out, err

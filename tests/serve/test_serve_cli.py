@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import signal
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -83,22 +84,32 @@ def test_an_address_of_another_machine_is_one_line(capsys):
 
 def test_the_page_connects_back_to_the_address_the_browser_used(serve: ServeFactory):
     served = serve("sim", "--speed", "0")  # no browser: nothing runs until a page connects
-    port = int(served.url.rsplit(":", 1)[1])
-    assert served.url == f"http://127.0.0.1:{port}"  # loopback unless --host says otherwise
+    port = served.port
+    # Loopback unless --host says otherwise, with a token of this start (as Jupyter prints its address).
+    assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?token=[A-Za-z0-9_-]{{32}}", served.url), served.url
     with urllib.request.urlopen(served.url, timeout=10) as response:
         page = response.read().decode()
-    assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in page
-    # Reached under another name (a laptop through a tunnel, a --host 0.0.0.0 server by its hostname).
-    request = urllib.request.Request(served.url, headers={"Host": "rack-a.example:8443"})
+    assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws/{served.token}"' in page
+    # Reached as localhost (an SSH tunnel to the same port): the page connects back to that name.
+    request = urllib.request.Request(served.url, headers={"Host": f"localhost:{port}"})
     with urllib.request.urlopen(request, timeout=10) as response:
         page = response.read().decode()
-    assert 'data-session-websocket-url="ws://rack-a.example:8443/ws"' in page
-    assert "http://rack-a.example:8443/static/js/textual.js" in page
+    assert f'data-session-websocket-url="ws://localhost:{port}/ws/{served.token}"' in page
+    assert f"http://localhost:{port}/static/js/textual.js" in page
 
     status, out, err = served.stop()
     assert status == 0
-    assert "stopped (0 browser sessions)" in out
+    assert "stopped (0 runs, 0 viewers)" in out
     assert err == ""
+
+
+def test_each_start_has_its_own_token(serve: ServeFactory):
+    first, second = serve("sim", "--speed", "0"), serve("sim", "--speed", "0")
+    assert first.token != second.token
+    request = urllib.request.Request(f"{second.base}/?token={first.token}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 403
 
 
 def test_host_and_port_are_the_ones_given():
@@ -107,7 +118,9 @@ def test_host_and_port_are_the_ones_given():
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert re.search(rf"tokenwatch sim on http://127\.0\.0\.2:{port} \(Ctrl-C stops\)", first), first
+        assert re.search(
+            rf"tokenwatch sim on http://127\.0\.0\.2:{port}/\?token=\S+ \(Ctrl-C stops\)", first
+        ), first
         with socket.create_connection(("127.0.0.2", port), timeout=5):
             pass
         with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
@@ -116,7 +129,7 @@ def test_host_and_port_are_the_ones_given():
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
-    assert "stopped (0 browser sessions)" in out
+    assert "stopped (0 runs, 0 viewers)" in out
     assert err == ""  # 127.0.0.2 is loopback: no warning
 
 
@@ -138,10 +151,22 @@ def test_loopback_addresses_need_no_warning(host, loopback):
     assert is_loopback(host) is loopback
 
 
-def test_help_says_there_is_no_authentication(run_cli: RunCli):
+def test_help_says_how_pages_get_in(run_cli: RunCli):
     done = run_cli("serve", "--help")
     assert done.returncode == 0
     text = " ".join(done.stdout.split())
     assert "default 127.0.0.1" in text
-    assert "there is no authentication" in text
+    assert "http://127.0.0.1:8000/?token=..." in text
+    assert "Only the page's own origin may open the websocket" in text
+    assert "--max-viewers N pages open at once (default 8)" in text
+    assert "later pages join that run read-only" in text
+    assert "there is no authentication" not in text
     assert "tokenwatch serve --port 8000 -- sim --speed 10" in text
+
+
+@pytest.mark.parametrize("given", ["0", "-1", "many"])
+def test_a_bad_max_viewers_is_one_line(capsys, given):
+    assert main(["serve", "--port", "0", "--max-viewers", given]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"bad number of viewers '{given}'" in _one_error_line(err)

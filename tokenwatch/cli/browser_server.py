@@ -19,7 +19,6 @@ textual-serve is pinned exactly in pyproject.toml: this subclasses its ``Server`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shlex
 import signal
@@ -32,7 +31,7 @@ from textual_serve.server import Server
 
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.serve_access import AccessRules, new_token
-from tokenwatch.cli.serve_viewer import CLOSE_WAIT_S, Viewer
+from tokenwatch.cli.serve_viewer import CLOSE_WAIT_S, Viewer, close_websocket
 from tokenwatch.cli.shared_run import SharedRun
 
 HANDLERS_GRACE_S = 0.25  # after the pages were let go, what aiohttp gives its handlers before cancelling them
@@ -175,10 +174,7 @@ class BrowserServer(Server):
         refusal = self._viewer_refusal()
         if refusal is not None:
             stderr_line(f"tokenwatch serve: refused a viewer from {request.remote}: {refusal}")
-            with contextlib.suppress(TimeoutError, ConnectionError, RuntimeError):
-                await asyncio.wait_for(
-                    websocket.close(code=WSCloseCode.TRY_AGAIN_LATER, message=refusal.encode()), CLOSE_WAIT_S
-                )
+            await close_websocket(websocket, WSCloseCode.TRY_AGAIN_LATER, refusal.encode())
             return websocket
         self.viewers_joined += 1
         viewer = Viewer(

@@ -61,9 +61,7 @@ class Viewer:
                 await asyncio.wait_for(asyncio.shield(self._writer), CLOSE_WAIT_S)
             self._writer.cancel()
         await asyncio.wait([self._writer])  # ended or cancelled; never raises
-        # A page that does not read leaves the close frame unsent (drain) or unanswered: cut it off.
-        with contextlib.suppress(TimeoutError, ConnectionError, RuntimeError):
-            await asyncio.wait_for(self.websocket.close(code=code, message=reason), CLOSE_WAIT_S)
+        await close_websocket(self.websocket, code, reason)
 
     async def _write(self) -> None:
         websocket = self.websocket
@@ -73,3 +71,17 @@ class Viewer:
                     await websocket.send_bytes(packet)
                 else:
                     await websocket.send_str(packet)
+
+
+async def close_websocket(websocket: web.WebSocketResponse, code: int, reason: bytes) -> None:
+    """Close within :data:`CLOSE_WAIT_S`: a page that does not read leaves the close frame unsent (drain)
+    or unanswered; it is then cut off."""
+    try:
+        await asyncio.wait_for(websocket.close(code=code, message=reason), CLOSE_WAIT_S)
+    except (TimeoutError, ConnectionError, RuntimeError):
+        pass
+    except asyncio.CancelledError:
+        # aiohttp cancels a drain whose connection it lost: that is a closed page, not this task's end.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
