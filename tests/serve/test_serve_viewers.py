@@ -275,3 +275,20 @@ async def test_a_page_that_falls_behind_is_let_go():
             await client.close()
     finally:
         await runner.cleanup()
+
+
+async def test_a_page_that_breaks_the_protocol_is_one_line_and_let_go(serve: ServeFactory):
+    served = serve(*SIM)
+    async with pages(served, 1) as (page,):
+        await page.wait_for_output("Nodes (18)")
+        (dashboard,) = _run_processes(served)
+        await page.websocket.send_str("not json")
+        await page.wait("closed", lambda: page.closed is not None)
+        _, alive = psutil.wait_procs([dashboard], timeout=CEILING_S)  # it was the last page
+        assert not alive
+    status, _, err = served.stop()
+    assert status == 0
+    assert "Traceback" not in err
+    bad = [line for line in err.splitlines() if "a bad message from the page" in line]
+    assert len(bad) == 1, err
+    assert bad[0].startswith("tokenwatch serve: viewer 1: a bad message from the page (")

@@ -38,6 +38,7 @@ from tokenwatch.cli.serve_viewer import Viewer
 
 QUIT_GRACE_S = 1.0  # the dashboard's own quit (serve refuses --record: there is no recording to flush)
 TERM_GRACE_S = 0.5  # after SIGTERM to the group, before SIGKILL
+KILL_WAIT_S = 0.25  # after SIGKILL, for the pipes to close (else something outside the group holds them)
 REDRAW_KEY = b"\x0c"  # ctrl+l: the dashboard paints its whole screen again
 _PRELUDE = b"__GANGLION__\n"  # Textual's web driver writes this line before its first packet
 _PRELUDE_LINES = 10  # anything else a run command prints before the app starts is not Textual's
@@ -230,9 +231,12 @@ class SharedRun(AppService):
         task, process = self._task, self._process
         if task is not None and process is not None:
             await self._download_manager.cancel_app_downloads(app_service_id=self.app_service_id)
+            loop = asyncio.get_running_loop()
+            quit_by = loop.time() + QUIT_GRACE_S  # asking and quitting together: serve stops within ~2 s
             with contextlib.suppress(TimeoutError):  # a dashboard that reads no input fills its pipe
                 await asyncio.wait_for(self.send_meta({"type": "quit"}), QUIT_GRACE_S)
-            steps = ((None, QUIT_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, TERM_GRACE_S))
+            quit_grace = max(0.0, quit_by - loop.time())
+            steps = ((None, quit_grace), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, KILL_WAIT_S))
             for sig, grace in steps:
                 if sig is not None:
                     self._signal_group(sig)
