@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +109,17 @@ async def test_a_second_page_joins_the_run_and_watches(serve: ServeFactory, brow
     await first.press("m")
     await second.wait_without(f"GPU heatmap · {metric.group(1)} ·")
 
-    # The first page goes: the second one takes the keys.
+    # The first page goes: the second one takes the keys once serve has seen it go (pressed until then).
     await first.open("about:blank")
     await second.wait_for_text("sorted by Node ▲")
-    await second.press("s")
-    await second.wait_without("sorted by Node ▲")
+    deadline = time.monotonic() + 60
+    while True:
+        await second.press("s")
+        try:
+            await second.wait_without("sorted by Node ▲", timeout_s=2)
+            break
+        except AssertionError:
+            assert time.monotonic() < deadline, "the second page never got the keys"
 
     # The last page goes: the run ends, with nothing of its process group left.
     await second.open("about:blank")
