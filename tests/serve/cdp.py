@@ -161,14 +161,15 @@ class Page:
             if future is not None and not future.done():
                 future.set_result(answer)
         for future in self._waiting.values():
-            future.set_exception(CdpError("the DevTools connection closed"))
+            if not future.done():  # one whose wait timed out is cancelled already
+                future.set_exception(CdpError("the DevTools connection closed"))
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         number = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[number] = future
         await self.ws.send_json({"id": number, "method": method, "params": params or {}})
-        answer = await asyncio.wait_for(future, 10.0)
+        answer = await asyncio.wait_for(future, 60.0)  # generous: Chromium on a loaded 2-core machine
         if "error" in answer:
             raise CdpError(f"{method}: {answer['error']}")
         result: dict[str, Any] = answer.get("result", {})
