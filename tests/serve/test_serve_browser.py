@@ -92,14 +92,14 @@ async def test_a_second_page_joins_the_run_and_watches(serve: ServeFactory, brow
     first = browser.page
     assert first is not None
     await first.open(served.url)
-    screen = await first.settled_text("ended: 18 of 18 nodes finished", "Nodes (18)")
+    screen = await first.settled_text("ended: 18 of 18 nodes finished", "Nodes (18)", timeout_s=60)
     run = _run_processes(served)
 
     # Another tab of the same browser, without the token in its address: the cookie the first page set
     # lets it in. It joins the run already drawn (no second run) and is shown the whole screen.
     second = await browser.new_page()
     await second.open(f"{served.base}/")
-    await second.wait_for_text("ended: 18 of 18 nodes finished", "Nodes (18)", "GPU heatmap")
+    await second.wait_for_text("ended: 18 of 18 nodes finished", "Nodes (18)", "GPU heatmap", timeout_s=60)
     assert await second.terminal_shown()
     assert [p.pid for p in _run_processes(served)] == [p.pid for p in run]
 
@@ -107,16 +107,16 @@ async def test_a_second_page_joins_the_run_and_watches(serve: ServeFactory, brow
     metric = re.search(r"GPU heatmap · ([^·]+?) ·", screen)
     assert metric is not None, screen
     await first.press("m")
-    await second.wait_without(f"GPU heatmap · {metric.group(1)} ·")
+    await second.wait_without(f"GPU heatmap · {metric.group(1)} ·", timeout_s=60)
 
     # The first page goes: the second one takes the keys once serve has seen it go (pressed until then).
     await first.open("about:blank")
-    await second.wait_for_text("sorted by Node ▲")
+    await second.wait_for_text("sorted by Node ▲", timeout_s=60)
     deadline = time.monotonic() + 60
     while True:
         await second.press("s")
         try:
-            await second.wait_without("sorted by Node ▲", timeout_s=2)
+            await second.wait_without("sorted by Node ▲", timeout_s=5)
             break
         except AssertionError:
             assert time.monotonic() < deadline, "the second page never got the keys"
