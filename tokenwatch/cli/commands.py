@@ -44,7 +44,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.collectors.replay_index import wants_index
 
     # One player: the dashboard binds it to its session (pause, speed, seek; a large recording's keyframes
-    # in FILE.twidx); headless just plays.
+    # in an index of this user's); headless just plays.
     source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start, index=wants_index(args.file))
     options = with_baseline(
         RunOptions.from_args(args, "replay", inputs=(args.file,)),
