@@ -42,7 +42,9 @@ class RecordingError(OSError):
     written before is intact. ``written_until_t``: the run time of the latest event in the file then (None:
     no event), which is where a reader of the file will find it ends, not the time of the failure."""
 
-    def __init__(self, message: str, *, disk_full: bool = False, written_until_t: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, disk_full: bool = False, written_until_t: float | None = None
+    ) -> None:
         super().__init__(message)
         self.disk_full = disk_full
         self.written_until_t = written_until_t
@@ -143,7 +145,9 @@ class RecordingWriter:
             self._stop_after_failure()
             full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
             raise RecordingError(
-                f"{self.path}: write failed: {exc.strerror}", disk_full=full, written_until_t=self.written_until_t
+                f"{self.path}: write failed: {exc.strerror}",
+                disk_full=full,
+                written_until_t=self.written_until_t,
             ) from None
         self._good_size += len(data)
         self.written_until_t = self._buffered_until_t
