@@ -108,8 +108,8 @@ async def dashboard(path: Path, phase: str) -> None:
 
 def parts(path: Path) -> None:
     """The two parts of a seek, alone: restoring a keyframe from the index, and playing on from it."""
-    from tokenwatch.collectors.replay_index import open_keyframes
     from tokenwatch.collectors.replay_index_place import index_path_for
+    from tokenwatch.collectors.replay_index_store import open_keyframes
     from tokenwatch.collectors.replay_tape import as_replayed
     from tokenwatch.recording import RecordingReader
 

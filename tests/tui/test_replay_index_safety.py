@@ -215,7 +215,9 @@ async def test_an_index_made_by_other_code_is_rebuilt(
 def movable_module() -> Iterator[types.ModuleType]:
     """A module of its own holding a class a core can carry: removing it is a class that moved away."""
     module = types.ModuleType("tokenwatch_moved_away_for_a_test")
-    marker = dataclass(frozen=True, slots=True)(type("Marker", (), {"__annotations__": {"value": "int"}}))
+    marker: type = dataclass(frozen=True, slots=True)(
+        type("Marker", (), {"__annotations__": {"value": "int"}})
+    )
     marker.__module__ = module.__name__
     module.Marker = marker  # type: ignore[attr-defined]
     sys.modules[module.__name__] = module
@@ -263,7 +265,7 @@ def test_the_digest_follows_the_code_not_a_number() -> None:
         name = (module.__name__, "Probe")
 
         def define(**fields: str) -> None:
-            cls = dataclass(frozen=True)(type("Probe", (), {"__annotations__": fields}))
+            cls: type = dataclass(frozen=True)(type("Probe", (), {"__annotations__": fields}))
             cls.__module__ = module.__name__
             module.Probe = cls  # type: ignore[attr-defined]
 
@@ -275,7 +277,7 @@ def test_the_digest_follows_the_code_not_a_number() -> None:
         assert code_digest([name], ()) != first  # a field more
         define(a="str")
         assert code_digest([name], ()) != first  # a field's type
-        del module.Probe  # type: ignore[attr-defined]
+        del module.Probe
         assert code_digest([name], ()) != first  # moved away
         define(a="int")
         assert code_digest([name], ("format 2",)) != first  # the format's constants

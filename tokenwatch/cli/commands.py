@@ -68,12 +68,11 @@ def _refuse_a_recording_without_a_run(path: str) -> None:
     from tokenwatch.runs.errors import RunLoadError
 
     reader = RecordingReader(path)
-    events = reader.events()
     try:
-        if any(isinstance(event, RunStarted) for event in events):
+        if any(isinstance(event, RunStarted) for event in reader.events()):
             return
     finally:
-        events.close()
+        reader.close()
     # The run start may have been there but refused: then its warning says why.
     why = next((w for w in reader.warnings if "run_started" in w), None)
     raise RunLoadError(why or f"{path}: the recording holds no run start")

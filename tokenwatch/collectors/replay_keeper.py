@@ -7,12 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tokenwatch.collectors.replay_index import (
-    IndexedKeyframe,
-    IndexedKeyframes,
-    UnusableIndexError,
-    open_keyframes,
-)
+from tokenwatch.collectors.replay_index import IndexedKeyframe, UnusableIndexError
+from tokenwatch.collectors.replay_index_store import IndexedKeyframes, open_keyframes
 from tokenwatch.collectors.replay_keyframes import Keyframe, Keyframes, freeze, thaw
 from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore

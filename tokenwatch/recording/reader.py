@@ -72,9 +72,8 @@ class RecordingReader:
         except FileNotFoundError:
             raise RecordingFormatError(f"{self.path}: no such file") from None
         except NotARegularFileError as exc:
-            raise RecordingFormatError(
-                f"{self.path}: {exc.strerror.replace('a regular file', 'a recording')}"
-            ) from None
+            why = (exc.strerror or "not a regular file").replace("a regular file", "a recording")
+            raise RecordingFormatError(f"{self.path}: {why}") from None
         except OSError as exc:
             raise RecordingFormatError(f"{self.path}: cannot open: {exc.strerror}") from None
         self.header = self._read_header()
