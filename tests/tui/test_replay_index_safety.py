@@ -30,7 +30,7 @@ from tokenwatch.collectors.replay_index import (
     UnusableIndexError,
     recording_identity,
 )
-from tokenwatch.collectors.replay_index_code import code_digest
+from tokenwatch.collectors.replay_index_code import bytecode_of, code_digest
 from tokenwatch.collectors.replay_index_place import cache_folder, create_private, index_path_for, user_key
 
 # What a seek needs at most from a subprocess on a loaded 2-core machine; a hang goes far beyond it.
@@ -199,7 +199,7 @@ async def test_an_index_made_by_other_code_is_rebuilt(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as other_version:
-        other_version.setattr(replay_index, "_FORMAT_FACTS", (*replay_index._FORMAT_FACTS, "another layout"))
+        other_version.setattr(replay_index, "_format_facts", lambda: ("another layout",))
         assert await first_pass(recording) == []
     player, session, task = await opened(recording, speed=0, paused=True)
     await until_settled(player)
@@ -283,3 +283,17 @@ def test_the_digest_follows_the_code_not_a_number() -> None:
         assert code_digest([name], ("format 2",)) != first  # the format's constants
     finally:
         sys.modules.pop(module.__name__, None)
+
+
+def test_the_format_digest_follows_the_writer_and_reader_code() -> None:
+    def write_v1(chunks: list[int]) -> bytes:
+        return bytes(chunks)
+
+    def write_v1_again(chunks: list[int]) -> bytes:
+        return bytes(chunks)
+
+    def write_v2(chunks: list[int]) -> bytes:
+        return bytes(reversed(chunks))
+
+    assert bytecode_of(write_v1) == bytecode_of(write_v1_again)
+    assert bytecode_of(write_v1) != bytecode_of(write_v2)

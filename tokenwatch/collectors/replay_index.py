@@ -41,7 +41,7 @@ import numpy as np
 import orjson
 import zstandard
 
-from tokenwatch.collectors.replay_index_code import Name, RecordingPickler, code_digest
+from tokenwatch.collectors.replay_index_code import Name, RecordingPickler, bytecode_of, code_digest
 from tokenwatch.collectors.replay_index_place import create_private, open_private
 from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore
@@ -55,9 +55,6 @@ CHUNK_BYTES = 256 << 10
 _MAGIC = b"tokenwatch-replay-index\n"
 _FOOTER = struct.Struct("<QQ32s24s")  # table offset, table length, MAC, magic
 _PICKLE_PROTOCOL = 5
-# What an index's compatibility is derived from besides the pickled code (replay_index_code): the
-# format's constants, so a change to any of them rebuilds older indexes without a number to bump.
-_FORMAT_FACTS = (_MAGIC, _FOOTER.format, CHUNK_BYTES, _PICKLE_PROTOCOL, "int32 chunk numbers, zeros unstored")
 _HEAD_BYTES = 64 << 10  # of the recording, hashed to tell it from another of the same size and time
 
 
@@ -201,7 +198,7 @@ class IndexWriter:
         names = sorted(self._names)
         table = orjson.dumps(
             {
-                "code": code_digest(names, _FORMAT_FACTS),
+                "code": code_digest(names, _format_facts()),
                 "names": names,
                 "identity": self._identity,
                 "every_s": self.every_s,
@@ -240,7 +237,7 @@ class IndexReader:
             if not isinstance(table.get("names"), list):  # made before the digest was: no names
                 raise UnusableIndexError("made by another version of tokenwatch")
             names = [(str(module), str(name)) for module, name in table["names"]]
-            if table.get("code") != code_digest(names, _FORMAT_FACTS):
+            if table.get("code") != code_digest(names, _format_facts()):
                 raise UnusableIndexError("made by another version of tokenwatch")
             if table.get("identity") != recording_identity(recording, config):
                 raise UnusableIndexError(
@@ -384,3 +381,14 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
     if not isinstance(core, RackCore):
         raise UnusableIndexError("damaged (not a keyframe)")
     return core
+
+
+@functools.cache
+def _format_facts() -> tuple[object, ...]:
+    """What an index's compatibility is derived from besides the pickled classes (replay_index_code):
+    the format's constants and the code that writes and reads it, so a change to either rebuilds older
+    indexes without a number to bump."""
+    code = bytecode_of(
+        IndexWriter, IndexReader, _packed, _encoded, _decoded, _unpickle, _decompress_into, _read_core
+    )
+    return (_MAGIC, _FOOTER.format, CHUNK_BYTES, _PICKLE_PROTOCOL, code)

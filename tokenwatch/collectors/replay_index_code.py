@@ -80,6 +80,26 @@ def _shape(name: Name) -> str:
     return "\n".join(parts)
 
 
+def bytecode_of(*units: type | types.FunctionType) -> str:
+    """A digest of the compiled code of ``units`` (functions, or classes: all their methods): the index
+    format is what its writer and reader do, so a change to them rebuilds older indexes (as does a new
+    Python, whose bytecode differs: one rebuild)."""
+    digest = hashlib.blake2b(digest_size=16)
+    codes: list[types.CodeType] = []
+    for unit in units:
+        functions = vars(unit).values() if isinstance(unit, type) else [unit]
+        codes.extend(f.__code__ for f in functions if isinstance(f, types.FunctionType))
+    while codes:
+        code = codes.pop(0)
+        digest.update(code.co_code + repr(code.co_names).encode())
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                codes.append(const)
+            else:
+                digest.update(repr(const).encode())
+    return digest.hexdigest()
+
+
 def code_digest(names: Iterable[Name], format_facts: Iterable[object]) -> str:
     """A digest of the index format (``format_facts``: its constants) and of the running code's shape of
     every name in ``names``."""
