@@ -55,8 +55,23 @@ def _attributes_set(cls: type) -> list[str]:
     while codes:
         code = codes.pop()
         codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        names.update(i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR")
+        names.update(_stored_attributes(code))
     return sorted(names)
+
+
+_STORE_ATTR = dis.opmap["STORE_ATTR"]
+
+
+def _stored_attributes(code: types.CodeType) -> list[str]:
+    """The names of ``code``'s STORE_ATTR instructions, read off the bytecode directly (dis builds an
+    object per instruction: 0.4 s for a core's 40 classes on a loaded machine, paid at every open)."""
+    raw, names, extended = code.co_code, [], 0
+    for at in range(0, len(raw), 2):
+        op, arg = raw[at], raw[at + 1] | extended
+        extended = arg << 8 if op == dis.EXTENDED_ARG else 0
+        if op == _STORE_ATTR and arg < len(code.co_names):
+            names.append(code.co_names[arg])
+    return names
 
 
 def _shape(name: Name) -> str:
