@@ -44,7 +44,7 @@ def peak_mb() -> float:
 
 async def dashboard(path: Path, phase: str) -> None:
     from tokenwatch.collectors.replay import ReplayPlayer
-    from tokenwatch.collectors.replay_index import index_path_for
+    from tokenwatch.collectors.replay_index_place import index_path_for
     from tokenwatch.core import RackCore
     from tokenwatch.session import Session
     from tokenwatch.tui.app import TokenwatchApp
@@ -108,7 +108,8 @@ async def dashboard(path: Path, phase: str) -> None:
 
 def parts(path: Path) -> None:
     """The two parts of a seek, alone: restoring a keyframe from the index, and playing on from it."""
-    from tokenwatch.collectors.replay_index import index_path_for, open_keyframes
+    from tokenwatch.collectors.replay_index_place import index_path_for
+    from tokenwatch.collectors.replay_index_store import open_keyframes
     from tokenwatch.collectors.replay_tape import as_replayed
     from tokenwatch.recording import RecordingReader
 
@@ -151,7 +152,7 @@ def make_recording(folder: Path) -> Path:
 
 
 def run(path: Path, reuse_index: bool) -> None:
-    from tokenwatch.collectors.replay_index import index_path_for
+    from tokenwatch.collectors.replay_index_place import index_path_for
 
     phases = ["first-pass", "seeks", "parts"]
     if reuse_index and index_path_for(path).exists():

@@ -53,3 +53,20 @@ def format_clock(seconds: float) -> str:
     sign = "-" if seconds < 0 else ""
     whole = int(abs(seconds))
     return f"{sign}{whole // 60:02d}:{whole % 60:02d}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as it would be written in a config: ``600`` -> ``10m``, ``5400`` -> ``1h30m``, ``0.2`` ->
+    ``200ms``, ``0`` -> ``0s`` (whole units from days down; what is left below a second in ms). Reads back
+    with :func:`parse_duration` to the same seconds (to the millisecond)."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return f"{seconds:g}s"
+    millis = round(seconds * 1000)
+    if millis == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        count, millis = divmod(millis, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)

@@ -100,7 +100,11 @@ class Session:
         """The recorder could not write: the run goes on without it, with one alert saying so."""
         why = "disk full" if exc.disk_full else str(exc).rsplit(": ", 1)[-1].lower()
         at = format_clock(self.core.now)
-        message = f"recording stopped: {why} at {at}; everything before is readable"
+        # What the file holds, not the time of the failure: the buffer the failed write carried is lost,
+        # and with it up to a few minutes of an unpaced run.
+        kept = exc.written_until_t
+        ends = "the file holds no events" if kept is None else f"the file ends at {format_clock(kept)}"
+        message = f"recording stopped: {why} at {at}; {ends}, all of it readable"
         self.recording_stopped = message
         if self.core.started:  # not recorded (the recording is what failed): straight into the core
             self.core.ingest(Notice(self.core.now, "error", message, source="recording"))

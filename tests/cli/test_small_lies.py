@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import RunCli, start_tokenwatch
 from tokenwatch.core import RackCore
 from tokenwatch.events import NodeStatus, Progress, RunEnded, RunStarted
+from tokenwatch.recording import RecordingWriter
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,3 +184,33 @@ def test_comparing_an_offline_run_with_a_server_run_warns(run_cli: RunCli, tmp_p
     same = run_cli("report", str(runs["Offline"]), str(runs["Offline"]), "-o", str(tmp_path / "same.html"))
     assert same.returncode == 0
     assert "not comparable" not in same.stderr
+
+
+def test_replay_of_a_header_only_recording_is_refused_like_summarize(run_cli: RunCli, tmp_path: Path) -> None:
+    """Before, ``replay`` of a header-only file exited 0 with nothing to show, while ``summarize``,
+    ``report`` and ``export`` exited 2."""
+    path = tmp_path / "header-only.jsonl"
+    RecordingWriter(path).close()
+    assert len(path.read_bytes().splitlines()) == 1
+    summarize = run_cli("summarize", str(path))
+    replay = run_cli("replay", str(path), "--headless", "--speed", "0")
+    assert (summarize.returncode, replay.returncode) == (2, 2)
+    assert one_line(replay.stderr) == f"tokenwatch replay: {path}: the recording holds no run start"
+    assert one_line(summarize.stderr) == one_line(replay.stderr).replace("replay:", "summarize:")
+    assert replay.stdout == ""
+
+
+@pytest.mark.parametrize(("written", "shown"), [("10m", "10m"), ("3h", "3h"), ("90m", "1h30m"), ("0s", None)])
+def test_check_says_the_fleet_lookback_as_a_config_writes_it(
+    run_cli: RunCli, tmp_path: Path, written: str, shown: str | None
+) -> None:
+    """``lookback: 10m`` was shown as 'history up to 0.166667 h back'."""
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(
+        "run: {name: fleet, scenario: Offline}\n"
+        f"fleet: {{url: 'http://127.0.0.1:9', interval: 1s, lookback: {written}}}\n"
+    )
+    done = run_cli("check", str(cfg))
+    assert done.returncode == 0, done.stderr
+    fleet = next(line for line in done.stdout.splitlines() if line.strip().startswith("fleet"))
+    assert fleet.endswith(f"history up to {shown} back" if shown else "no history"), fleet

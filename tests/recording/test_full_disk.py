@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import run_tokenwatch
 from tokenwatch.core import RackCore
+from tokenwatch.durations import format_clock
 from tokenwatch.events import Notice, RunEnded
 from tokenwatch.recording import RecordingError, RecordingWriter, read_events
 from tokenwatch.session import Session
@@ -26,7 +27,9 @@ from tokenwatch.sim.collector import SimulatorCollector
 from tokenwatch.sim.profile import load_profile
 from tokenwatch.sim.rack_sim import SimSettings
 
-STOPPED = re.compile(r"recording stopped: disk full at (\d\d:\d\d); everything before is readable")
+STOPPED = re.compile(
+    r"recording stopped: disk full at (\d\d:\d\d); the file ends at (\d\d:\d\d), all of it readable"
+)
 
 
 @pytest.fixture
@@ -66,6 +69,7 @@ def test_a_full_tmpfs_stops_the_recording_not_the_run(tiny_disk: Path, suffix: s
     assert "Traceback" not in done.stderr
     stopped = STOPPED.findall(done.stderr)
     assert len(stopped) == 1, done.stderr  # one alert, not one per event
+    failed_at, ends_at = stopped[0]
     lines = done.stdout.split("\n\n")[0].splitlines()
     assert [line.split()[0] for line in lines][-1] >= "80:00"  # every line to the end of the run
     assert "Total aggregate" in done.stdout
@@ -74,9 +78,9 @@ def test_a_full_tmpfs_stops_the_recording_not_the_run(tiny_disk: Path, suffix: s
     assert events
     assert len(warnings) <= 1
     assert not any(isinstance(e, RunEnded) for e in events)
-    assert events[-1].t <= clock_s(stopped[0]) + 1
-    # Unpaced runs flush by size: at most the last 1 MiB buffer (~3 minutes of this rack) is lost.
-    assert events[-1].t >= clock_s(stopped[0]) - 240
+    # The alert names the time the file really ends at (the last event read back), not the failure's.
+    assert ends_at == format_clock(max(e.t for e in events))
+    assert clock_s(ends_at) <= clock_s(failed_at)
 
 
 async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> None:
@@ -103,8 +107,9 @@ async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> No
     assert session.core.ended  # the run went on to its end
     assert session.core.now > 1000
     assert len(stopped) == 1
-    assert STOPPED.fullmatch(stopped[0])
-    assert clock_s(STOPPED.fullmatch(stopped[0]).group(1)) >= 300  # type: ignore[union-attr]
+    alert = STOPPED.fullmatch(stopped[0])
+    assert alert is not None, stopped[0]
+    assert clock_s(alert.group(1)) >= 300
     notices = [a for a in session.core.state.alerts.newest_first() if "recording stopped" in a.message]
     assert len(notices) == 1
     assert notices[0].severity == "critical"
@@ -112,8 +117,43 @@ async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> No
     assert any("the recording is partial" in w for w in summary.warnings)
     assert recorder.closed
     events, _ = read_events(path)
-    # Everything flushed before the disk filled (the event that fired the callback included) is readable.
+    # Everything flushed before the disk filled (the event that fired the callback included) is readable,
+    # and the alert says where the file ends.
     assert 300 <= events[-1].t <= 301
+    assert alert.group(2) == format_clock(max(e.t for e in events))
+
+
+async def test_the_alert_names_where_the_file_ends_when_a_buffer_of_minutes_is_lost(tmp_path: Path) -> None:
+    """Unpaced, the recorder flushes by size: the failed write carries minutes of run time, all lost.
+    The alert said 'disk full at <now>; everything before is readable' though the file ended minutes
+    earlier."""
+    path = tmp_path / "run.jsonl"
+    recorder = RecordingWriter(path)
+    settings = SimSettings(load_profile("gb300-nvl72"), duration_s=1200.0)
+    session = Session(
+        RackCore(), [SimulatorCollector(settings, speed=0)], recorder=recorder, flush_interval_s=None
+    )
+    stopped: list[str] = []
+    session.on_recording_stopped(stopped.append)
+    full = os.open("/dev/full", os.O_WRONLY)
+
+    def fill_the_disk(t: float) -> None:
+        if t == 300.0:
+            recorder.flush()  # the file holds the run up to here...
+            os.dup2(full, recorder.fileno())  # ...and not a byte more: the next flush comes minutes later
+
+    session.every(100.0, fill_the_disk)
+    try:
+        await asyncio.wait_for(session.run(), 120)
+    finally:
+        os.close(full)
+    assert len(stopped) == 1
+    alert = STOPPED.fullmatch(stopped[0])
+    assert alert is not None, stopped[0]
+    events, _ = read_events(path)
+    last = max(e.t for e in events)
+    assert alert.group(2) == format_clock(last)
+    assert clock_s(alert.group(1)) > clock_s(alert.group(2))  # the failure came after: the buffer was lost
 
 
 def test_the_writer_reports_a_full_disk_once_and_then_stays_closed(tmp_path: Path) -> None:

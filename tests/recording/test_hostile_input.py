@@ -63,6 +63,12 @@ def test_a_time_of_1e300_is_a_skipped_line_not_a_hang(tmp_path: Path) -> None:
         b'{"k":"run_started","t":0,"name":"x","scenario":"Offline","nodes":["a"],"gpus_per_node":1,'
         b'"nominal_duration_s":1e300,"source":"sim","wall_epoch":0}',
         b'{"k":"log","t":1,"node":"a","text":"' + b"x" * 70_000 + b'"}',
+        b'{"k":"progress_batch","t":1,"node_index":[1e9],"samples":[1],"tokens":[1]}',
+        b'{"k":"progress_batch","t":1,"node_index":[1000000000],"samples":[1],"tokens":[1]}',
+        b'{"k":"progress_batch","t":1,"node_index":[-1],"samples":[1],"tokens":[1]}',
+        b'{"k":"progress_batch","t":1,"node_index":[0.5],"samples":[1],"tokens":[1]}',
+        b'{"k":"gpu_batch","t":1,"node_index":[-1],"gpu":[0],"m":{"power_w":[1]},"throttle_reasons":[0]}',
+        b'{"k":"gpu_batch","t":1,"node_index":[0],"gpu":[1e9],"m":{"power_w":[1]},"throttle_reasons":[0]}',
     ],
 )
 def test_values_beyond_their_bounds_are_codec_errors(line: bytes) -> None:
@@ -258,3 +264,19 @@ def test_a_run_start_with_no_nodes_is_refused_by_the_reader() -> None:
     start |= {"gpus_per_node": 4, "source": "sim", "wall_epoch": 0}
     with pytest.raises(CodecError, match="nodes must be a list of 1 to"):
         loads(orjson.dumps(start))
+
+
+@pytest.mark.parametrize("node_index", ["1e9", "-1"])
+def test_a_progress_batch_naming_a_node_no_run_has_is_a_warning_naming_the_line(
+    tmp_path: Path, node_index: str
+) -> None:
+    """A node index of 1e9 or -1 was accepted silently."""
+    bad = f'{{"k":"progress_batch","t":3,"node_index":[{node_index}],"samples":[5],"tokens":[500]}}'
+    path = recording(tmp_path / "bad-index.jsonl", [bad.encode()])
+    events, warnings = read_events(path)
+    assert len(events) == 6  # the run start and the heartbeats, nothing of the bad line
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{path}:8: skipped: bad progress_batch record: progress_batch.node_index")
+    done = run_tokenwatch("summarize", str(path), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"{path}:8: skipped" in done.stderr

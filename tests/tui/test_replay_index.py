@@ -1,6 +1,6 @@
-"""The replay index beside a recording (issue 15, point 5): built on the first pass, used on the next open,
-rebuilt when stale or foreign, ignored when damaged, and replaced by keyframes in memory where it cannot
-be written. Every seek through it must leave exactly the core a straight replay to that time leaves.
+"""The replay index of a recording (in this user's cache folder): built on the first pass, used on the
+next open, rebuilt when stale or foreign, ignored when damaged, and replaced by keyframes in memory where
+it cannot be written. Every seek through it must leave exactly the core a straight replay to that time leaves.
 
 Cost: a 10-minute one-rack recording (the Server sample) played through a few times: ~3 s in all.
 """
@@ -19,7 +19,8 @@ import pytest
 from tests.tui.apps import SERVER, core_until
 from tests.tui.test_tui_replay_player import assert_same, until_settled
 from tokenwatch.collectors.replay import ReplayPlayer
-from tokenwatch.collectors.replay_index import IndexWriter, index_path_for, recording_identity, user_key
+from tokenwatch.collectors.replay_index import IndexWriter, recording_identity
+from tokenwatch.collectors.replay_index_place import index_path_for, user_key
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
 from tokenwatch.session import Session
@@ -78,7 +79,8 @@ async def test_the_first_pass_writes_the_index_and_the_next_open_seeks_with_it(r
     assert await first_pass(recording) == []
     index = index_path_for(recording)
     assert index.is_file()
-    assert [p.name for p in recording.parent.iterdir() if p.name.startswith(".")] == []  # no temp file left
+    assert [p.name for p in index.parent.iterdir()] == [index.name]  # no temporary file left
+    assert [p.name for p in recording.parent.iterdir()] == [recording.name]  # nothing beside the recording
     player, session, task = await opened(recording, speed=0, paused=True)
     await until_settled(player)
     assert player.index_complete  # at once: nothing played yet
@@ -145,7 +147,10 @@ async def test_an_index_signed_by_someone_else_is_not_trusted(
     recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await first_pass(recording)
+    made_elsewhere = index_path_for(recording).read_bytes()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-user"))
+    index_path_for(recording).write_bytes(made_elsewhere)  # e.g. a cache folder copied from another machine
+    index_path_for(recording).chmod(0o600)
     player, session, task = await opened(recording, speed=0, paused=True, start_s=200)
     await until_settled(player)
     assert not player.index_complete  # rebuilt on this pass, not read
@@ -178,12 +183,13 @@ async def test_a_damaged_index_is_ignored_with_one_warning(recording: Path, wher
     await task
 
 
-@pytest.mark.parametrize("how", ["read-only folder", "name taken"])
+@pytest.mark.parametrize("how", ["read-only index folder", "name taken"])
 async def test_an_index_that_cannot_be_written_falls_back_to_memory(recording: Path, how: str) -> None:
-    if how == "read-only folder":
+    folder = index_path_for(recording).parent
+    if how == "read-only index folder":
         if os.geteuid() == 0:
             pytest.skip("root writes into read-only folders")
-        recording.parent.chmod(0o555)
+        folder.chmod(0o500)
     else:
         index_path_for(recording).mkdir()  # a folder where the index would go
     try:
@@ -195,7 +201,21 @@ async def test_an_index_that_cannot_be_written_falls_back_to_memory(recording: P
         session.stop()
         await task
     finally:
+        folder.chmod(0o700)
+
+
+async def test_a_read_only_runs_folder_gets_an_index_and_nothing_is_written_beside_the_recording(
+    recording: Path,
+) -> None:
+    before = sorted(recording.parent.iterdir())
+    if os.geteuid() != 0:
+        recording.parent.chmod(0o555)
+    try:
+        assert await first_pass(recording) == []
+    finally:
         recording.parent.chmod(0o755)
+    assert sorted(recording.parent.iterdir()) == before
+    assert index_path_for(recording).is_file()
 
 
 def test_only_a_large_recording_gets_an_index(tmp_path: Path) -> None:

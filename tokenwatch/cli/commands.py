@@ -43,8 +43,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.collectors.replay import ReplayPlayer
     from tokenwatch.collectors.replay_index import wants_index
 
+    _refuse_a_recording_without_a_run(args.file)
     # One player: the dashboard binds it to its session (pause, speed, seek; a large recording's keyframes
-    # in FILE.twidx); headless just plays.
+    # in an index of this user's); headless just plays.
     source = ReplayPlayer(args.file, speed=args.speed, start_s=args.start, index=wants_index(args.file))
     options = with_baseline(
         RunOptions.from_args(args, "replay", inputs=(args.file,)),
@@ -57,6 +58,24 @@ def cmd_replay(args: argparse.Namespace) -> int:
         after=lambda _: print_warnings(source.warnings),
         player=source,
     )
+
+
+def _refuse_a_recording_without_a_run(path: str) -> None:
+    """As summarize, report and export refuse it: a recording with no run start (a header only) is one
+    line and exit 2, not an empty replay that exits 0. Reads only up to the run start (its second line)."""
+    from tokenwatch.events import RunStarted
+    from tokenwatch.recording import RecordingReader
+    from tokenwatch.runs.errors import RunLoadError
+
+    reader = RecordingReader(path)
+    try:
+        if any(isinstance(event, RunStarted) for event in reader.events()):
+            return
+    finally:
+        reader.close()
+    # The run start may have been there but refused: then its warning says why.
+    why = next((w for w in reader.warnings if "run_started" in w), None)
+    raise RunLoadError(why or f"{path}: the recording holds no run start")
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:

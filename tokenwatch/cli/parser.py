@@ -212,8 +212,9 @@ def build_parser() -> OneLineParser:
     replay = sub.add_parser(
         "replay",
         help="replay a recording through the same core",
-        description="Replay a recording (.jsonl or .jsonl.zst). The dashboard's first pass writes "
-        "FILE.twidx beside a large one (32 MiB or more: keyframes, so later seeks are quick). " + STOP_NOTE,
+        description="Replay a recording (.jsonl or .jsonl.zst). The dashboard's first pass over a large one "
+        "(32 MiB or more) writes an index of keyframes, so later seeks are quick: yours alone, in your cache "
+        "folder (~/.cache/tokenwatch/replay-index), never beside the recording. " + STOP_NOTE,
     )
     replay.add_argument("file", metavar="FILE")
     replay.add_argument(

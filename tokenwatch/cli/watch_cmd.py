@@ -9,6 +9,7 @@ from typing import TextIO
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
+from tokenwatch.durations import format_duration
 from tokenwatch.formatting import printable
 from tokenwatch.live.build import build_collector, core_config, fleet_focus, plan_watch
 from tokenwatch.live.config import load_watch_config, rack_label
@@ -83,9 +84,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     gpu = config.gpu
     if config.fleet is not None:
         f = config.fleet
+        # As a config writes it (10m, 3h), not in fractions of an hour (0.166667 h)
+        history = f"history up to {format_duration(f.lookback_s)} back" if f.lookback_s else "no history"
         out.write(
             f"  fleet     rack figures every {f.interval_s:g} s, every node every {f.detail_interval_s:g} s "
-            f"(alerts), history up to {f.lookback_s / 3600:g} h back\n"
+            f"(alerts), {history}\n"
         )
     else:
         out.write(

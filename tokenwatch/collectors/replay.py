@@ -12,7 +12,7 @@ the target; seeking back restores the nearest earlier keyframe (the session's co
 every few minutes of run time on the first pass, with the file position of the next event), re-reads
 the recording from that position into it, and hands it to the session, which keeps showing the old core
 until the new one is complete. With ``index=True`` (the CLI's replay) the keyframes live in
-``<recording>.twidx`` instead, every 10 s of run time (see replay_index): a seek from one of those is short
+the recording's index instead, every 10 s of run time (see replay_index): a seek from one of those is short
 enough to be made without yielding to the loop. A background scan of the file gives the run's length.
 """
 
@@ -76,7 +76,7 @@ class ReplayPlayer:
         keyframe_budget_bytes: int = KEYFRAME_BUDGET_BYTES,
         index: bool = False,
     ) -> None:
-        """``index``: once bound, keep keyframes in ``<recording>.twidx`` (see replay_index), not memory."""
+        """``index``: once bound, keep keyframes in the recording's index (see replay_index), not memory."""
         self.path = Path(path)
         self._tape = ReplayTape(self.path)  # reads the header now: a bad file is reported up front
         self.pacer = Pacer(clock or MonotonicClock(), max(0.0, speed))

@@ -1,9 +1,10 @@
-"""A replay's keyframes on disk: ``<recording>.twidx`` beside the recording, so a seek anywhere is quick.
+"""A replay's keyframes on disk: an index of the recording in this user's cache folder, so a seek
+anywhere is quick (where and why there: replay_index_place).
 
 The dashboard's first pass over a recording writes the core every :data:`INDEX_EVERY_S` of run time into
-a temporary file beside it; when the pass reaches the end, a table of contents is appended and the file
-renamed over ``<recording>.twidx`` (atomic: a reader sees a whole index or none). The next open uses it at
-once. Nothing but the table of contents is held in memory.
+a new private file (0600, a random name, O_EXCL) beside the index; when the pass reaches the end, a table
+of contents is appended and the file renamed over the index (atomic: a reader sees a whole index or
+none). The next open uses it at once. Nothing but the table of contents is held in memory.
 
 Layout: a magic line, then zstd frames (with checksums), then the table of contents (JSON), then a footer
 (the table's offset and length, its keyed MAC, the magic again). A core is pickled with its arrays out of
@@ -13,10 +14,11 @@ preallocated histories) cost nothing again; an all-zero chunk is not stored at a
 decompresses each array straight into its own buffer (no second copy), skipping the zero chunks.
 
 Trust: an index holds pickles, and a pickle from someone else runs their code. The table of contents
-(which carries each pickle's digest) is signed with a key private to this user
-(``$XDG_CACHE_HOME/tokenwatch/index.key``, mode 0600): an index made elsewhere is foreign and rebuilt.
-An index of another recording, or of this one before it changed (size, mtime, first 64 KiB), is stale
-and rebuilt; a damaged one is ignored with one warning.
+(which carries each pickle's digest) is signed with a key private to this user (``index.key`` in the
+cache folder, which must be 0600 in a 0700 folder of the user's own): an index made elsewhere is foreign
+and rebuilt. An index of another recording, or of this one before it changed (size, mtime, first 64 KiB),
+is stale and rebuilt; so is one made by other code (replay_index_code: the digest of the pickled classes'
+paths and fields); a damaged one is ignored with one warning.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ import contextlib
 import functools
 import hashlib
 import hmac
+import io
 import os
 import pickle
-import secrets
 import struct
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -39,22 +41,20 @@ import numpy as np
 import orjson
 import zstandard
 
-from tokenwatch.collectors.replay_keyframes import keyframe_due
+from tokenwatch.collectors.replay_index_code import Name, RecordingPickler, bytecode_of, code_digest
+from tokenwatch.collectors.replay_index_place import create_private, open_private
 from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.safe_files import open_regular
 
-INDEX_SUFFIX = ".twidx"
 # Run time between keyframes: the verdict interval (10 s), so each keyframe comes just after a verdict
 # tick (replay_keyframes.keyframe_due) and a seek never replays one (64 rack forecasts, ~80 ms of CPU
 # at 64 racks), only up to 10 one-second ticks.
 INDEX_EVERY_S = 10.0
 CHUNK_BYTES = 256 << 10
-# Bumped whenever the pickled core changes shape (an older index would restore a core the code misreads).
-# 2: all-zero chunks are stored as nothing; chunk numbers packed (int32, base64). 3: histograms' counts
-# made on first use, a "last" series keeps no sample counts, a mean's are float32.
-_VERSION = 3
 _MAGIC = b"tokenwatch-replay-index\n"
 _FOOTER = struct.Struct("<QQ32s24s")  # table offset, table length, MAC, magic
+_PICKLE_PROTOCOL = 5
 _HEAD_BYTES = 64 << 10  # of the recording, hashed to tell it from another of the same size and time
 
 
@@ -68,45 +68,21 @@ INDEX_FROM_BYTES = 32 << 20
 
 
 def wants_index(recording: str | Path) -> bool:
-    """Whether a dashboard replay of ``recording`` should keep its keyframes in an index beside it."""
+    """Whether a dashboard replay of ``recording`` should keep its keyframes in an index."""
     try:
         return Path(recording).stat().st_size >= INDEX_FROM_BYTES
     except OSError:
         return False  # the replay itself says what is wrong with the path
 
 
-def index_path_for(recording: Path) -> Path:
-    return recording.with_name(recording.name + INDEX_SUFFIX)
-
-
 def recording_identity(recording: Path, config: CoreConfig | None) -> dict[str, Any]:
     """What an index must match: the recording's size, modification time and first bytes, and the core's
-    settings (an SLA given on the command line changes the state kept)."""
-    stat = recording.stat()
-    with open(recording, "rb") as fh:
+    settings (an SLA given on the command line changes the state kept). Raises OSError (a FIFO too)."""
+    with os.fdopen(open_regular(recording), "rb") as fh:
+        stat = os.fstat(fh.fileno())
         head = hashlib.blake2b(fh.read(_HEAD_BYTES), digest_size=16).hexdigest()
     settings = repr(config or CoreConfig())
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "head": head, "core": settings}
-
-
-def user_key() -> bytes:
-    """This user's key for signing indexes, made on first use (0600, never shared)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = base / "tokenwatch" / "index.key"
-    try:
-        key = path.read_bytes()
-        if len(key) == 32:
-            return key
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_bytes(32)
-    tmp = path.with_name(f".index.key.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
-    os.replace(tmp, path)
-    return key
 
 
 def _digest(data: bytes | memoryview) -> str:
@@ -142,15 +118,17 @@ def _decoded(text: str) -> np.ndarray:
 
 
 class IndexWriter:
-    """Builds an index in a temporary file beside ``target``; :meth:`commit` renames it into place.
+    """Builds an index in a new private file beside ``target`` (random name, O_EXCL, 0600: nothing
+    planted under a name it could use is ever opened); :meth:`commit` renames it into place.
 
     Raises OSError on construction where the folder cannot be written."""
 
     def __init__(self, target: Path, identity: dict[str, Any], key: bytes, every_s: float) -> None:
         self.target = self.path = target
-        self.tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        self._fh: BinaryIO = open(self.tmp, "w+b")  # noqa: SIM115 - closed by commit()/discard()
+        fd, self.tmp = create_private(target)
+        self._fh: BinaryIO = os.fdopen(fd, "w+b")  # closed by commit()/discard()
         self._fh.write(_MAGIC)
+        self._names: set[Name] = set()  # every class and function the pickles name (replay_index_code)
         self._identity = identity
         self._key = key
         self.every_s = every_s
@@ -184,7 +162,7 @@ class IndexWriter:
     def add(self, t: float, position: TapePosition | None, core: RackCore) -> None:
         """Keep ``core`` (as of just before the event at ``position``) as the keyframe at ``t``."""
         buffers: list[pickle.PickleBuffer] = []
-        meta = pickle.dumps(core, protocol=5, buffer_callback=buffers.append)
+        meta = self._pickled(core, buffers.append)
         numbers: list[int] = []
         counts: list[int] = []
         for buffer in buffers:
@@ -192,11 +170,19 @@ class IndexWriter:
             numbers.extend(self._chunk(raw[at : at + CHUNK_BYTES]) for at in range(0, len(raw), CHUNK_BYTES))
             counts.append(-(-len(raw) // CHUNK_BYTES))
         where = []
-        for blob in (pickle.dumps(position, protocol=5), meta):
+        for blob in (self._pickled(position), meta):
             packed = self._compressor.compress(blob)
             offset, length = self._append(packed)
             where.append((offset, length, _digest(packed)))
         self.keyframes.append(IndexedKeyframe(t, where[0], where[1], _packed(numbers), _packed(counts)))
+
+    def _pickled(self, obj: object, buffer_callback: Any = None) -> bytes:
+        out = io.BytesIO()
+        pickler = RecordingPickler(
+            out, self._names, protocol=_PICKLE_PROTOCOL, buffer_callback=buffer_callback
+        )
+        pickler.dump(obj)
+        return out.getvalue()
 
     def read_position(self, keyframe: IndexedKeyframe) -> TapePosition | None:
         """Of a keyframe written so far (a seek during the first pass)."""
@@ -209,9 +195,11 @@ class IndexWriter:
 
     def commit(self) -> None:
         """Append the table of contents and rename the file over the index."""
+        names = sorted(self._names)
         table = orjson.dumps(
             {
-                "version": _VERSION,
+                "code": code_digest(names, _format_facts()),
+                "names": names,
                 "identity": self._identity,
                 "every_s": self.every_s,
                 "chunks": self.chunks,
@@ -243,10 +231,13 @@ class IndexReader:
     def __init__(self, path: Path, recording: Path, config: CoreConfig | None, key: bytes) -> None:
         """Raises :class:`UnusableIndexError` (stale, foreign or damaged) or OSError (unreadable)."""
         self.path = path
-        self._fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._fh: BinaryIO = os.fdopen(open_private(path), "rb")  # closed by close()
         try:
             table = self._table(key)
-            if table.get("version") != _VERSION:
+            if not isinstance(table.get("names"), list):  # made before the digest was: no names
+                raise UnusableIndexError("made by another version of tokenwatch")
+            names = [(str(module), str(name)) for module, name in table["names"]]
+            if table.get("code") != code_digest(names, _format_facts()):
                 raise UnusableIndexError("made by another version of tokenwatch")
             if table.get("identity") != recording_identity(recording, config):
                 raise UnusableIndexError(
@@ -312,8 +303,8 @@ def _unpickle(fh: BinaryIO, where: tuple[int, int, str], buffers: list[np.ndarra
         raise UnusableIndexError("damaged (a keyframe does not match its digest)")
     try:
         return pickle.loads(zstandard.ZstdDecompressor().decompress(packed), buffers=buffers)
-    except (zstandard.ZstdError, ValueError, pickle.UnpicklingError, EOFError):
-        raise UnusableIndexError("damaged") from None
+    except Exception as exc:  # a class moved or changed (AttributeError, ModuleNotFoundError, ...) or damage
+        raise UnusableIndexError(f"does not load ({type(exc).__name__})") from None
 
 
 def _read_position(fh: BinaryIO, keyframe: IndexedKeyframe) -> TapePosition | None:
@@ -392,74 +383,12 @@ def _read_core(fh: BinaryIO, chunks: list[tuple[int, int, int]], keyframe: Index
     return core
 
 
-START = IndexedKeyframe(
-    0.0, (0, 0, ""), (0, 0, ""), _packed([]), _packed([])
-)  # the empty core of the start, in no file
-
-
-class IndexedKeyframes:
-    """The player's keyframes in an index: opened whole, or written on the first pass (``writer``)."""
-
-    def __init__(self, source: IndexReader | IndexWriter) -> None:
-        self._source = source
-        self.path = source.path
-        self.every_s = source.every_s
-        self.frames: list[IndexedKeyframe] = [START, *source.keyframes]
-        self.building = isinstance(source, IndexWriter)
-
-    def __len__(self) -> int:
-        return len(self.frames)
-
-    def due(self, played_s: float) -> bool:
-        return self.building and keyframe_due(played_s, self.frames[-1].t, self.every_s)
-
-    def add(self, t: float, position: TapePosition | None, core: RackCore) -> None:
-        """Raises OSError where the file cannot take it (a full disk)."""
-        assert isinstance(self._source, IndexWriter)
-        self._source.add(t, position, core)
-        self.frames.append(self._source.keyframes[-1])
-
-    def before(self, t: float) -> IndexedKeyframe:
-        usable = [kf for kf in self.frames if kf.t <= t]
-        return usable[-1] if usable else START
-
-    def position_of(self, keyframe: IndexedKeyframe) -> TapePosition | None:
-        """Where the keyframe's next event is (None: the start). Raises :class:`UnusableIndexError`."""
-        return None if keyframe is START else self._source.read_position(keyframe)
-
-    def core_of(self, keyframe: IndexedKeyframe) -> RackCore | None:
-        """The keyframe's core (None: the start, a new one). Raises :class:`UnusableIndexError`."""
-        return None if keyframe is START else self._source.read_core(keyframe)
-
-    def commit(self) -> None:
-        """The first pass reached the end: put the index in place (raises OSError)."""
-        if isinstance(self._source, IndexWriter) and self.building:
-            self.building = False
-            self._source.commit()
-
-    def close(self) -> None:
-        if isinstance(self._source, IndexWriter) and self.building:
-            self._source.discard()  # an unfinished first pass leaves no index
-        else:
-            self._source.close()
-
-
-def open_keyframes(
-    recording: Path, config: CoreConfig | None, every_s: float = INDEX_EVERY_S
-) -> tuple[IndexedKeyframes | None, str]:
-    """The recording's index, or a new one to build on the first pass; None and a one-line warning where
-    neither can be had (the player keeps its keyframes in memory then)."""
-    target = index_path_for(recording)
-    warning = ""
-    try:
-        key = user_key()
-        if target.exists():
-            try:
-                return IndexedKeyframes(IndexReader(target, recording, config, key)), ""
-            except UnusableIndexError as exc:
-                warning = f"{target}: replay index {exc}: rebuilt on this pass"
-        writer = IndexWriter(target, recording_identity(recording, config), key, every_s)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        return None, f"{target}: cannot use a replay index ({reason}): keyframes kept in memory"
-    return IndexedKeyframes(writer), warning
+@functools.cache
+def _format_facts() -> tuple[object, ...]:
+    """What an index's compatibility is derived from besides the pickled classes (replay_index_code):
+    the format's constants and the code that writes and reads it, so a change to either rebuilds older
+    indexes without a number to bump."""
+    code = bytecode_of(
+        IndexWriter, IndexReader, _packed, _encoded, _decoded, _unpickle, _decompress_into, _read_core
+    )
+    return (_MAGIC, _FOOTER.format, CHUNK_BYTES, _PICKLE_PROTOCOL, code)

@@ -1,17 +1,14 @@
-"""Where a replay keeps its keyframes: in memory (:class:`Keyframes`) or in the index file beside the
-recording (:class:`IndexedKeyframes`), falling back to memory, with one warning, whenever the file fails."""
+"""Where a replay keeps its keyframes: in memory (:class:`Keyframes`) or in the recording's index in this
+user's cache folder (:class:`IndexedKeyframes`), falling back to memory, with one warning, whenever the
+file fails (an index that fails to load is removed, so the next open builds a new one)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from tokenwatch.collectors.replay_index import (
-    IndexedKeyframe,
-    IndexedKeyframes,
-    UnusableIndexError,
-    open_keyframes,
-)
+from tokenwatch.collectors.replay_index import IndexedKeyframe, UnusableIndexError
+from tokenwatch.collectors.replay_index_store import IndexedKeyframes, open_keyframes
 from tokenwatch.collectors.replay_keyframes import Keyframe, Keyframes, freeze, thaw
 from tokenwatch.collectors.replay_tape import TapePosition
 from tokenwatch.core import CoreConfig, RackCore
@@ -31,7 +28,7 @@ class KeyframeKeeper:
         self.config: CoreConfig | None = None
 
     def use_index(self, config: CoreConfig | None) -> None:
-        """Keep keyframes in ``<recording>.twidx`` (opened, or built on this pass) where possible."""
+        """Keep keyframes in the recording's index (opened, or built on this pass) where possible."""
         self.config = config
         indexed, warning = open_keyframes(self.path, config)
         if indexed is not None:
@@ -42,7 +39,7 @@ class KeyframeKeeper:
     def _failed(self, warning: str) -> None:
         """Go on with keyframes in memory (from the start: the file's are not to be trusted now)."""
         if isinstance(self.store, IndexedKeyframes):
-            self.store.close()
+            self.store.remove()
             self.store = Keyframes(self._every_s, self._budget_bytes)
         self._warn(warning)
 

@@ -277,10 +277,22 @@ class _IndexArrays:
         self._last: dict[str, tuple[list[Any], np.ndarray]] = {}
 
     def array(self, value: Any, what: str) -> np.ndarray:
+        """``value`` as node or GPU numbers: whole numbers from 0 to below :data:`MAX_RUN_GPUS` (no run has
+        more nodes or GPUs), so 1e9 or -1 is refused here, with the line, not passed on to the core."""
         cached = self._last.get(what)
         if cached is not None and cached[0] == value:
             return cached[1]
-        arr = _array(value, np.int64, what)
+        if not isinstance(value, list):
+            raise CodecError(f"{what} must be a list")
+        try:
+            found: np.ndarray = np.array(value)  # its own type: 1e9 is a float, not cast to a number
+        except (TypeError, ValueError):
+            raise CodecError(f"{what} holds a value that is not a number") from None
+        if found.ndim != 1 or (len(found) and found.dtype.kind not in "iu"):
+            raise CodecError(f"{what} must be a flat list of whole numbers")
+        arr = found.astype(np.int64)
+        if len(arr) and not (arr.min() >= 0 and arr.max() < MAX_RUN_GPUS):
+            raise CodecError(f"{what} must be numbers from 0 to {MAX_RUN_GPUS - 1:,}")
         arr.flags.writeable = False
         self._last[what] = (value, arr)
         return arr

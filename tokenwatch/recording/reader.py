@@ -11,6 +11,7 @@ frame, a line of a plain file): a replay seeks by re-reading from there instead 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
 from tokenwatch.recording.pieces import Piece, plain_pieces, zstd_pieces
 from tokenwatch.recording.time_order import TimeOrder, Verdict
 from tokenwatch.recording.writer import HEADER_KEY
+from tokenwatch.safe_files import NotARegularFileError, open_regular
 
 READABLE_VERSIONS: tuple[int, ...] = (SCHEMA_VERSION,)  # header versions this reader understands
 # The longest line a reader holds. A GPU batch of the largest run (100,000 GPUs) is ~10 MiB; anything
@@ -64,11 +66,14 @@ class RecordingReader:
         self.skipped = 0
         self._zstd = self.path.suffix == ".zst"
         try:
-            self._fh: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed by close()/events()
+            # Only a regular file: a FIFO in its place would block the open (and the replay) until a
+            # writer came.
+            self._fh: BinaryIO = os.fdopen(open_regular(self.path), "rb")  # closed by close()/events()
         except FileNotFoundError:
             raise RecordingFormatError(f"{self.path}: no such file") from None
-        except IsADirectoryError:
-            raise RecordingFormatError(f"{self.path}: is a directory, not a recording") from None
+        except NotARegularFileError as exc:
+            why = (exc.strerror or "not a regular file").replace("a regular file", "a recording")
+            raise RecordingFormatError(f"{self.path}: {why}") from None
         except OSError as exc:
             raise RecordingFormatError(f"{self.path}: cannot open: {exc.strerror}") from None
         self.header = self._read_header()

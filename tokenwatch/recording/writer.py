@@ -39,11 +39,15 @@ class RecordingError(OSError):
     """The recording cannot be created or written; the message names the file.
 
     ``disk_full``: the write failed for want of space (ENOSPC, EDQUOT): the recording stopped, what was
-    written before is intact."""
+    written before is intact. ``written_until_t``: the run time of the latest event in the file then (None:
+    no event), which is where a reader of the file will find it ends, not the time of the failure."""
 
-    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+    def __init__(
+        self, message: str, *, disk_full: bool = False, written_until_t: float | None = None
+    ) -> None:
         super().__init__(message)
         self.disk_full = disk_full
+        self.written_until_t = written_until_t
 
 
 def header(meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -85,6 +89,10 @@ class RecordingWriter:
         self._last_flush = self._now()
         self._good_size = 0  # bytes on disk up to the end of the last complete write
         self.events_written = 0
+        # The latest run time among the events buffered, and among those on disk (a failed write loses the
+        # buffer: the file then ends at the latter, which can be minutes before the failure).
+        self._buffered_until_t: float | None = None
+        self.written_until_t: float | None = None
         self._append(orjson.dumps(header(meta)) + b"\n")
         self.flush()
 
@@ -100,6 +108,8 @@ class RecordingWriter:
             return
         self._append(dumps(event))
         self.events_written += 1
+        if self._buffered_until_t is None or event.t > self._buffered_until_t:
+            self._buffered_until_t = event.t
         if self._buffered > _MAX_BUFFER_BYTES or self._now() - self._last_flush >= self.flush_interval_s:
             self.flush()
 
@@ -134,8 +144,13 @@ class RecordingWriter:
         except OSError as exc:
             self._stop_after_failure()
             full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-            raise RecordingError(f"{self.path}: write failed: {exc.strerror}", disk_full=full) from None
+            raise RecordingError(
+                f"{self.path}: write failed: {exc.strerror}",
+                disk_full=full,
+                written_until_t=self.written_until_t,
+            ) from None
         self._good_size += len(data)
+        self.written_until_t = self._buffered_until_t
 
     def _stop_after_failure(self) -> None:
         """Cut a partly written block off the end (so the file ends where the last complete write did:
