@@ -142,6 +142,9 @@ async def test_a_host_that_is_not_this_server_is_refused(serve: ServeFactory):
         ("127.0.0.1", "127.0.0.1.nip.io:8000", False),
         ("127.0.0.1", "", False),
         ("127.0.0.1", "[::1:8000", False),
+        ("localhost", "127.0.0.1:8000", True),
+        ("localhost", "[::1]:8000", True),
+        ("localhost", "127.0.0.2:8000", False),
         ("::1", "[::1]:8000", True),
         ("::1", "localhost:8000", True),
         ("0.0.0.0", "192.168.7.20:8000", True),  # bound to every address: any IP literal is this machine

@@ -62,6 +62,9 @@ class Page:
                 raise AssertionError(f"never {condition} in {ceiling_s} s; closed={self.closed}")
             await asyncio.sleep(0.05)
 
+    async def wait_closed(self) -> None:
+        await self.wait("closed", lambda: self.closed is not None)
+
     async def wait_for_output(self, text: str) -> None:
         await self.wait(f"showed {text!r}", lambda: text.encode() in self.screen)
 
@@ -129,7 +132,7 @@ async def test_fifty_pages_share_one_run_process(serve: ServeFactory):
 async def test_a_page_beyond_max_viewers_is_refused_with_a_reason(serve: ServeFactory):
     served = serve(*SIM, options=("--max-viewers", "2"))
     async with pages(served, 3) as (first, second, third):
-        await third.wait("closed", lambda: third.closed is not None)
+        await third.wait_closed()
         assert third.closed == (1013, "2 viewers already, the most --max-viewers allows")
         await second.wait_for_output("Nodes (18)")
         assert first.closed is None
@@ -176,7 +179,7 @@ async def test_only_the_controlling_page_drives_the_dashboard(serve: ServeFactor
             await watcher.send("stdin", "\x0c")  # ctrl+l: the whole screen again, now the dashboard's
             await watcher.wait("redrew the dashboard", lambda: b"Nodes (18)" in watcher.screen[mark:])
             await watcher.send("stdin", "q")
-            await watcher.wait("closed by the run's end", lambda: watcher.closed is not None)
+            await watcher.wait_closed()  # by the run's end
             _, alive = psutil.wait_procs([dashboard], timeout=CEILING_S)
             assert not alive
     status, _, err = served.stop()
@@ -200,7 +203,7 @@ async def test_serve_stops_on_a_signal_with_fifty_pages_open(serve: ServeFactory
         assert not alive
         assert _group_gone(run[0].pid)
         for page in opened:
-            await page.wait("closed by serve", lambda page=page: page.closed is not None)
+            await page.wait_closed()
 
 
 async def test_a_run_that_ignores_quit_and_sigterm_is_killed_with_its_group(tmp_path: Path):
@@ -291,7 +294,7 @@ async def test_a_page_that_breaks_the_protocol_is_one_line_and_let_go(serve: Ser
         await page.wait_for_output("Nodes (18)")
         (dashboard,) = _run_processes(served)
         await page.websocket.send_str("not json")
-        await page.wait("closed", lambda: page.closed is not None)
+        await page.wait_closed()
         _, alive = psutil.wait_procs([dashboard], timeout=CEILING_S)  # it was the last page
         assert not alive
     status, _, err = served.stop()

@@ -57,6 +57,8 @@ class AccessRules:
     def for_server(cls, host: str, port: int, token: str) -> AccessRules:
         bound = host.strip("[]").lower()
         names = {bound, "localhost"}
+        if bound == "localhost":  # bound to what localhost resolves to: its addresses are the bound ones
+            names |= {"127.0.0.1", "::1"}
         if _wildcard(host):
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
         return cls(token=token, port=port, host_names=frozenset(names), any_ip=_wildcard(host))

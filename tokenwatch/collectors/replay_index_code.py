@@ -17,7 +17,7 @@ import hashlib
 import importlib
 import pickle
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields, is_dataclass
 from typing import IO, Any
 
@@ -95,14 +95,14 @@ def _shape(name: Name) -> str:
     return "\n".join(parts)
 
 
-def bytecode_of(*units: type | types.FunctionType) -> str:
+def bytecode_of(*units: type | Callable[..., Any]) -> str:
     """A digest of the compiled code of ``units`` (functions, or classes: all their methods): the index
     format is what its writer and reader do, so a change to them rebuilds older indexes (as does a new
     Python, whose bytecode differs: one rebuild)."""
     digest = hashlib.blake2b(digest_size=16)
     codes: list[types.CodeType] = []
     for unit in units:
-        functions = vars(unit).values() if isinstance(unit, type) else [unit]
+        functions: Iterable[object] = vars(unit).values() if isinstance(unit, type) else [unit]
         codes.extend(f.__code__ for f in functions if isinstance(f, types.FunctionType))
     while codes:
         code = codes.pop(0)
