@@ -51,7 +51,7 @@ def verdict_part(snap: RackSnapshot) -> str:
     """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict."""
     assert snap.verdict is not None
     band = snap.verdict.forecast.tokens_per_s
-    shown = projection(band.value, band.low, band.high) if band is not None else "—"
+    shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
     return f"proj {shown} {verdict_word(snap.verdict.valid)}"
 
 
