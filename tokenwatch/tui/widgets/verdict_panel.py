@@ -70,6 +70,9 @@ class VerdictPanel(Horizontal):
         self.border_subtitle = (
             f"rules: {view.judged_by} settings" if view.judged_by else "no LoadGen settings"
         )
+        note = snap.summary.left_out_note if snap.ended and snap.summary is not None else ""
+        if note:  # which nodes MLPerf's figure has no result for, as every surface says it
+            self.border_subtitle = note
         final = snap.summary.verdict if snap.ended and snap.summary is not None else None
         valid = final.valid if final is not None else fc.valid
         word = Text()
@@ -83,7 +86,7 @@ class VerdictPanel(Horizontal):
         if band is None:
             detail = "waiting for progress on every node"
         elif snap.ended:
-            detail = "tok/s, LoadGen's figure"
+            detail = "tok/s, final: the nodes' sum"
         elif not band.known:
             detail = f"tok/s ±{DASH} ({BAND_UNKNOWN})"
         else:
