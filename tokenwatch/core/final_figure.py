@@ -83,4 +83,5 @@ def left_out_note(nodes: tuple[LeftOut, ...]) -> str:
     if len(nodes) > _NAMES_SHOWN:
         shown.append(f"+{len(nodes) - _NAMES_SHOWN} more")
     whose = "its" if len(nodes) == 1 else "their"
-    return f"left out by MLPerf (no LoadGen result): {', '.join(shown)}; the figure counts {whose} work up to then"
+    listed = ", ".join(shown)
+    return f"left out by MLPerf (no LoadGen result): {listed}; the figure counts {whose} work up to then"

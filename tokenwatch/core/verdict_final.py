@@ -186,9 +186,9 @@ def final_verdict(state: RackState) -> RunVerdict:
         nodes.append(NodeVerdict(name, judged, None, tuple(judged.summary_lines())))
     ref = verdict.benchmark
     scenario = verdict.scenario_label or run.scenario
-    judged = combine(None if ref is None else ref.benchmark.name, scenario, nodes)
+    rack = combine(None if ref is None else ref.benchmark.name, scenario, nodes)
     return dataclasses.replace(
-        judged, tokens_per_s=final_tokens_per_s(state), note=left_out_note(left_out(state))
+        rack, tokens_per_s=final_tokens_per_s(state), note=left_out_note(left_out(state))
     )
 
 
