@@ -9,6 +9,8 @@ import re
 from tokenwatch.durations import format_clock
 
 __all__ = [
+    "BAND_UNKNOWN",
+    "DASH",
     "format_clock",
     "group",
     "kilowatts",
@@ -95,15 +97,24 @@ def seconds_label(seconds: float, space: str = " ") -> str:
     return f"{seconds:g}{space}s"
 
 
-def projection(value: float | None, low: float | None, high: float | None) -> str:
-    """A projected tokens/s and its band: ``1,094k ±0.4 %`` (half the band's width, as a share)."""
-    if not (_ok(value) and _ok(low) and _ok(high)) or not value:
+# Why a projection's band is shown as unknown (the core states none wider than the figure itself).
+BAND_UNKNOWN = "band wider than the figure"
+
+
+def projection(value: float | None, low: float | None, high: float | None, why: bool = False) -> str:
+    """A projected tokens/s and its band: ``1,094k ±0.4 %`` (half the band's width, as a share).
+
+    A band the core could not state (NaN bounds) reads ``1,094k ±—``, with ``why`` followed by its reason;
+    an unknown figure reads ``—``."""
+    if not _ok(value) or not value:
         return DASH
     assert value is not None
+    figure = f"{group(value / 1000)}k" if abs(value) >= 10_000 else group(value)
+    if not (_ok(low) and _ok(high)):
+        return f"{figure} ±{DASH}" + (f" ({BAND_UNKNOWN})" if why else "")
     assert low is not None
     assert high is not None
-    half = 100.0 * (high - low) / 2.0 / value
-    figure = f"{group(value / 1000)}k" if abs(value) >= 10_000 else group(value)
+    half = 50.0 * ((high - low) / value)  # divided first: a figure near the float's top stays finite
     return f"{figure} ±{half:.1f} %" if half < 10 else f"{figure} ±{half:.0f} %"
 
 

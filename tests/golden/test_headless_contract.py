@@ -25,8 +25,10 @@ LINE = re.compile(
     r"^(?P<clock>\d{2,}:\d{2})\s+(?P<progress>[\d.]+)%\s+(?P<rate>[\d,]+) tok/s"
     r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
     r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
-    r"  proj (?:—|(?P<proj>[\d,]+)(?P<k>k?) ±(?P<half>[\d.]+) %) (?P<verdict>VALID|INVALID|UNDECIDED)"
-    r"(?:  run figures; (?P<banner>.*?))?(?:  alerts: (?P<alerts>.*))?$"
+    r"  (?:(?P<final>FINAL)|proj (?:—|(?P<proj>[\d,]+)(?P<k>k?) ±"
+    r"(?:(?P<half>[\d.]+) %|— \(band wider than the figure\)))) (?P<verdict>VALID|INVALID|UNDECIDED)"
+    r"(?:  run figures; (?P<banner>.*?)(?:; (?P<note>left out by MLPerf .*?))?)?"
+    r"(?:  alerts: (?P<alerts>.*))?$"
 )
 ROW = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ()/-]*?)\s{2,}(?P<value>[\d,.]+)(?: (?P<unit>%|kW))?$")
 MAX_ALERTS_IN_LINE = 4  # README example line; more become "+N more"
@@ -90,6 +92,13 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
             assert shown(m["per_gpu"], end["per_gpu_tokens_per_s"]), line
             assert shown(m["kw"], end["power_mean_w"], 1e-3), line
             assert m["banner"] == end["banner"]
+            assert m["note"] == end.get("note")  # which nodes MLPerf's figure leaves out, as the JSONL says
+            # The run's final verdict, with no projected figure beside the final one
+            assert m["final"]
+            final = summary_of(produced, case)["verdict"]["valid"] if end["complete"] else None
+            if end["complete"]:
+                assert m["verdict"] == {True: "VALID", False: "INVALID", None: "UNDECIDED"}[final]
+            continue
         else:
             assert m["banner"] is None
             assert shown(m["rate"], agg["tokens_per_s"]), line
@@ -101,8 +110,11 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
         assert (m["proj"] is None) == (projected is None), line
         if projected is not None:
             assert shown(m["proj"], projected["tokens_per_s"], 1e-3 if m["k"] else 1.0), line
-            half = (projected["high"] - projected["low"]) / 2 / projected["tokens_per_s"]
-            assert shown(m["half"], half, 100.0), line
+            if projected["low"] is None:  # a band wider than its figure is not stated
+                assert m["half"] is None, line
+            else:
+                half = (projected["high"] - projected["low"]) / 2 / projected["tokens_per_s"]
+                assert shown(m["half"], half, 100.0), line
         messages = [a["message"] for a in snap["alerts"]]
         expected = messages[:MAX_ALERTS_IN_LINE]
         if len(messages) > MAX_ALERTS_IN_LINE:
@@ -159,6 +171,9 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
         for name in in_spread["left_out"]:
             assert name in rest[1]
         rest = rest[2:]
+    if "note" in agg:  # the nodes MLPerf's figure leaves out, in the words of every other surface
+        assert rest[0] == agg["note"][0].upper() + agg["note"][1:] + "."
+        rest = rest[1:]
     if "latency_ms" in summary:
         assert rest[0] == ""
         assert rest[1].split() == ["Latency", "(ms)", "p50", "p90", "p99"]
@@ -177,12 +192,13 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
 
 @each_case
 def test_the_last_projection_is_the_final_figure(produced: Produced, case: HeadlessCase) -> None:
-    """Once every node has finished nothing is left to project: the verdict's figure is the run's
-    aggregate as ``summarize`` reports it (each node's tokens over its own span, summed)."""
+    """Once the run has ended nothing is left to project: the verdict's figure is the run's aggregate as
+    ``summarize`` reports it (each node's tokens over its own span, summed), a node that never finished
+    included (its work up to then; the note names it)."""
     snaps = [orjson.loads(raw) for raw in produced(case).artefacts[SNAPSHOTS].splitlines()]
     last = snaps[-1]
-    if any(node["status"] != "finished" for node in last["nodes"]):
-        return  # a node that never finished: its figure is still a projection
+    if "end" not in last:
+        return  # a recording cut off with no run end: still a projection
     summary = summary_of(produced, case)
     projected = last["verdict"]["projected"]
     assert projected["low"] == projected["tokens_per_s"] == projected["high"]

@@ -8,14 +8,19 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenwatch.mlperf.early_stopping import (
+    budget_search,
     early_stopping_result,
     min_passing_queries,
     odds,
+    odds_series,
     overlatency_budget,
     passes,
     queries_needed,
+    search_window,
 )
 
 LOADGEN = Path(__file__).resolve().parent.parent / "data" / "sources" / "loadgen"
@@ -149,3 +154,81 @@ def test_real_singlestream_run_intel_percentile_estimate() -> None:
     least, n, discard = map(int, found.groups())
     assert least == min_passing_queries(1, 0.9) + 1  # results.cc: h_min = find_min_passing(1, p); "h_min + 1"
     assert discard == overlatency_budget(n, 0.9) - 1  # the loop leaves t = budget; it discards t - 1
+
+
+# --- Bounded by construction: any query count, any share over the limit ---------------------------------
+
+MAX_QUERIES = 10**7
+
+
+def _over(n: int, share: float) -> int:
+    return min(n, round(n * share))
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, MAX_QUERIES), share=st.floats(0.0, 1.0))
+def test_passes_returns_after_bounded_work_and_agrees_with_loadgens_search(n: int, share: float) -> None:
+    """Whatever the count and share (a run with 23 % over the limit once summed a series to inf, then
+    NaN, and never returned), the answer comes after at most ``min(t, h) + 1`` series terms, and it is
+    what LoadGen's own search says: ``n >= h(t) + t``."""
+    t = _over(n, share)
+    h = n - t
+    low, high = search_window(t)
+    if low <= h < high:  # the one case that sums a series
+        summed = odds_series(h, t)
+        assert summed.terms <= min(t, h) + 1
+        assert math.isfinite(summed.value)
+        assert 0.0 <= summed.value <= 1.0
+    assert passes(n, t) == (n >= queries_needed(t))
+
+
+@settings(max_examples=300, deadline=None)
+@given(h=st.integers(1, MAX_QUERIES), t=st.integers(0, MAX_QUERIES))
+def test_odds_anywhere_is_a_probability_after_bounded_work(h: int, t: int) -> None:
+    """Outside LoadGen's window the complementary series is summed instead: still finite, still bounded."""
+    summed = odds_series(h, t)
+    assert summed.terms <= min(t, h) + 1
+    assert math.isfinite(summed.value)
+    assert -1e-9 <= summed.value <= 1.0 + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, MAX_QUERIES))
+def test_budget_search_asks_a_logarithmic_number_of_questions(n: int) -> None:
+    budget, probes = budget_search(n)
+    assert probes <= 2 * math.ceil(math.log2(n + 2)) + 4
+    assert budget == -1 or passes(n, budget)
+    assert not passes(n, budget + 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 1_500), share=st.floats(0.0, 1.0))
+def test_passes_agrees_with_the_exact_rational_binomial(n: int, share: float) -> None:
+    """Small runs, against the CDF in exact fractions: P(X <= t) < 1/100 over n queries, X ~ B(n, 1/100),
+    and no fewer than h(0) = 459 under the limit (LoadGen's floor)."""
+    t = _over(n, share)
+    cdf = binomial_cdf_exact(n, t)
+    if abs(cdf - Fraction(1, 100)) < Fraction(1, 10**9):
+        return  # a float cannot tell these apart from the threshold; LoadGen's double decides
+    assert passes(n, t) == (n - t >= 459 and cdf < Fraction(1, 100))
+
+
+@pytest.mark.parametrize(
+    ("n", "share"),
+    [(2_380, 0.23), (1_000, 0.5), (10**7, 1.0), (10**7, 0.015), (288_000, 0.015), (5_000_000, 0.0101)],
+)
+def test_the_counts_that_overflowed_now_return(n: int, share: float) -> None:
+    """A 10-minute Interactive Server run with ~23 % over its TTFT limit, an 80-minute one with ~1.5 %."""
+    t = _over(n, share)
+    assert not passes(n, t)
+    needed = queries_needed(t)
+    assert needed > n
+    assert early_stopping_result(n, t).endswith("query were under latency.")
+    assert f"at least {needed - n} more" in early_stopping_result(n, t)
+
+
+@settings(max_examples=150, deadline=None)
+@given(h=st.integers(1, 20_000), t=st.integers(0, 2_000))
+def test_odds_on_either_side_of_loadgens_window_is_the_binomial_cdf(h: int, t: int) -> None:
+    """LoadGen's series where it shrinks, the complement's elsewhere: both the CDF summed in log space."""
+    assert odds(h, t) == pytest.approx(binomial_cdf_log_space(h + t, t), rel=1e-9, abs=1e-12)

@@ -9,6 +9,7 @@ import numpy as np
 from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule
+from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet import fleet_table
 from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
@@ -108,7 +109,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     samples_done = int(state.samples.sum())
     aggregate = Aggregate(
         tokens_per_s=agg_rate,
-        tokens_per_s_cumulative=float(np.nansum(means)) if np.isfinite(means).any() else math.nan,
+        tokens_per_s_cumulative=rack_sum(means.tolist()) if np.isfinite(means).any() else math.nan,
         per_gpu_tokens_per_s=agg_rate / gpus if gpus else math.nan,
         samples_per_s=agg_samples,
         nodes=n,
@@ -234,6 +235,7 @@ def _run_figures(summary: RunSummary, codes: np.ndarray) -> RunFigures:
         duration_s=summary.duration_s,
         nodes_finished=int((codes == _FINISHED).sum()),
         complete=summary.complete,
+        note=summary.left_out_note,
     )
 
 

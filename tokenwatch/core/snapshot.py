@@ -76,6 +76,7 @@ class RunFigures:
     duration_s: float
     nodes_finished: int
     complete: bool  # False: the run was interrupted
+    note: str = ""  # the nodes MLPerf's figure has no result for (core/final_figure.py); "" when none
 
 
 @dataclass(frozen=True, slots=True)

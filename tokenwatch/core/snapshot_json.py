@@ -89,6 +89,8 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             "tokens_per_joule": _num(figures.tokens_per_joule),
             "nodes_finished": figures.nodes_finished,
         }
+        if figures.note:
+            out["end"]["note"] = figures.note
         if snap.summary is not None and snap.summary.energy_source:
             out["end"]["energy_source"] = snap.summary.energy_source
     return out

@@ -17,6 +17,8 @@ import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import run_energy
+from tokenwatch.core.final_figure import did_work as figure_counts
+from tokenwatch.core.final_figure import left_out, left_out_note, rack_sum
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
@@ -47,7 +49,7 @@ class NodeResult:
 
 def did_work(node: NodeResult) -> bool:
     """Whether a node has a figure to count (a node that never produced a token has none)."""
-    return math.isfinite(node.tokens_per_s) and node.tokens_per_s > 0
+    return figure_counts(node.tokens_per_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class RunSummary:
     # What the power figures divide by (recordings): "counter" (the GPUs' energy counters), "power"
     # (integrated power readings) or "mixed" (core/energy.py); None for result folders.
     energy_source: str | None = None
+    # The nodes MLPerf's figure has no result for (core/final_figure.py), in words; "" when none.
+    left_out_note: str = ""
 
     @property
     def gpus(self) -> int | None:
@@ -103,7 +107,8 @@ class RunSummary:
 
     @property
     def tokens_per_s(self) -> float:
-        return float(sum(n.tokens_per_s for n in self.counted_nodes))
+        """The rack's final figure: the same sum every surface shows (core/final_figure.py)."""
+        return rack_sum([n.tokens_per_s for n in self.nodes])
 
     @property
     def per_gpu_tokens_per_s(self) -> float:
@@ -130,6 +135,7 @@ class RunSummary:
                     "gpus": self.gpus_counted,
                     "left_out": [n.name for n in self.nodes if n.name not in counted],
                 },
+                **({"note": self.left_out_note} if self.left_out_note else {}),
             },
             "node_spread": {
                 **spread_json(self.spread),
@@ -332,7 +338,9 @@ def summarize_state(state: RackState) -> RunSummary:
         status=status,
         verdict=final_verdict(state),
     )
-    return dataclasses.replace(summary, energy_source=source if has_energy else None)
+    return dataclasses.replace(
+        summary, energy_source=source if has_energy else None, left_out_note=left_out_note(left_out(state))
+    )
 
 
 def rack_table_rows(summary: RunSummary) -> list[tuple[str, str]]:
@@ -359,8 +367,11 @@ def coverage_lines(summary: RunSummary) -> list[str]:
     """Which nodes the figures cover, in words: every figure says what it is over."""
     total = len(summary.nodes)
     counted, in_spread = summary.counted_nodes, summary.spread_nodes
+    note = (
+        [summary.left_out_note[0].upper() + summary.left_out_note[1:] + "."] if summary.left_out_note else []
+    )
     if len(counted) == len(in_spread) == total:
-        return [f"Covers all {total} nodes." if total > 1 else "Covers its one result."]
+        return [f"Covers all {total} nodes." if total > 1 else "Covers its one result.", *note]
     counted_names = {n.name for n in counted}
     spread_names = {n.name for n in in_spread}
     idle = [n.name for n in summary.nodes if n.name not in counted_names]
@@ -375,7 +386,7 @@ def coverage_lines(summary: RunSummary) -> list[str]:
         single += f"; {name_list(partial)} stopped partway"
     if idle:
         single += f"; no work from {name_list(idle)}"
-    return [aggregate + ".", single + "."]
+    return [aggregate + ".", single + ".", *note]
 
 
 def name_list(names: list[str], limit: int = 6) -> str:

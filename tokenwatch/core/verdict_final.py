@@ -10,12 +10,14 @@ finished has no LoadGen result at all: the run cannot be VALID.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.final_figure import final_tokens_per_s, left_out, left_out_note
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_inputs import planned_totals, run_settings, start_times
 from tokenwatch.mlperf.figures import Count, FinalFigures, RunSettings, figures_from_detail
@@ -52,12 +54,19 @@ class RunVerdict:
     checks: tuple[Check, ...]
     lines: tuple[str, ...]
     nodes: tuple[NodeVerdict, ...]
+    # A recording's: the rack's final figure (every surface's, core/final_figure.py) and which nodes
+    # MLPerf's figure has no result for; None and "" for result folders (their summary's aggregate).
+    tokens_per_s: float | None = None
+    note: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        figure = {} if self.tokens_per_s is None else {"tokens_per_s": _num(self.tokens_per_s)}
         return {
             "benchmark": self.benchmark,
             "scenario": self.scenario,
             "valid": self.valid,
+            **figure,
+            **({"note": self.note} if self.note else {}),
             "judged_by": self.judged_by,
             "result_lines": list(self.lines),
             "checks": [
@@ -177,7 +186,10 @@ def final_verdict(state: RackState) -> RunVerdict:
         nodes.append(NodeVerdict(name, judged, None, tuple(judged.summary_lines())))
     ref = verdict.benchmark
     scenario = verdict.scenario_label or run.scenario
-    return combine(None if ref is None else ref.benchmark.name, scenario, nodes)
+    rack = combine(None if ref is None else ref.benchmark.name, scenario, nodes)
+    return dataclasses.replace(
+        rack, tokens_per_s=final_tokens_per_s(state), note=left_out_note(left_out(state))
+    )
 
 
 def _measured_figures(

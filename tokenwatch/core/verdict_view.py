@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_ingest import NOT_CHECKED
 from tokenwatch.core.verdict_inputs import (
@@ -26,7 +27,7 @@ from tokenwatch.core.verdict_inputs import (
 )
 from tokenwatch.events import FloatArray
 from tokenwatch.formatting import group, seconds_ms
-from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast
+from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast, honest_band
 from tokenwatch.mlperf.settings_check import SettingCheck
 
 _FINISHED = STATE_CODE["finished"]
@@ -89,6 +90,9 @@ def _forecast(state: RackState, now: float) -> Forecast:
     fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
     if state.ended:
         fc = _unfinished_nodes_fail(state, now, fc)
+        # The projection has arrived: the figure is the run's final one, the same number every surface
+        # shows (the header, the rack table, the summary), not a projection of nodes that never finished.
+        fc = dataclasses.replace(fc, tokens_per_s=honest_band(*[final_tokens_per_s(state)] * 3))
     if not absent.any():
         return fc
     names = [state.run.nodes[i] for i in np.flatnonzero(absent)]

@@ -5,20 +5,31 @@ b66003e10e2d, LoadGen 6.0.17) asks, for ``t`` queries over the limit: what is th
 ``h``, such that a system whose true over-limit rate were ``1 - p`` would show ``t`` or fewer of them with
 probability below ``1 - c``? With ``p = 0.99`` (the target percentile) and confidence ``c = 0.99``, a Server
 run of ``n`` queries passes when ``n >= h(t) + t``. That probability is the binomial CDF, computed by LoadGen
-as the regularized incomplete beta ``I_p(h, t + 1)`` through a terminating hypergeometric series; this
-module does the same floating-point operations in the same order (the series with numpy's sequential
-``accumulate``, so each term and partial sum is LoadGen's), which is what makes its answers LoadGen's own:
-at 10,000 queries at most 77 may exceed the limit, at 210,624 at most 2,000.
+as the regularized incomplete beta ``I_p(h, t + 1)`` through a terminating hypergeometric series, searched
+for ``h`` between two bounds it derives from ``h(0)``. Within those bounds this module does the same
+floating-point operations in the same order (the series with numpy's sequential ``accumulate``, so each
+term and partial sum is LoadGen's), which is what makes its answers LoadGen's own: at 10,000 queries at
+most 77 may exceed the limit, at 210,624 at most 2,000.
 
-Speed: :func:`passes` needs one series of about ``sqrt(23 t)`` terms (the terms fall below LoadGen's
-tolerance long before the series ends), and :func:`overlatency_budget` starts from the normal
-approximation and steps to the exact boundary, so a budget costs a few of those (well under a
-millisecond at a million queries) and is cached per ``n``.
+**Bounded by construction.** Within LoadGen's bounds (``h > t p / (1 - p)``) every term of the series is
+smaller than the one before, so it neither overflows nor needs more than ``t + 1`` terms. Outside them the
+same series grows past any float (a run with 23 % of its queries over the limit: ``inf``, then ``NaN``,
+and a loop waiting for a NaN term to get small never ends), so it is never summed there: a run below
+LoadGen's lower bound fails, one above its upper bound passes (the answers LoadGen's search gives), and
+:func:`odds` itself, asked about such a point, sums the complementary series ``1 - I_{1-p}(t + 1, h)``,
+whose terms shrink exactly where LoadGen's grow. Every loop has a bound fixed before it starts: a series
+at most ``min(t, h) + 1`` terms, a search at most ``log2`` of its range in probes
+(:class:`SeriesSum.terms`, :func:`budget_search`'s probe count).
+
+Speed: :func:`passes` sums one series of about ``7 sqrt(t)`` terms (they fall below LoadGen's tolerance long
+before the series ends), and :func:`overlatency_budget` starts from the normal approximation and brackets
+the exact boundary, a few of those (well under a millisecond at a million queries), cached per ``n``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -32,69 +43,105 @@ _SERIES_TOLERANCE = 1.0 / (1 << 33)
 _Z_99 = 2.3263478740408408  # one-sided 99 % normal quantile: the starting guess of the budget search
 
 
-def _hypergeometric_2f1_a1(b: int, c: int, x: float) -> float:
-    """2F1(1, b; c; x) summed term by term as early_stopping.cc ``hypergeometric_2F1_A1`` does.
+@dataclass(frozen=True, slots=True)
+class SeriesSum:
+    """A probability and how many series terms it took (the work, bounded by ``min(t, h) + 1``)."""
+
+    value: float
+    terms: int
+
+
+def _hypergeometric_2f1_a1(b: int, c: int, x: float) -> SeriesSum:
+    """2F1(1, b; c; x) for ``b <= 0``, summed term by term as early_stopping.cc ``hypergeometric_2F1_A1``.
 
     The loop there: ``term *= (b + i) * x / (c + i); result += term`` until ``|term| <= 2**-33``. Products
     and sums are taken with ``accumulate`` (strictly left to right), chunk by chunk, carrying the last
-    term and sum, so every intermediate value is bit-for-bit the loop's.
+    term and sum, so every intermediate value is bit-for-bit the loop's. Term ``-b`` is exactly zero (its
+    factor ``b + i`` is), so the sum ends there at the latest: at most ``1 - b`` terms. Callers use it only
+    where every term ratio is below 1 (the terms then stay finite); a NaN term would end it too.
     """
+    if b > 0:
+        raise ValueError(f"the series terminates only for b <= 0, not b={b}")
+    last = -b
     term, result = 1.0, 1.0
-    start = 0
-    chunk = int(6.0 * math.sqrt(max(-b, 1))) + 32
-    while True:
-        i = np.arange(start, start + chunk, dtype=np.int64)
+    start, used_terms = 0, 0
+    chunk = int(6.0 * math.sqrt(max(last, 1))) + 32
+    while start <= last:  # ``start`` grows by at least one each pass: at most 1 - b terms in all
+        stop = min(start + chunk, last + 1)
+        i = np.arange(start, stop, dtype=np.int64)
         ratios = (b + i).astype(np.float64) * x / (c + i).astype(np.float64)
         terms = np.multiply.accumulate(np.concatenate(((term,), ratios)))[1:]
-        small = np.flatnonzero(np.abs(terms) <= _SERIES_TOLERANCE)
+        small = np.flatnonzero(~(np.abs(terms) > _SERIES_TOLERANCE))  # LoadGen's loop test, NaN included
         used = terms[: small[0] + 1] if small.size else terms
         result = float(np.add.accumulate(np.concatenate(((result,), used)))[-1])
+        used_terms += used.size
         if small.size:
-            return result
+            break
         term = float(terms[-1])
-        start += chunk
+        start = stop
         chunk = min(chunk * 2, 1 << 16)
+    return SeriesSum(result, used_terms)
 
 
 def _lbeta(x: int, y: int) -> float:
     return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
 
 
-def _beta_regularized(x: float, a: int, b: int) -> float:
+def _beta_regularized(x: float, a: int, b: int) -> SeriesSum:
     """I_x(a, b) as early_stopping.cc ``beta_regularized`` (DLMF 15.8.E1 form)."""
     exponent = a * math.log(x) + (b - 1) * math.log(1 - x) - _lbeta(a, b)
-    return math.exp(exponent) / a * _hypergeometric_2f1_a1(1 - b, 1 + a, x / (x - 1))
+    series = _hypergeometric_2f1_a1(1 - b, 1 + a, x / (x - 1))
+    return SeriesSum(math.exp(exponent) / a * series.value, series.terms)
+
+
+def odds_series(
+    h: int, t: int, percentile: float = SERVER_PERCENTILE, tolerance: float = TOLERANCE
+) -> SeriesSum:
+    """:func:`odds` and the number of series terms it summed.
+
+    Where LoadGen's series shrinks term by term (``t p / (1 - p) < h + 1``, which holds everywhere LoadGen
+    itself evaluates it) it is LoadGen's arithmetic; elsewhere the complement ``1 - I_{1-p}(1 + t, h)``
+    (DLMF 8.17.4), whose series shrinks there instead.
+    """
+    if h < 1 or t < 0:
+        raise ValueError(f"odds needs h >= 1 and t >= 0, not h={h}, t={t}")
+    p = percentile - tolerance
+    if t * (p / (1 - p)) < h + 1:
+        return _beta_regularized(p, h, 1 + t)
+    complement = _beta_regularized(1 - p, 1 + t, h)
+    return SeriesSum(1.0 - complement.value, complement.terms)
 
 
 def odds(h: int, t: int, percentile: float = SERVER_PERCENTILE, tolerance: float = TOLERANCE) -> float:
     """Probability of ``t`` or fewer over-limit queries among ``h + t`` if each exceeds with ``1 - p``."""
-    if h < 1 or t < 0:
-        raise ValueError(f"odds needs h >= 1 and t >= 0, not h={h}, t={t}")
-    return _beta_regularized(percentile - tolerance, h, 1 + t)
+    return odds_series(h, t, percentile, tolerance).value
 
 
 def _threshold(confidence: float) -> float:
     return 1 - confidence  # the same double LoadGen compares against (0.010000000000000009)
 
 
-@lru_cache(maxsize=4096)
-def min_passing_queries(t: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE) -> int:
-    """``h(t)``: the fewest under-limit queries that let a run with ``t`` over-limit queries pass.
-
-    LoadGen's ``MinPassingQueriesFinder`` as a Server run uses it (a new finder per test, so an empty cache):
-    a binary search for the first ``h`` with ``odds(h, t) < 1 - c`` between the bounds it derives from
-    ``h(0) = ceil(log(1 - c) / log(p))``. ``h(0) = 459`` at p = c = 0.99.
-    """
-    if t < 0:
-        raise ValueError(f"t must be >= 0, not {t}")
+def search_window(
+    t: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE
+) -> tuple[int, int]:
+    """LoadGen's bounds on ``h(t)`` for a fresh ``MinPassingQueriesFinder`` (a new one per test, so an
+    empty cache): ``h(0) = ceil(log(1 - c) / log(p))``, then ``[t p / (1 - p) + h(0), t h(0) + h(0) + 1]``
+    (``h(0) = 459`` at p = c = 0.99). ``h(t)`` is never outside them."""
     p, threshold = percentile - TOLERANCE, _threshold(confidence)
     y1 = math.ceil(math.log(threshold) / math.log(p))
     min_slope = p / (1 - p)
     max_slope = float(y1 * 1)  # (y1 - y0) * (x1 - x0) with the empty cache's (x0, y0) = (-1, 0), x1 = 0
-    low = int(t * min_slope + y1)
-    high = int(t * max_slope + y1 + 1)
+    return int(t * min_slope + y1), int(t * max_slope + y1 + 1)
+
+
+def _find_min_passing(t: int, percentile: float, confidence: float) -> tuple[int, int]:
+    """(h(t), probes): early_stopping.cc ``find_min_passing`` step for step over :func:`search_window`."""
+    low, high = search_window(t, percentile, confidence)
+    threshold = _threshold(confidence)
     count = high - low
-    while count > 0:  # early_stopping.cc find_min_passing, step for step
+    probes = 0
+    while count > 0:  # halves ``count`` each pass: at most log2(high - low) + 1 probes
+        probes += 1
         step = count // 2
         h = low + step
         if odds(h, t, percentile) < threshold:
@@ -102,7 +149,19 @@ def min_passing_queries(t: int, percentile: float = SERVER_PERCENTILE, confidenc
         else:
             low = h + 1
             count -= step + 1
-    return low
+    return low, probes
+
+
+@lru_cache(maxsize=4096)
+def min_passing_queries(t: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE) -> int:
+    """``h(t)``: the fewest under-limit queries that let a run with ``t`` over-limit queries pass.
+
+    LoadGen's ``MinPassingQueriesFinder`` as a Server run uses it: a binary search for the first ``h`` with
+    ``odds(h, t) < 1 - c`` within :func:`search_window`.
+    """
+    if t < 0:
+        raise ValueError(f"t must be >= 0, not {t}")
+    return _find_min_passing(t, percentile, confidence)[0]
 
 
 def queries_needed(t: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE) -> int:
@@ -113,14 +172,69 @@ def queries_needed(t: int, percentile: float = SERVER_PERCENTILE, confidence: fl
 def passes(n: int, t: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE) -> bool:
     """LoadGen's Server verdict: ``n`` queries with ``t`` over the limit pass early stopping.
 
-    Equivalent to ``n >= queries_needed(t)`` (odds fall as ``h`` grows), with one series instead of a search.
+    Equivalent to ``n >= queries_needed(t)`` (odds fall as ``h`` grows), with one series instead of a
+    search, and none at all outside LoadGen's window: below it ``h(t)`` cannot be reached, above it it is.
     """
     if t < 0 or n < 0:
         raise ValueError(f"n and t must be >= 0, not n={n}, t={t}")
     h = n - t
-    if h < queries_needed(0, percentile, confidence):
+    low, high = search_window(t, percentile, confidence)
+    if h < low:
         return False
+    if h >= high:
+        return True
     return odds(h, t, percentile) < _threshold(confidence)
+
+
+def budget_search(
+    n: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE
+) -> tuple[int, int]:
+    """(:func:`overlatency_budget`, how many :func:`passes` it asked): at most ``2 log2(n + 2) + 4``.
+
+    ``passes(n, t)`` holds for every ``t`` up to the budget and for none above it. From the normal
+    approximation's guess the search steps 1, 2, 4, ... away until it has one ``t`` on each side, then
+    halves the gap between them.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, not {n}")
+    probes = 1
+    if not passes(n, 0, percentile, confidence):
+        return -1, probes
+    # No t above this passes: n - t is below LoadGen's lower bound t p / (1 - p) + h(0) >= t p / (1 - p).
+    p = percentile - TOLERANCE
+    ceiling = min(n, int(n * (1 - p)) + 1)
+    q = 1 - p
+    guess = int(q * n - _Z_99 * math.sqrt(q * (1 - q) * n))
+    guess = min(max(guess, 0), ceiling)
+    probes += 1
+    if passes(n, guess, percentile, confidence):
+        good, step = guess, 1
+        bad = ceiling + 1  # fails: beyond the ceiling
+        while good + step <= ceiling:
+            probes += 1
+            if not passes(n, good + step, percentile, confidence):
+                bad = good + step
+                break
+            good += step
+            step *= 2
+    else:
+        bad, step = guess, 1
+        good = 0  # passes: checked first
+        while bad - step > 0:
+            probes += 1
+            if passes(n, bad - step, percentile, confidence):
+                good = bad - step
+                break
+            bad -= step
+            step *= 2
+    while bad - good > 1:
+        probes += 1
+        middle = (good + bad) // 2
+        if passes(n, middle, percentile, confidence):
+            good = middle
+        else:
+            bad = middle
+    return good, probes
 
 
 @lru_cache(maxsize=4096)
@@ -130,20 +244,7 @@ def overlatency_budget(n: int, percentile: float = SERVER_PERCENTILE, confidence
     (A Server run below ``h(0) = 459`` queries fails early stopping whatever its latencies.) This is also
     SingleStream's ``t``: LoadGen discards ``t - 1`` highest latencies for its percentile estimate.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, not {n}")
-    if not passes(n, 0, percentile, confidence):
-        return -1
-    q = 1 - percentile
-    guess = int(q * n - _Z_99 * math.sqrt(q * (1 - q) * n))
-    t = min(max(guess, 0), n)
-    if passes(n, t, percentile, confidence):
-        while t + 1 <= n and passes(n, t + 1, percentile, confidence):
-            t += 1
-        return t
-    while t > 0 and not passes(n, t - 1, percentile, confidence):
-        t -= 1
-    return t - 1
+    return budget_search(n, percentile, confidence)[0]
 
 
 def early_stopping_result(n: int, t: int, percentile: float = SERVER_PERCENTILE) -> str:

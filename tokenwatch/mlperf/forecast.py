@@ -48,22 +48,59 @@ from tokenwatch.mlperf.throughput_forecast import NodeProgress, project_nodes, r
 
 _Z_COUNT = 3.0  # a time-bounded run's final query count: the pace so far, +- this many Poisson SDs
 
-__all__ = ["Assumptions", "Band", "Forecast", "NodeProgress", "OverLimit", "RuleForecast", "forecast"]
+__all__ = [
+    "Assumptions",
+    "Band",
+    "Forecast",
+    "NodeProgress",
+    "OverLimit",
+    "RuleForecast",
+    "forecast",
+    "honest_band",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Band:
+    """A figure and the range it may land in. ``low``/``high`` are NaN where no honest range can be
+    stated (see :func:`honest_band`); ``value`` is NaN where the figure itself is unknown."""
+
     value: float
     low: float
     high: float
 
     @property
+    def known(self) -> bool:
+        """Whether the band states a range (finite bounds no wider apart than the figure)."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
     def width_pct(self) -> float:
-        """The band's full width as a share of the value, in percent."""
-        return 100.0 * (self.high - self.low) / self.value if self.value else math.inf
+        """The band's full width as a share of the value, in percent (inf when the band is unknown)."""
+        if not self.known or not self.value:
+            return math.inf
+        return 100.0 * (self.high - self.low) / self.value
 
     def contains(self, x: float) -> bool:
         return self.low <= x <= self.high
+
+
+def honest_band(value: float, low: float, high: float) -> Band:
+    """A tokens/s band that is never wider than its figure, never below 0 and never inf or NaN.
+
+    A throughput cannot fall below 0 (the low side is clamped there); a band wider than the figure itself
+    says nothing (a node whose end the forecast puts a nanosecond away after a gap in its data made the
+    high side 10^15 tok/s: ``±404,686,426,725 %``), so it is not stated: NaN bounds, shown as unknown. A
+    figure that is not finite and positive is unknown too.
+    """
+    if not (math.isfinite(value) and value > 0):
+        return Band(math.nan, math.nan, math.nan)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Band(value, math.nan, math.nan)
+    low, high = min(max(low, 0.0), value), max(high, value)  # and it holds its own figure
+    if high - low > value:
+        return Band(value, math.nan, math.nan)
+    return Band(value, low, high)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +131,7 @@ def forecast(
     band: Band | None = None
     end: Band | None = None
     if nodes.projectable:
-        band = Band(*rack_band(nodes))
+        band = honest_band(*rack_band(nodes))
         end = Band(
             float(nodes.end_s.max()),
             float((nodes.end_s - nodes.end_early_s).max()),

@@ -40,6 +40,8 @@ def human_line(snap: RackSnapshot) -> str:
     line = "  ".join(parts)
     if figures is not None:
         line = f"{line}  run figures; {printable(snap.banner)}"
+        if figures.note:
+            line = f"{line}; {printable(figures.note)}"
     alerts = [printable(a.message) for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
     more = len(snap.active_alerts) - len(alerts)
     if more > 0:
@@ -48,10 +50,13 @@ def human_line(snap: RackSnapshot) -> str:
 
 
 def verdict_part(snap: RackSnapshot) -> str:
-    """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict."""
+    """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict; once
+    the run has ended ``FINAL INVALID`` (the line's figure is the final one)."""
     assert snap.verdict is not None
+    if snap.ended and snap.summary is not None and snap.summary.verdict is not None:
+        return f"FINAL {verdict_word(snap.summary.verdict.valid)}"
     band = snap.verdict.forecast.tokens_per_s
-    shown = projection(band.value, band.low, band.high) if band is not None else "—"
+    shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
     return f"proj {shown} {verdict_word(snap.verdict.valid)}"
 
 

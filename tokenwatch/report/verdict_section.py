@@ -34,8 +34,12 @@ def verdict_section(run: RunData) -> str:
     parts = []
     if final is not None:
         head = f"Final verdict: {verdict_word(final.valid)}"
+        if final.tokens_per_s is not None:  # the run's final figure, the one the summary table shows
+            head += f" at {group(final.tokens_per_s, 1)} tokens/s"
         if final.benchmark:
             head += f" ({final.benchmark}, {final.scenario})"
+        if final.note:
+            head += f"; {final.note}"
         rows, css = [], []
         for check in final.checks:
             margin = f"{100 * check.margin:+.1f} %" if check.margin is not None else "—"

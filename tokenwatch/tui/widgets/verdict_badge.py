@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import Static
 
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import projection, verdict_word
+from tokenwatch.formatting import group, projection, verdict_word
 
 
 def badge_text(snap: RackSnapshot) -> str:
@@ -19,9 +19,10 @@ def badge_text(snap: RackSnapshot) -> str:
     final = snap.summary.verdict if snap.ended and snap.summary is not None else None
     if final is not None:
         valid = final.valid
-    figure = projection(band.value, band.low, band.high) if band is not None else "—"
-    if snap.ended:
-        figure = figure.split(" ±")[0]  # a finished run's figure has no band left
+    if snap.ended:  # the run's final figure, as the header and the rack table show it
+        figure = group(band.value) if band is not None else "—"
+    else:
+        figure = projection(band.value, band.low, band.high) if band is not None else "—"
     return f"{'FINAL' if snap.ended else 'PROJECTED'} {verdict_word(valid)} {figure}"
 
 

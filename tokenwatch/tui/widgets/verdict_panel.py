@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import format_clock, group, verdict_word
+from tokenwatch.formatting import BAND_UNKNOWN, DASH, format_clock, group, verdict_word
 from tokenwatch.tui.palette import palette
 from tokenwatch.tui.widgets.big_figure import BigFigure
 from tokenwatch.tui.widgets.forecast_line import ForecastLine
@@ -70,6 +70,9 @@ class VerdictPanel(Horizontal):
         self.border_subtitle = (
             f"rules: {view.judged_by} settings" if view.judged_by else "no LoadGen settings"
         )
+        note = snap.summary.left_out_note if snap.ended and snap.summary is not None else ""
+        if note:  # which nodes MLPerf's figure has no result for, as every surface says it
+            self.border_subtitle = note
         final = snap.summary.verdict if snap.ended and snap.summary is not None else None
         valid = final.valid if final is not None else fc.valid
         word = Text()
@@ -83,9 +86,11 @@ class VerdictPanel(Horizontal):
         if band is None:
             detail = "waiting for progress on every node"
         elif snap.ended:
-            detail = "tok/s, LoadGen's figure"
+            detail = "tok/s, final: the nodes' sum"
+        elif not band.known:
+            detail = f"tok/s ±{DASH} ({BAND_UNKNOWN})"
         else:
-            half = 100.0 * (band.high - band.low) / 2.0 / band.value if band.value else 0.0
+            half = 100.0 * (band.high - band.low) / 2.0 / band.value
             detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
         end = fc.end_s
         if end is not None and not snap.ended:
