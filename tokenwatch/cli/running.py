@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -114,7 +115,7 @@ def run_session(
         if after:
             after(session)
         # On quitting, the same table headless prints: the result outlives the screen.
-        print_summary(session, sys.stdout)
+        print_after_screen(session)
         return INTERRUPTED_EXIT if session.interrupted else 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
     session.on_recording_stopped(lambda message: stderr_line(f"tokenwatch: {message}"))
@@ -131,6 +132,20 @@ def run_session(
         after(session)
     print_summary(session, human)
     return INTERRUPTED_EXIT if session.interrupted else 0
+
+
+def print_after_screen(session: Session) -> None:
+    """The summary on the terminal the dashboard left, if it is still there: after a closed window the
+    write fails (EIO), and the standard streams are pointed at /dev/null so that neither this nor the
+    interpreter's last flush turns a clean interrupted exit into a traceback (the recording has it all)."""
+    try:
+        print_summary(session, sys.stdout)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 def print_summary(session: Session, out: IO[str]) -> None:
