@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import select
 import socket
 import struct
 import subprocess
@@ -127,6 +128,19 @@ class PtyDashboard:
     proc: subprocess.Popen[bytes]
     master: int
     screen: bytearray
+    reader: threading.Thread
+    stop_reading: threading.Event
+    closed: bool = False
+
+    def close_terminal(self) -> None:
+        """Close the terminal's master end, as a terminal window closes: the dashboard's reads and writes
+        then fail (EIO). No SIGHUP comes with it (the pty is not the process's controlling terminal). The
+        reader stops first: a read in flight would hold the master open."""
+        if not self.closed:
+            self.stop_reading.set()
+            self.reader.join()
+            os.close(self.master)
+            self.closed = True
 
 
 @contextmanager
@@ -152,18 +166,20 @@ def dashboard_in_pty(
     stop = threading.Event()
     reader = threading.Thread(target=_drain, args=(master, screen, stop), daemon=True)
     reader.start()
+    dashboard = PtyDashboard(proc, master, screen, reader, stop)
     try:
-        yield PtyDashboard(proc, master, screen)
+        yield dashboard
         reader.join(timeout=5)
     finally:
-        stop.set()
         if proc.poll() is None:
             proc.kill()
-        os.close(master)
+        dashboard.close_terminal()
 
 
 def _drain(fd: int, out: bytearray, stop: threading.Event) -> None:
     while not stop.is_set():
+        if not select.select([fd], [], [], 0.1)[0]:
+            continue
         try:
             chunk = os.read(fd, 65536)
         except OSError:

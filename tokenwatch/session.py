@@ -176,11 +176,20 @@ class Session:
     async def _handle_responsively(self, event: Event) -> None:
         """:meth:`handle`, after filling a long gap in run time in slices that let the loop in between
         (a stop then ends the run at once: the event after the gap is left out)."""
-        while not self.core.advance_toward(event.t, _TICKS_PER_SLICE):
+        while not self.core.advance_toward(event.t, self._ticks_per_slice()):
             await asyncio.sleep(0)
             if self.stopped:
                 return
         self.handle(event)
+
+    def _ticks_per_slice(self) -> int:
+        """Ticks filled between yields: fewer where interval observers run (a headless line and a JSONL
+        snapshot each), so a slice is at most about one of them and Ctrl-C is answered at once (500
+        ticks of 1-s snapshots were seconds of work on a loaded machine)."""
+        if not self._intervals:
+            return _TICKS_PER_SLICE
+        shortest = min(interval_s for interval_s, _ in self._intervals)
+        return max(1, min(_TICKS_PER_SLICE, int(shortest / self.core.config.tick_s)))
 
     def handle(self, event: Event) -> None:
         """Record, then ingest (the core calls interval observers due before the event's time first)."""

@@ -17,9 +17,10 @@ import orjson
 import pytest
 
 from tests.conftest import cli_env, run_tokenwatch
-from tokenwatch.events import MAX_RUN_GPUS, MAX_RUN_TIME_S, Heartbeat, RunStarted
+from tokenwatch.events import MAX_RUN_GPUS, Heartbeat, RunStarted
 from tokenwatch.recording import RecordingWriter, read_events
 from tokenwatch.recording.codec import CodecError, loads
+from tokenwatch.recording.time_order import MIN_JUMP_S
 from tokenwatch.yaml_schema import SchemaError, parse_yaml
 
 START = RunStarted(0.0, "r", "Offline", ("a", "b"), 2, 60.0, None, "sim", 1.7e9)
@@ -205,10 +206,11 @@ def test_duplicate_yaml_keys_name_both_lines() -> None:
 
 # ---------------------------------------------------------------------------- Ctrl-C
 def test_a_long_gap_in_run_time_still_answers_ctrl_c(tmp_path: Path) -> None:
-    """A gap of 27 hours is back-filled tick by tick (and a headless line a second): many seconds of
-    work in one event. Ctrl-C must stop it, and the run must end with its summary."""
-    path = recording(tmp_path / "gap.jsonl", [b'{"k":"heartbeat","t":99000}'])
-    assert MAX_RUN_TIME_S > 99_000
+    """A gap of 58 minutes (just short of a leap the reader leaves out, MIN_JUMP_S) is back-filled tick
+    by tick (and a headless line a second): seconds of work in one event. Ctrl-C must stop it, and the
+    run must end with its summary."""
+    path = recording(tmp_path / "gap.jsonl", [b'{"k":"heartbeat","t":3480}'])
+    assert MIN_JUMP_S > 3480 - 4
     args = ["replay", str(path), "--speed", "0", "--headless", "--interval", "1s"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenwatch", *args],

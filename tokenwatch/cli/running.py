@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -114,7 +115,7 @@ def run_session(
         if after:
             after(session)
         # On quitting, the same table headless prints: the result outlives the screen.
-        print_summary(session, sys.stdout)
+        print_after_screen(session)
         return INTERRUPTED_EXIT if session.interrupted else 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
     session.on_recording_stopped(lambda message: stderr_line(f"tokenwatch: {message}"))
@@ -122,7 +123,7 @@ def run_session(
         logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
         session.every(options.interval_s, logger.at)
         try:
-            asyncio.run(_run_until_signal(session, exporter))
+            signalled = asyncio.run(_run_until_signal(session, exporter))
         finally:
             if exporter is not None:
                 exporter.close()
@@ -130,7 +131,22 @@ def run_session(
     if after:
         after(session)
     print_summary(session, human)
-    return INTERRUPTED_EXIT if session.interrupted else 0
+    # A stop signal after the run's end (a replay still writing its snapshots) cut the output short too.
+    return INTERRUPTED_EXIT if session.interrupted or signalled else 0
+
+
+def print_after_screen(session: Session) -> None:
+    """The summary on the terminal the dashboard left, if it is still there: after a closed window the
+    write fails (EIO), and the standard streams are pointed at /dev/null so that neither this nor the
+    interpreter's last flush turns a clean interrupted exit into a traceback (the recording has it all)."""
+    try:
+        print_summary(session, sys.stdout)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 def print_summary(session: Session, out: IO[str]) -> None:
@@ -207,14 +223,17 @@ def _dashboard_loop_hook(
     return on_loop
 
 
-async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> None:
+async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> bool:
+    """Run the session; True when a stop signal ended it."""
     loop = asyncio.get_running_loop()
     if exporter is not None:
         exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
+    signalled: list[bool] = []
 
     def stop_once() -> None:
         # The first signal stops the session cleanly; a second one (the shutdown seems stuck) is the
         # default action again: SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP end the process.
+        signalled.append(True)
         session.stop()
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -229,3 +248,4 @@ async def _run_until_signal(session: Session, exporter: MetricsServer | None = N
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
+    return bool(signalled)

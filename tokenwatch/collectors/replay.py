@@ -221,7 +221,9 @@ class ReplayPlayer:
 
     # ------------------------------------------------------------ playing
     def _start_loading(self, tape: ReplayTape) -> None:
-        # Submitted now, not when the loop next runs: a short seek waits for it without yielding.
+        # Submitted now, not when the loop next runs: a short seek waits for it without yielding. The
+        # player owns every loader until it has ended (run's way out waits for them); ended ones go.
+        self._loaders = [loader for loader in self._loaders if not loader.done()]
         self._loaders.append(asyncio.get_running_loop().run_in_executor(None, tape.load))
 
     async def run(self, emit: Emit) -> None:
@@ -366,59 +368,37 @@ class ReplayPlayer:
             await self.pacer.yield_sometimes()
 
     async def _rebuild(self, host: PlaybackHost, keyframe: AnyKeyframe, target: float) -> None:
-        """Restore ``keyframe``, read on from its position to ``target`` into it, swap it in."""
+        """Restore ``keyframe``, read on from its position to ``target`` into it, swap it in. The new
+        tape's reading thread is this method's until the swap: closed on every other way out (an error,
+        a newer seek, a cancel at any await), or it would wait forever on its full window."""
         start = self._keyframes.start_of(keyframe)
         tape = ReplayTape(self.path, start.position)
         self._start_loading(tape)
-        # A keyframe of the index is near (a few hundred ms of work): the seek is made without yielding to
-        # the loop, so the screen neither draws meanwhile (slowing it) nor sees the empty core put in
-        # first, which lets the old core's memory go back before the new one is made.
-        quick = self._keyframes.near(keyframe, target)
-        if quick:
-            await self._drain()
-            host.replace_core(RackCore(self._config))
-        # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
-        # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
-        core = self._keyframes.core_of(keyframe, start)
-        if core is None:
-            quick = False
-            tape.close()
-            start, core = Keyframe(None, 0.0, b""), RackCore(self._config)
-            tape = ReplayTape(self.path)
-            self._start_loading(tape)
-        position = start.t
-        played = 0
         try:
-            while True:
-                event = tape.peek()
-                if event is None:
-                    if tape.done:
-                        break
-                    if quick:
-                        tape.wait_ready(_WAIT_S)
-                    else:
-                        await asyncio.sleep(_WAIT_S)
-                elif event.t > target and core.started:
-                    break
-                else:
-                    while not core.advance_toward(event.t, _TICKS_PER_SLICE):  # a long gap, in slices
-                        if not quick:
-                            await asyncio.sleep(0)
-                        if self._seek_target is not None:
-                            break
-                    event, _ = tape.pop()
-                    core.ingest(event)
-                    position = max(position, event.t)
-                    played += 1
-                    if played % _SLICE_EVENTS == 0 and not quick:
-                        await asyncio.sleep(0)
-                if self._seek_target is not None:
-                    tape.close()  # a newer seek replaces this one; the screen never saw this core
-                    return
+            # A keyframe of the index is near (a few hundred ms of work): the seek is made without yielding
+            # to the loop, so the screen neither draws meanwhile (slowing it) nor sees the empty core put
+            # in first, which lets the old core's memory go back before the new one is made.
+            quick = self._keyframes.near(keyframe, target)
+            if quick:
+                await self._drain()
+                host.replace_core(RackCore(self._config))
+            # On the loop, not in a worker thread: a core allocated in another thread's malloc arena is
+            # fragmentation that never goes back (the resident size crept up by ~70 MB per seek).
+            core = self._keyframes.core_of(keyframe, start)
+            if core is None:
+                quick = False
+                tape.close()
+                start, core = Keyframe(None, 0.0, b""), RackCore(self._config)
+                tape = ReplayTape(self.path)
+                self._start_loading(tape)
+            position = await self._play_into(core, tape, start.t, target, quick)
+            if position is None:  # a newer seek replaces this one; the screen never saw this core
+                tape.close()
+                return
+            await self._drain()
         except BaseException:
             tape.close()
             raise
-        await self._drain()
         host.replace_core(core)
         self._gather_warnings(self._tape)
         self._tape.close()
@@ -426,3 +406,35 @@ class ReplayPlayer:
         self._position = position
         self._end_reported = self._end_reported and tape.exhausted
         self._end_handled = self._end_handled and tape.exhausted
+
+    async def _play_into(
+        self, core: RackCore, tape: ReplayTape, position: float, target: float, quick: bool
+    ) -> float | None:
+        """``tape``'s events up to ``target`` into ``core``; the run time reached, or None when a newer
+        seek came meanwhile. ``quick``: without yielding to the loop."""
+        played = 0
+        while True:
+            event = tape.peek()
+            if event is None:
+                if tape.done:
+                    return position
+                if quick:
+                    tape.wait_ready(_WAIT_S)
+                else:
+                    await asyncio.sleep(_WAIT_S)
+            elif event.t > target and core.started:
+                return position
+            else:
+                while not core.advance_toward(event.t, _TICKS_PER_SLICE):  # a long gap, in slices
+                    if not quick:
+                        await asyncio.sleep(0)
+                    if self._seek_target is not None:
+                        break
+                event, _ = tape.pop()
+                core.ingest(event)
+                position = max(position, event.t)
+                played += 1
+                if played % _SLICE_EVENTS == 0 and not quick:
+                    await asyncio.sleep(0)
+            if self._seek_target is not None:
+                return None

@@ -6,6 +6,12 @@ the file holds a span twice (a body appended again, ``cat a a``): the core would
 counters for a restart and count them twice. So the events from there until run time passes its
 newest value again are left out, with one warning. A second run start is the same run again (left
 out) or another recording appended (the rest of the file is left out).
+
+Run time leaping ahead is left out too: an event more than :data:`MIN_JUMP_S` (or the run's nominal
+length, if longer) past the newest run time so far is a broken clock or a stray line, not a run that went
+quiet for that long; replayed, it would be hours of snapshots of empty time (a heartbeat at 31,000,000 s
+after a 2-minute run was 3 M JSONL lines). One warning for the file; later events back near the run's
+time are kept.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from tokenwatch.events import Event, RunStarted
 
 TIME_BACK_TOLERANCE_S = 5.0
+MIN_JUMP_S = 3600.0  # no event for an hour: a live run has heartbeats, a recording its ticks
 
 
 class Verdict(enum.Enum):
@@ -37,6 +44,7 @@ class TimeOrder:
     back_to: float = 0.0
     back_line: int = 0
     skipped: int = 0
+    jump_reported: bool = False
 
     def copy(self) -> TimeOrder:
         return dataclasses.replace(self)
@@ -63,8 +71,28 @@ class TimeOrder:
         elif event.t < self.newest - TIME_BACK_TOLERANCE_S:
             self.back_from, self.back_to, self.back_line, self.skipped = self.newest, event.t, line, 1
             return Verdict.SKIP
+        if self._leaps_ahead(event.t):
+            if not self.jump_reported:
+                self.jump_reported = True
+                warn(
+                    line,
+                    f"run time leaps from {self._reference():g} s to {event.t:,.0f} s with nothing between: "
+                    "left out (and any later event as far ahead), no snapshots are made for empty time",
+                )
+            return Verdict.SKIP
         self.newest = max(self.newest, event.t)
         return Verdict.KEEP
+
+    def _reference(self) -> float:
+        """The run time a leap is measured from: the newest so far, else the run start's."""
+        if self.newest > -math.inf or self.run is None:
+            return self.newest
+        return self.run.t
+
+    def _leaps_ahead(self, t: float) -> bool:
+        nominal = self.run.nominal_duration_s if self.run is not None else None
+        reference = self._reference()  # -inf: no run time yet, nothing to leap from
+        return reference > -math.inf and t - reference > max(MIN_JUMP_S, nominal or 0.0)
 
     def finish(self, last_line: int, warn: Callable[[int, str], None]) -> None:
         """At the end of the file: report a span still being left out."""

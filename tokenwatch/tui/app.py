@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from platformdirs import user_downloads_path
+from textual import constants
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.events import DeliveryFailed
 from textual.theme import Theme
 from textual.timer import Timer
@@ -32,6 +34,7 @@ from tokenwatch.tui.screens.dashboard import DashboardScreen
 from tokenwatch.tui.screens.fleet_screen import FleetScreen
 from tokenwatch.tui.screens.help_screen import HelpScreen
 from tokenwatch.tui.screens.node_screen import NodeScreen
+from tokenwatch.tui.terminal_driver import TerminalDriver, TerminalGone
 from tokenwatch.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
 from tokenwatch.tui.widgets.replay_bar import ReplayState, speed_label
 
@@ -99,6 +102,14 @@ class TokenwatchApp(App[None]):
         self.theme = wanted
 
     # ------------------------------------------------------------------ lifecycle
+    def get_driver_class(self) -> type[Driver]:
+        """In a terminal, one whose closing ends the run (:mod:`tokenwatch.tui.terminal_driver`); the
+        web driver (``tokenwatch serve``) and other platforms as Textual picks them."""
+        driver = super().get_driver_class()
+        if constants.DRIVER is None and issubclass(TerminalDriver, driver):
+            return TerminalDriver
+        return driver
+
     def on_mount(self) -> None:
         # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed.
         self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
@@ -249,6 +260,10 @@ class TokenwatchApp(App[None]):
         current = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(current + 1) % len(names)]
         self.notify(f"theme: {self.theme}", timeout=2)
+
+    async def on_terminal_gone(self, _message: TerminalGone) -> None:
+        """The terminal closed: quit, the run ended as interrupted as SIGHUP ends it (nobody watches)."""
+        await self.action_quit()
 
     async def action_quit(self) -> None:
         """Stop the session (its recorder is flushed and closed) and leave."""
