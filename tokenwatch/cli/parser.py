@@ -294,6 +294,13 @@ def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     export.add_argument("run", metavar="RUN")
     export.add_argument("--csv", metavar="DIR", help="write CSV files into DIR (created if missing)")
     export.add_argument("--parquet", metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
+    export.add_argument(
+        "--every",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="gpu_series: one row per GPU per DURATION of run time, each figure the mean of its readings "
+        "(default: every reading, at the cadence the recording has)",
+    )
     _add_run_options(export)
 
 
