@@ -78,6 +78,14 @@ class RecordingReader:
         self.since_point = 0
         self._lines = self._iter_lines(begin)
 
+    def fraction_read(self) -> float:
+        """How far through the file the reading is (0..1, by bytes of the file): a slow load's progress."""
+        try:
+            size = self.path.stat().st_size
+            return min(1.0, self._fh.tell() / size) if size else 1.0
+        except (OSError, ValueError):  # closed: read to its end
+            return 1.0
+
     # ------------------------------------------------------------------ bytes and lines
     def _pieces(self, offset: int) -> Iterator[Piece]:
         if self._zstd:
