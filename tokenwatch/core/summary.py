@@ -155,8 +155,7 @@ class RunSummary:
             out["layout"] = self.layout
         if self.apart:
             out["not_in_aggregate"] = [_node_json(node) for node in self.apart]
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
+        out["warnings"] = list(self.warnings)  # always there: a clean run's is [] (readers need not guess)
         if self.verdict is not None:
             out["verdict"] = self.verdict.to_json()
         return out
