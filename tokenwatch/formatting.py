@@ -121,3 +121,30 @@ def projection(value: float | None, low: float | None, high: float | None, why: 
 def verdict_word(valid: bool | None) -> str:
     """VALID, INVALID or UNDECIDED: a projected (or final) MLPerf verdict."""
     return "VALID" if valid else "INVALID" if valid is False else "UNDECIDED"
+
+
+_FIRST_FIGURE = re.compile(r"(?<!\w)\d[\d,.]*(?:\s?%)?")  # a figure, not the digits of a name (node03)
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle with ``…`` at word boundaries: the start
+    is kept through its first figure (``node03 straggler: 14.8%``) and the end (often the cause, or
+    another figure) as far as it fits, so neither what happened nor why is lost to a narrow panel."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(0, width - 1)] + "…" if width > 0 else ""
+    found = _FIRST_FIGURE.search(text)
+    through_figure = found.end() if found is not None else 0
+    head = (width - 1) * 3 // 5
+    if through_figure <= width - 4:  # the figure fits with a few characters of the end
+        head = max(head, through_figure)
+    tail = text[len(text) - (width - 1 - head) :]
+    cut = tail.find(" ")
+    if not text[len(text) - len(tail) - 1].isspace() and 0 <= cut < len(tail) - 1:
+        tail = tail[cut + 1 :]  # from a word's start
+    start = text[: width - 1 - len(tail)]
+    space = start.rfind(" ")
+    if not text[len(start)].isspace() and space >= max(through_figure, len(start) // 2):
+        start = start[:space]  # to a word's end
+    return start.rstrip() + "…" + tail

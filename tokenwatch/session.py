@@ -70,6 +70,11 @@ class Session:
         self.events_seen = 0
         self.stopped = False
         self.interrupted = False  # stopped before the run ended: it ends as "interrupted"
+        # What quitting the dashboard stops, when that is not the run: a replay (its recording is whole,
+        # whatever part of it was watched) or the demo (a run nobody asked to finish). None: quitting
+        # interrupts the run being made (sim, watch), as a stop signal does.
+        self.quit_stops: str | None = None
+        self.left_early = False  # the dashboard was quit before the run's end, the run not interrupted
         # A seekable replay keeps its session open past the run's end, so it can seek back.
         self.stop_on_run_end = True
         # A fleet watched through Prometheus: the racks on screen, whose nodes are fetched every
@@ -90,7 +95,7 @@ class Session:
 
     def summary(self) -> RunSummary:
         """The core's run summary, saying so when the recording is partial."""
-        summary = self.core.summary()
+        summary = self.core.summary(self.quit_stops if self.left_early else None)
         if self.recording_stopped is None:
             return summary
         note = f"the recording is partial: {self.recording_stopped}"
@@ -212,9 +217,28 @@ class Session:
         for task in self._tasks:
             task.cancel()
 
+    def quit(self) -> None:
+        """The engineer quit the dashboard: a run being made is interrupted (:meth:`stop`); a replay or
+        the demo (:attr:`quit_stops`) stops where it is, the run not ended, so nothing calls it
+        interrupted. A recording made of it still ends, as interrupted: the copy goes no further."""
+        if self.stopped:
+            return
+        core = self.core
+        if self.quit_stops is None or not core.started or core.ended:
+            self.stop()
+            return
+        self.left_early = True
+        self.stopped = True
+        for task in self._tasks:
+            task.cancel()
+
     def _end_if_interrupted(self) -> None:
         """Once the queue is done: the run an interrupt cut ends here, unless a collector ended it on its
-        way out (a watch records its own ``RunEnded(reason="interrupted")``)."""
+        way out (a watch records its own ``RunEnded(reason="interrupted")``). A replay or demo left early
+        ends only in its recording (the core's run goes on being the run up to there)."""
         core = self.core
         if self.interrupted and core.started and not core.ended:
             self.handle(RunEnded(core.now, "interrupted"))
+        elif self.left_early and self.recorder is not None and self.recording_stopped is None:
+            recorder = self.recorder
+            self._recorder_call(lambda: recorder.write(RunEnded(core.now, "interrupted")))

@@ -272,5 +272,5 @@ def test_a_node_that_dropped_out_is_flagged_not_silently_summed(run_cli) -> None
     clean = orjson.loads(
         run_cli("summarize", str(SAMPLE_RUNS / "gb300-nvl72-offline.jsonl.zst"), "--json").stdout
     )
-    assert "warnings" not in clean
+    assert clean["warnings"] == []  # always there: a clean run's is empty, as the README's example shows
     assert all("valid" not in n for n in clean["nodes"])

@@ -218,7 +218,9 @@ def test_a_short_simulated_offline_run_is_projected_invalid_and_says_why() -> No
     assert f"min_queries projected {quota:,}, limit 24,576" in alert.message
 
 
-def test_a_ten_minute_server_run_warns_that_its_minimum_duration_has_no_margin() -> None:
+def test_a_ten_minute_server_run_is_not_alerted_for_the_margin_it_was_configured_with() -> None:
+    """Scheduled for exactly min_duration: a margin of 0.0 % that was so from the start and cannot change
+    is shown in the rule, never raised as an alert (the README's own example carried one on every line)."""
     core = RackCore()
     for event in run_sim("Server", 600.0):
         core.ingest(event)
@@ -227,8 +229,27 @@ def test_a_ten_minute_server_run_warns_that_its_minimum_duration_has_no_margin()
     snap = core.snapshot()
     assert snap.verdict is not None
     assert snap.verdict.valid is True
+    rule = snap.verdict.forecast.rule("min_duration")
+    assert (rule.projected, rule.limit, rule.margin, rule.configured) == (600.0, 600.0, 0.0, True)
+    assert not [a for a in snap.alerts if a.kind.startswith("margin_")]
+
+
+def test_an_estimated_margin_under_ten_percent_is_still_an_alert() -> None:
+    """An Offline run's end is an estimate: a run of just over min_duration is watched."""
+    core = RackCore()
+    for event in run_sim("Offline", 640.0):
+        core.ingest(event)
+        if event.t >= 120.0:
+            break
+    snap = core.snapshot()
+    assert snap.verdict is not None
+    rule = snap.verdict.forecast.rule("min_duration")
+    assert rule.configured is False
+    assert rule.margin is not None
+    assert rule.margin < 0.10
     margin = next(a for a in snap.active_alerts if a.kind == "margin_min_duration")
-    assert margin.message.startswith("min_duration margin 0.0 %")
+    assert margin.message.startswith("min_duration margin ")  # raised at the first tight projection
+    assert margin.message.endswith("limit 600 s")
 
 
 def test_the_final_verdict_judges_every_node_and_fails_one_that_never_finished() -> None:

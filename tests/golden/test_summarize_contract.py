@@ -39,6 +39,7 @@ TOP_TYPES: dict[str, Types] = {
     "end_reason": (str, type(None)),
     "aggregate": (dict,),
     "node_spread": (dict,),
+    "warnings": (list,),
 }
 AGGREGATE_TYPES: dict[str, Types] = {
     "tokens_per_s": NUM,
@@ -48,7 +49,7 @@ AGGREGATE_TYPES: dict[str, Types] = {
     "covers": (dict,),
 }
 SPREAD_KEYS = ("max", "min", "mean", "median", "spread_pct")
-OPTIONAL_TOP = {"latency_ms", "power", "warnings", "verdict", "layout", "not_in_aggregate"}
+OPTIONAL_TOP = {"latency_ms", "power", "verdict", "layout", "not_in_aggregate"}
 VERDICT_TYPES: dict[str, Types] = {
     "benchmark": (str, type(None)),
     "scenario": (str,),
@@ -96,7 +97,8 @@ def check_shape(doc: dict[str, Any]) -> None:
     for pcts in doc.get("latency_ms", {}).values():
         assert set(PERCENTILES) <= set(pcts)
         assert all(isinstance(v, float) for v in pcts.values())
-    assert all(isinstance(w, str) for w in doc.get("warnings", []))
+    assert isinstance(doc["warnings"], list)  # always there, [] for a clean run
+    assert all(isinstance(w, str) for w in doc["warnings"])
     if "verdict" in doc:
         check_verdict(doc)
 
@@ -334,7 +336,7 @@ def test_result_folder_summary_follows_the_loadgen_files(produced: Produced, cas
         if SUMMARY_FILE in files and read_loadgen_summary(Path(d) / SUMMARY_FILE)["scenario"] is None
     ]
     invalid = any(n.get("valid") is False for n in doc["nodes"])
-    assert (invalid or None in gpus or bool(stubs)) == ("warnings" in doc)
+    assert (invalid or None in gpus or bool(stubs)) == bool(doc["warnings"])
     assert sum("holds no summary" in w for w in doc.get("warnings", [])) == len(stubs)
     assert (doc["complete"], doc["end_reason"]) == (True, None)  # a LoadGen summary is written at the end
 

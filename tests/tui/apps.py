@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.recording import RecordingWriter
+from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.runs.from_core import ingest_recording
 from tokenwatch.session import Session
 from tokenwatch.sim.collector import SimulatorCollector
@@ -35,6 +35,12 @@ def core_until(path: Path, until_s: float) -> RackCore:
     """The reference core: every event of the recording with t <= until_s ingested in order."""
     core, _ = ingest_recording(path, until_s=until_s)
     return core
+
+
+def end_of(path: Path) -> float:
+    """The run time of the recording's last event: a replay started there shows the run at its end (a
+    start past it would be said on the replay bar)."""
+    return max(event.t for event in RecordingReader(path).events())
 
 
 def replay_app(

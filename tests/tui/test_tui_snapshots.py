@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.apps import OFFLINE, ready, replay_app, settle
+from tests.tui.apps import OFFLINE, end_of, ready, replay_app, settle
 from tests.tui.recordings import FAULT_RUN, interrupted_events, write_recording
 from tokenwatch.tui.theme_loader import SHIPPED_ORDER
 from tokenwatch.tui.widgets.gpu_heatmap import GpuHeatmap
@@ -49,13 +49,13 @@ def test_fault_run_at_its_end(snap_compare: SnapCompare) -> None:
     """node07 down since 1:00, node05 silent since 4:00, node03 throttled from 1:30 to its end: the
     banner, the run's result in the published-table form, run figures in the header, dashes for the
     silent nodes' readings."""
-    app = replay_app(FAULT_RUN, 1e9)
+    app = replay_app(FAULT_RUN, end_of(FAULT_RUN))
     assert snap_compare(app, terminal_size=(120, 40), run_before=ready(app))
 
 
 def test_fault_run_at_its_end_at_200x60(snap_compare: SnapCompare) -> None:
     """The same, with the heatmap: the silent GPUs' cells say down and stale instead of a colour."""
-    app = replay_app(FAULT_RUN, 1e9)
+    app = replay_app(FAULT_RUN, end_of(FAULT_RUN))
     assert snap_compare(app, terminal_size=(200, 60), run_before=ready(app))
 
 
@@ -68,7 +68,7 @@ def test_fault_run_while_node03_throttles(snap_compare: SnapCompare) -> None:
 
 def test_interrupted_run(snap_compare: SnapCompare, tmp_path: Path) -> None:
     path = write_recording(tmp_path / "interrupted.jsonl.zst", interrupted_events(OFFLINE, 464.0))
-    app = replay_app(path, 1e9)
+    app = replay_app(path, end_of(path))
     assert snap_compare(app, terminal_size=(120, 40), run_before=ready(app))
 
 

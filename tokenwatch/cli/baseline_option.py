@@ -35,16 +35,21 @@ def load_checked_baseline(
         for flag, path in outputs:
             if path and path != "-" and _same_file(spec, path):
                 raise UsageError(f"--baseline {spec}: is the output of {flag}; refusing to read and write it")
+    from tokenwatch.cli.loading_note import LoadingNote
     from tokenwatch.runs.baseline import load_baseline
     from tokenwatch.runs.errors import RunLoadError
 
+    # Read before the dashboard opens: a rack's recording takes seconds, which the terminal says.
+    loading = LoadingNote(f"loading baseline {spec}")
     try:
-        baseline, warnings = load_baseline(spec, run)
+        baseline, warnings = load_baseline(spec, run, loading)
     except RunLoadError as exc:
+        loading.stop()
         message = str(exc)
         raise UsageError(
             f"--baseline {message if message.startswith(spec) else f'{spec}: {message}'}"
         ) from None
+    loading.done()
     print_warnings([f"--baseline {spec}: {warning}" for warning in warnings])
     fit = judge_fit(baseline, run)
     if fit.refusal is not None:

@@ -34,7 +34,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
         args,
         lambda: start_identity(RackSimulation(settings).run_started(), args.benchmark),
     )
-    return run_session(options, [collector], created_epoch=SIM_EPOCH)
+    # The demo (`tokenwatch` alone) is a run nobody asked to finish: quitting it is not an interruption.
+    quit_stops = "demo" if getattr(args, "demo", False) else None
+    return run_session(options, [collector], created_epoch=SIM_EPOCH, quit_stops=quit_stops)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -57,6 +59,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         [source],
         after=lambda _: print_warnings(source.warnings),
         player=source,
+        quit_stops="replay",
     )
 
 

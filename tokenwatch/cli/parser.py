@@ -13,6 +13,11 @@ STOP_NOTE = (
     "Ctrl-C, SIGTERM or SIGHUP (or quitting the dashboard) before the run has ended ends it as interrupted: "
     "the recording says so, the partial summary is printed marked INTERRUPTED, exit status 130."
 )
+REPLAY_QUIT_NOTE = (
+    "Quitting the dashboard (q, or Ctrl-C in it) stops the replay, not the run: the summary up to there "
+    "is printed marked REPLAY STOPPED, exit status 0; Ctrl-C, SIGTERM or SIGHUP headless, or a signal to "
+    "the dashboard, end it as interrupted: the partial summary is printed marked INTERRUPTED, exit 130."
+)
 
 
 class UsageError(Exception):
@@ -168,7 +173,8 @@ def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="tokenwatch",
         description="Watch rack-scale LLM inference benchmarks live, replay them, log them headless. "
-        "With no command: the dashboard on the gb300-nvl72 simulator at x10.",
+        "With no command: the dashboard on the gb300-nvl72 simulator at x10 (the demo: quitting it "
+        "stops the demo, exit status 0, where quitting `tokenwatch sim` interrupts the run).",
     )
     parser.add_argument("--version", action="version", version=f"tokenwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
@@ -214,7 +220,7 @@ def build_parser() -> OneLineParser:
         help="replay a recording through the same core",
         description="Replay a recording (.jsonl or .jsonl.zst). The dashboard's first pass over a large one "
         "(32 MiB or more) writes an index of keyframes, so later seeks are quick: yours alone, in your cache "
-        "folder (~/.cache/tokenwatch/replay-index), never beside the recording. " + STOP_NOTE,
+        "folder (~/.cache/tokenwatch/replay-index), never beside the recording. " + REPLAY_QUIT_NOTE,
     )
     replay.add_argument("file", metavar="FILE")
     replay.add_argument(
@@ -298,6 +304,13 @@ def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     export.add_argument("run", metavar="RUN")
     export.add_argument("--csv", metavar="DIR", help="write CSV files into DIR (created if missing)")
     export.add_argument("--parquet", metavar="DIR", help="write Parquet files into DIR (needs pyarrow)")
+    export.add_argument(
+        "--every",
+        type=positive_duration_arg,
+        metavar="DURATION",
+        help="gpu_series: one row per GPU per DURATION of run time, each figure the mean of its readings "
+        "(default: every reading, at the cadence the recording has)",
+    )
     _add_run_options(export)
 
 
@@ -379,7 +392,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         # `tokenwatch` alone: the dashboard on the default simulator, accelerated so it visibly moves.
         argv = ["sim", "--speed", "10", *argv]
+        demo = True
+    else:
+        demo = False
     args, extra = build_parser().parse_known_args(argv)
+    args.demo = demo
     if extra:  # named by the command they were given to, as its other errors are
         prog = f"tokenwatch {args.command}" if args.command else "tokenwatch"
         raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)")

@@ -95,9 +95,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         written = []
         if args.csv:
-            written += write_csv(run, Path(args.csv))
+            written += write_csv(run, Path(args.csv), args.every)
         if args.parquet:
-            written += write_parquet(run, Path(args.parquet))
+            written += write_parquet(run, Path(args.parquet), args.every)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
     for path in written:

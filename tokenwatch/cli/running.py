@@ -79,9 +79,12 @@ def run_session(
     after: Callable[[Session], None] | None = None,
     player: ReplayPlayer | None = None,
     fleet_focus: FleetFocus | None = None,
+    quit_stops: str | None = None,
 ) -> int:
     """Run to the end (or Ctrl-C / a stop signal / q) and return the exit status: 0 when the run ended by
-    itself, 130 when it was interrupted (its summary is printed marked ``INTERRUPTED at ...``)."""
+    itself, 130 when it was interrupted (its summary is printed marked ``INTERRUPTED at ...``).
+    ``quit_stops``: ``replay`` or ``demo``, where quitting the dashboard stops the view, not the run
+    (exit 0, the summary marked ``REPLAY STOPPED at ...``); stop signals still interrupt."""
     check_run_outputs(options)
     core = RackCore(options.core_config(core_config))
     holder: list[Session] = []
@@ -96,6 +99,7 @@ def run_session(
         raise
     session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if options.paced else None)
     session.fleet_focus = fleet_focus
+    session.quit_stops = quit_stops
     holder.append(session)
     if options.wants_dashboard():
         from tokenwatch.tui.launch import run_dashboard

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from tokenwatch.cli.parser import UsageError
-from tokenwatch.sim.faults import parse_faults
+from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.sim.faults import faults_after, parse_faults
 from tokenwatch.sim.profile import load_profile
 from tokenwatch.sim.rack_sim import SimSettings
 
 
 def sim_settings(args: argparse.Namespace) -> SimSettings:
-    """A bad profile, rack count or fault is a user error (one line, exit 2)."""
+    """A bad profile, rack count or fault is a user error (one line, exit 2); a fault after the run's
+    nominal end is one warning line on stderr."""
     profile = load_profile(args.profile)
     if not 1 <= args.racks <= 256:
         raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
@@ -28,6 +29,8 @@ def sim_settings(args: argparse.Namespace) -> SimSettings:
     if args.benchmark is not None:  # the simulated LoadGen runs the benchmark asked for
         profile = dataclasses.replace(profile, benchmark=args.benchmark)
     faults = parse_faults(args.faults, profile.node_names(), profile.gpus_per_node)
+    for warning in faults_after(faults, args.duration or profile.duration_s):
+        stderr_line(f"tokenwatch sim: warning: {warning}")
     return SimSettings(
         profile,
         scenario=args.scenario,

@@ -30,6 +30,7 @@ from tokenwatch.collectors.replay_keyframes import Keyframe
 from tokenwatch.collectors.replay_tape import ReplayTape
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import Emit, Notice
+from tokenwatch.formatting import format_clock
 from tokenwatch.pacing import Pacer
 from tokenwatch.recording import RecordingReader, RecordingWriter
 
@@ -211,8 +212,9 @@ class ReplayPlayer:
             self.set_speed(max(behind, key=_speed_rank))
 
     def seek(self, t: float) -> None:
-        """Go to run time ``t`` (clamped to the recording); the latest request wins."""
+        """Go to run time ``t`` (clamped to the recording, saying so); the latest request wins."""
         self._seek_target = max(0.0, t) if math.isfinite(t) else 0.0
+        self.message = ""  # what the last seek met is no longer news
         self._poke()
 
     def seek_by(self, delta_s: float) -> None:
@@ -354,10 +356,20 @@ class ReplayPlayer:
             await self._rebuild(host, keyframe, target)
 
     async def _fast_forward(self, emit: Emit, target: float) -> None:
-        """Release every event at or before ``target`` unpaced (the start time, or a seek ahead)."""
+        """Release every event at or before ``target`` unpaced (the start time, or a seek ahead). A target
+        past the recording's end stops at the end and says so (the start's in the warnings too)."""
+        starting = not self._played_any
         while self._seek_target is None:  # a newer seek replaces this one
             event = self._tape.peek()
             if event is None:
+                if self._tape.done and target > self._position:
+                    at, end = format_clock(target), format_clock(self._position)
+                    if starting:
+                        self._warn(
+                            f"--start {at} is past the recording's end at {end}: the replay starts there"
+                        )
+                    else:
+                        self.message = f"{at} is past the end ({end})"
                 if self._tape.done:
                     return
                 await asyncio.sleep(_WAIT_S)

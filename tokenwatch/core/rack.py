@@ -213,11 +213,13 @@ class RackCore:
         """Per-node cumulative latency counts at fixed bounds (the exporter's histograms)."""
         return {} if self._state is None else node_latency_buckets(self._state, bounds_s)
 
-    def summary(self) -> RunSummary:
-        """The run summary in the published rack-table form. Raises ValueError before the run start."""
+    def summary(self, stopped: str | None = None) -> RunSummary:
+        """The run summary in the published rack-table form. Raises ValueError before the run start.
+        ``stopped``: what the engineer stopped before the run's end (``replay``, ``demo``), said instead
+        of a missing run end."""
         if self._state is None:
             raise ValueError("no run in the stream: the recording holds no run start")
-        return summarize_state(self._state)
+        return summarize_state(self._state, stopped)
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled (a replay's compact keyframe), a core carries its state, not its interval callbacks:

@@ -161,8 +161,7 @@ class RunSummary:
             out["layout"] = self.layout
         if self.apart:
             out["not_in_aggregate"] = [_node_json(node) for node in self.apart]
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
+        out["warnings"] = list(self.warnings)  # always there: a clean run's is [] (readers need not guess)
         if self.verdict is not None:
             out["verdict"] = self.verdict.to_json()
         return out
@@ -251,8 +250,15 @@ def interrupted_status(state: RackState) -> str:
     return f"INTERRUPTED at {format_clock(state.now)}" + (f" ({share})" if share else "")
 
 
-def _completeness(state: RackState) -> tuple[bool, str, list[str]]:
-    """(complete, status line, warnings): an interrupted run and a stream with no run end say so."""
+def _completeness(state: RackState, stopped: str | None = None) -> tuple[bool, str, list[str]]:
+    """(complete, status line, warnings): an interrupted run and a stream with no run end say so.
+    ``stopped``: what the engineer stopped before the run's end without interrupting the run (``replay``,
+    ``demo``): the figures cover the run up to there, and the words say who stopped where."""
+    if stopped is not None and not state.ended:
+        share = share_done(state)
+        at = format_clock(state.now)
+        status = f"{stopped.upper()} STOPPED at {at}" + (f" ({share})" if share else "")
+        return False, status, [f"the {stopped} was stopped at {at}: the figures cover the run up to there"]
     if state.ended and state.end_reason == "interrupted":
         status = interrupted_status(state)
         return (
@@ -273,8 +279,9 @@ def _completeness(state: RackState) -> tuple[bool, str, list[str]]:
     return True, "", []
 
 
-def summarize_state(state: RackState) -> RunSummary:
-    """The summary of everything the core has ingested (a recording, or a run so far)."""
+def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
+    """The summary of everything the core has ingested (a recording, or a run so far); ``stopped``: see
+    :func:`_completeness`."""
     run = state.run
     tokens_per_s, samples_per_s = state.measured_means()
     # A node down or stale when the run ended (or when the stream stops) did not complete its work:
@@ -283,7 +290,7 @@ def summarize_state(state: RackState) -> RunSummary:
     # snapshots' node spread leaves it out.
     codes = state.effective_state(state.now)
     unfinished = (codes == _DOWN) | (codes == _STALE)
-    complete, status, warnings = _completeness(state)
+    complete, status, warnings = _completeness(state, stopped)
     for i in np.flatnonzero(unfinished).tolist():
         span = state.t_last_change[i] - state.t_first[i]
         how = "down" if codes[i] == _DOWN else "stale"

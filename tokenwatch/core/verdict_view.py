@@ -196,7 +196,14 @@ def _verdict_alerts(state: RackState, t: float, fc: Forecast) -> None:
     for rule in fc.rules:
         key = f"margin_{rule.name}"
         threshold = _MARGIN_CLEAR if key in verdict.margin_alerted else MARGIN_ALERT
-        tight = rule.ok is not False and rule.margin is not None and rule.margin < threshold
+        # A margin the run was configured with (a Server run scheduled for exactly min_duration) is
+        # no news: it was so from the start and cannot change. Only an estimate's margin is watched.
+        tight = (
+            rule.ok is not False
+            and not rule.configured
+            and rule.margin is not None
+            and rule.margin < threshold
+        )
         alerts.condition(
             t,
             None,

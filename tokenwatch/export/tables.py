@@ -83,7 +83,13 @@ def node_series_table(run: RunData) -> Table | None:
     }
 
 
-def gpu_series_table(run: RunData) -> Table | None:
+def gpu_series_table(run: RunData, every_s: float | None = None) -> Table | None:
+    """A recording's GPU readings at its own cadence (or one mean per ``every_s``, see gpu_readings);
+    a run known only by its history (no recording to read) at the history's points."""
+    if run.provenance.kind == "recording" and Path(run.provenance.path).is_file():
+        from tokenwatch.export.gpu_readings import gpu_readings_table
+
+        return gpu_readings_table(run.provenance.path, every_s)
     h = run.history
     if h is None or not len(h.gpu_times):
         return None
@@ -129,14 +135,15 @@ def latency_table(run: RunData) -> Table | None:
 TABLE_NAMES: tuple[str, ...] = ("summary", "nodes", "alerts", "node_series", "gpu_series", "latency")
 
 
-def run_tables(run: RunData) -> dict[str, Table]:
-    """Table name -> columns. Series tables are left out for runs that have none."""
+def run_tables(run: RunData, every_s: float | None = None) -> dict[str, Table]:
+    """Table name -> columns. Series tables are left out for runs that have none. ``every_s``: the GPU
+    series' step (None: every reading as recorded)."""
     out: dict[str, Table] = {"summary": summary_table(run), "nodes": nodes_table(run)}
     if run.snapshot is not None:
         out["alerts"] = alerts_table(run)
     for name, table in (
         ("node_series", node_series_table(run)),
-        ("gpu_series", gpu_series_table(run)),
+        ("gpu_series", gpu_series_table(run, every_s)),
         ("latency", latency_table(run)),
     ):
         if table is not None:
@@ -146,8 +153,18 @@ def run_tables(run: RunData) -> dict[str, Table]:
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
-        return "" if not math.isfinite(value) else repr(value)
+        return "" if not math.isfinite(value) else plain_figure(value)
     return printable(str(value))  # names and messages come from recordings: no control characters
+
+
+def plain_figure(value: float, significant: int = 10) -> str:
+    """``60.512499999999996`` -> ``60.5125``: at most ``significant`` digits (more than any reading
+    carries; what is cut is the float arithmetic's noise), no exponent, no trailing zeros."""
+    if value == 0:
+        return "0"
+    decimals = max(0, significant - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _prepare(folder: Path) -> None:
@@ -157,11 +174,12 @@ def _prepare(folder: Path) -> None:
         raise ExportError(f"{folder}: cannot create the folder: {exc.strerror}") from None
 
 
-def write_csv(run: RunData, folder: Path) -> list[Path]:
-    """One CSV per table (header row; an empty cell = not measured). Returns the files written."""
+def write_csv(run: RunData, folder: Path, every_s: float | None = None) -> list[Path]:
+    """One CSV per table (header row; an empty cell = not measured; figures to 10 significant digits).
+    Returns the files written."""
     _prepare(folder)
     written = []
-    for name, table in run_tables(run).items():
+    for name, table in run_tables(run, every_s).items():
         path = folder / f"{name}.csv"
         columns = [c.tolist() if isinstance(c, np.ndarray) else c for c in table.values()]
         try:
@@ -175,7 +193,7 @@ def write_csv(run: RunData, folder: Path) -> list[Path]:
     return written
 
 
-def write_parquet(run: RunData, folder: Path) -> list[Path]:
+def write_parquet(run: RunData, folder: Path, every_s: float | None = None) -> list[Path]:
     """One Parquet file per table; needs the optional pyarrow (``pip install tokenwatch[parquet]``)."""
     try:
         import pyarrow as pa
@@ -186,7 +204,7 @@ def write_parquet(run: RunData, folder: Path) -> list[Path]:
         ) from None
     _prepare(folder)
     written = []
-    for name, table in run_tables(run).items():
+    for name, table in run_tables(run, every_s).items():
         path = folder / f"{name}.parquet"
         try:
             pq.write_table(

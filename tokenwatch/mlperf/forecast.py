@@ -186,6 +186,7 @@ def _duration_and_count_rules(
         float((basis[worst] - limit) / limit) if limit else None,
         combine(flags),
         "s",
+        configured=p.scenario != "Offline",  # the final query's scheduled time: set by the settings
     )
     return [rule, *_count_rule(p, settings)]
 
@@ -220,6 +221,7 @@ def _count_rule(p: NodeProgress, settings: RunSettings) -> list[RuleForecast]:
             float((total[worst] - need) / need) if need else None,
             combine(flags),
             unit,
+            configured=p.total_samples is not None,  # the count LoadGen was told to issue
         )
     ]
 

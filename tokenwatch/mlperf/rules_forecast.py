@@ -43,6 +43,8 @@ class RuleForecast:
 
     ``margin``: the share of the limit to spare at the projection (negative: by how much it is projected
     to fail). ``missing`` names the source a rule that cannot be judged lacks (``ok`` is then None).
+    ``configured``: the projection is the run's own setting, not an estimate (a Server run's scheduled
+    end, a sample count LoadGen was given): its margin was chosen, and cannot change while the run goes.
     """
 
     name: str
@@ -53,6 +55,7 @@ class RuleForecast:
     ok: bool | None
     unit: str = ""
     missing: str = ""
+    configured: bool = False
 
 
 def combine(flags: np.ndarray) -> bool | None:

@@ -54,9 +54,12 @@ def plain_pieces(fh: BinaryIO, offset: int) -> Iterator[Piece]:
         yield Piece(carry, begin if at_line_start else None)
 
 
-def zstd_pieces(fh: BinaryIO, offset: int, warn: Warn) -> Iterator[Piece]:
+def zstd_pieces(
+    fh: BinaryIO, offset: int, warn: Warn, damaged: Callable[[int, str], None] | None = None
+) -> Iterator[Piece]:
     """The decoded frames of a ``.zst`` file from ``offset`` (a frame start); ``warn`` hears of a damaged
-    frame (dropped) and of a cut-off last frame (its complete blocks kept)."""
+    frame (dropped) and of a cut-off last frame (its complete blocks kept); ``damaged`` of a damaged
+    frame's byte offset and what zstd said, before ``warn``."""
     start = offset
     fh.seek(start)
     pending = b""
@@ -100,6 +103,8 @@ def zstd_pieces(fh: BinaryIO, offset: int, warn: Warn) -> Iterator[Piece]:
                 yield Piece(b"".join(held), None if streamed else start)
             warn("compressed stream was cut off (the writer did not close it); kept every complete block")
             return
+        if damaged is not None:
+            damaged(start, problem or "it runs into the next frame")
         kept = "; what it held before the damage is kept" if streamed else ""
         warn(
             f"compressed frame at byte {start} is damaged ({problem or 'it runs into the next frame'}): "

@@ -83,6 +83,14 @@ class RecordingReader:
         self.since_point = 0
         self._lines = self._iter_lines(begin)
 
+    def fraction_read(self) -> float:
+        """How far through the file the reading is (0..1, by bytes of the file): a slow load's progress."""
+        try:
+            size = self.path.stat().st_size
+            return min(1.0, self._fh.tell() / size) if size else 1.0
+        except (OSError, ValueError):  # closed: read to its end
+            return 1.0
+
     # ------------------------------------------------------------------ bytes and lines
     def _pieces(self, offset: int) -> Iterator[Piece]:
         if self._zstd:
@@ -137,7 +145,17 @@ class RecordingReader:
 
     # ------------------------------------------------------------------ the header
     def _first_line(self) -> bytes | None:
-        for piece in self._pieces(0):
+        """The header's line (None: no bytes decode); a ``.zst`` damaged on the way is noted in
+        ``_damage`` (byte offset, what zstd said)."""
+        pieces = self._pieces(0)
+        if self._zstd:
+            pieces = zstd_pieces(
+                self._fh,
+                0,
+                lambda message: self._warn(None, message, loss=True),
+                lambda at, why: self._damage.append((at, why)),
+            )
+        for piece in pieces:
             end = piece.data.find(b"\n")
             if end >= 0 or len(piece.data) > MAX_LINE_BYTES:
                 return piece.data[: max(end, 0)]
@@ -145,16 +163,25 @@ class RecordingReader:
         return None
 
     def _read_header(self) -> dict[str, Any]:
+        self._damage: list[tuple[int, str]] = []
         first = self._first_line()
-        if not first:
-            raise RecordingFormatError(
-                f"{self.path}: empty, or cut off before its header: not a tokenwatch recording"
-            )
         try:
-            head = orjson.loads(first)
+            head = orjson.loads(first) if first else None
         except orjson.JSONDecodeError:
             head = None
         if not isinstance(head, dict) or HEADER_KEY not in head:
+            if self._damage:  # the bytes where the header should be do not decompress
+                at, why = self._damage[0]
+                raise RecordingFormatError(
+                    f"{self.path}: damaged: the compressed data fails at byte {at} ({why}), "
+                    "before the recording's header could be read"
+                )
+            if not first:
+                empty = self._fh.seek(0, 2) == 0
+                raise RecordingFormatError(
+                    f"{self.path}: {'empty' if empty else 'cut off before its header'}: "
+                    "not a tokenwatch recording"
+                )
             raise RecordingFormatError(f"{self.path}: not a tokenwatch recording (line 1 is not its header)")
         version = head[HEADER_KEY]
         if type(version) is not int or version not in READABLE_VERSIONS:  # bool is an int: refused

@@ -15,6 +15,7 @@ rather than every 5 s: the same histograms, built several times faster.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from tokenwatch.core import RackCore
@@ -30,12 +31,14 @@ _SIM_SCENARIOS = ("Offline", "Server")
 _SIM_LATENCY_INTERVAL_S = 60.0
 
 
-def load_baseline(spec: str, run: RunIdentity) -> tuple[Baseline, list[str]]:
+def load_baseline(
+    spec: str, run: RunIdentity, progress: Callable[[float], None] | None = None
+) -> tuple[Baseline, list[str]]:
     """The baseline ``spec`` names and the warnings of reading it (damaged lines skipped). A path that
     is neither a recording nor a folder of results, or an unknown profile, is a :class:`RunLoadError`
-    (one line)."""
+    (one line). ``progress`` hears the share done as a recording is read or a profile simulated."""
     if spec.startswith(SIM_PREFIX):
-        return simulated_baseline(spec[len(SIM_PREFIX) :], run), []
+        return simulated_baseline(spec[len(SIM_PREFIX) :], run, progress), []
     path = Path(spec)
     if path.is_dir():
         summary = read_result_dirs([path], None).summary
@@ -44,11 +47,13 @@ def load_baseline(spec: str, run: RunIdentity) -> tuple[Baseline, list[str]]:
         raise RunLoadError(f"{spec}: no such recording or result folder")
     if not path.is_file():
         raise RunLoadError(f"{spec}: not a recording file nor a folder of results")
-    core, reader = ingest_recording(path, power_only=True)
+    core, reader = ingest_recording(path, power_only=True, progress=progress)
     return core.as_baseline(path.name, "recording"), list(reader.warnings)
 
 
-def simulated_baseline(profile_name: str, run: RunIdentity) -> Baseline:
+def simulated_baseline(
+    profile_name: str, run: RunIdentity, progress: Callable[[float], None] | None = None
+) -> Baseline:
     """The simulator's expected run of ``profile_name`` in the run's shape (see the module docstring)."""
     from tokenwatch.sim.profile import load_profile
     from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
@@ -77,8 +82,11 @@ def simulated_baseline(profile_name: str, run: RunIdentity) -> Baseline:
         latency_interval_s=_SIM_LATENCY_INTERVAL_S,
     )
     core = RackCore()
-    for event in RackSimulation(settings).events():
+    length = settings.run_duration_s
+    for count, event in enumerate(RackSimulation(settings).events()):
         if not isinstance(event, GpuBatch | GpuSample):  # telemetry is not compared
             core.ingest(event)
+        if progress is not None and count % 1024 == 0:
+            progress(event.t / length if length else 0.0)
     # Every simulated node is the profile's expected node: the run's nodes are each held against one.
     return dataclasses.replace(core.as_baseline(f"{SIM_PREFIX}{profile_name}", "simulator"), uniform=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,15 +23,22 @@ if TYPE_CHECKING:
 # A summary reads node counters and GPU power only: no live view, one GPU figure decoded.
 _SUMMARY_CONFIG = CoreConfig(live_view=False)
 _SUMMARY_GPU_METRICS = ("power_w", "energy_j")  # energy: the GPUs' counters, where recorded
+_PROGRESS_EVERY = 128  # events between progress reports (a rack's recording: ~200 a minute of run)
 
 
 def ingest_recording(
-    path: str | Path, *, summary_only: bool = False, until_s: float = math.inf, power_only: bool = False
+    path: str | Path,
+    *,
+    summary_only: bool = False,
+    until_s: float = math.inf,
+    power_only: bool = False,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[RackCore, RecordingReader]:
     """The core after every event of the recording with ``t <= until_s`` (the reader keeps the warnings).
 
     ``summary_only`` builds the lighter core that ``summarize`` needs: no live view, GPU power only;
     ``power_only`` keeps the live view (the series) but decodes GPU power only (a baseline's load).
+    ``progress`` hears the share of the file read, every few thousand events (a slow start says so).
     """
     light = summary_only or power_only
     try:
@@ -38,15 +46,26 @@ def ingest_recording(
     except RecordingFormatError as exc:
         raise RunLoadError(str(exc)) from None
     core = RackCore(_SUMMARY_CONFIG) if summary_only else RackCore()
-    for event in reader.events():
+    for count, event in enumerate(reader.events()):
         if event.t > until_s:
             break
         core.ingest(event)
+        if progress is not None and count % _PROGRESS_EVERY == 0:
+            progress(_share_read(core, event.t, reader))
     if not core.started:
         # The run start may have been there but refused: then its warning says why.
         why = next((w for w in reader.warnings if "run_started" in w), None)
         raise RunLoadError(why or f"{path}: the recording holds no run start")
     return core, reader
+
+
+def _share_read(core: RackCore, t: float, reader: RecordingReader) -> float:
+    """How far a load is: run time over the nominal length where the run says it (the file's bytes come
+    in compressed frames read ahead, a few coarse steps), else the share of the file read."""
+    nominal = core.run.nominal_duration_s if core.run is not None else None
+    if nominal:
+        return min(t / nominal, 0.99)  # a run may go on past its nominal end: never 100 % before the end
+    return reader.fraction_read()
 
 
 def summarize_recording(path: str | Path) -> tuple[RunSummary, list[str]]:

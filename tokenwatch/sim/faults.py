@@ -80,6 +80,20 @@ def parse_faults(text: str, nodes: tuple[str, ...], gpus_per_node: int | None = 
     return tuple(faults)
 
 
+def faults_after(faults: tuple[Fault, ...], duration_s: float) -> list[str]:
+    """One warning per fault that starts at or after the run's nominal end (``node07:down@90m`` on an
+    80-minute run): accepted, since a run may last longer than nominal, but likely a slip of the pen."""
+    from tokenwatch.durations import format_clock
+
+    return [
+        f"fault {f.node}{'' if f.gpu is None else f'/gpu{f.gpu}'}:{f.kind} starts at "
+        f"{format_clock(f.start_s)}, after the run's nominal {format_clock(duration_s)}: it happens only "
+        "if the run lasts that long"
+        for f in faults
+        if f.start_s >= duration_s
+    ]
+
+
 def _gpu(item: str, kind: str, text: str, gpus_per_node: int | None) -> int:
     if kind not in GPU_FAULTS:
         raise FaultError(f"bad fault {item!r}: {kind} is a fault of the whole node (no /gpuN)")

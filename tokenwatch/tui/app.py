@@ -270,7 +270,7 @@ class TokenwatchApp(App[None]):
         if self._quitting:
             return
         self._quitting = True
-        self.session.stop()
+        self.session.quit()
         worker = self._session_worker
         if worker is not None and not worker.is_finished:
             try:

@@ -11,7 +11,7 @@ from textual.strip import Strip
 
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import format_clock, printable
+from tokenwatch.formatting import elide_middle, format_clock, printable
 from tokenwatch.tui.line_pass import LinePass
 from tokenwatch.tui.palette import Palette
 
@@ -78,13 +78,12 @@ class AlertsPanel(LinePass, ScrollView, can_focus=True):
             return Strip.blank(width, base)
         alert = self.alerts[index]
         style = self._style(pal, alert)
+        stamp, symbol = f"{format_clock(alert.t)} ", f"{alert_symbol(alert)} "
+        # Cut in the middle, not at the end: the figure near the start and the cause at the end both stay.
+        message = elide_middle(printable(alert.message), width - len(stamp) - len(symbol))
         segs = [
-            Segment(f"{format_clock(alert.t)} ", base + pal.muted),
-            Segment(f"{alert_symbol(alert)} ", base + style),
-            Segment(printable(alert.message), base + style),
+            Segment(stamp, base + pal.muted),
+            Segment(symbol, base + style),
+            Segment(message, base + style),
         ]
-        strip = Strip(segs)
-        if strip.cell_length > width:
-            strip = strip.crop(0, max(0, width - 1))
-            strip = Strip([*strip, Segment("…", base + pal.muted)])
-        return strip.adjust_cell_length(width, base)
+        return Strip(segs).crop(0, width).adjust_cell_length(width, base)

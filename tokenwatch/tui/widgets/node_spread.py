@@ -69,7 +69,7 @@ class NodeSpreadPanel(Widget):
         stopped = [i for i, state in enumerate(snap.nodes.state) if state in _STOPPED]
         running = [i for i in range(len(names)) if i not in set(stopped)]
         if snap.summary is not None:  # the result: its flags and warnings already name stopped nodes
-            text = summary_text(snap.summary, pal, width)
+            text = summary_text(snap.summary, pal, width, height)
             stopped = []
         else:
             text = self._spread_figures(snap, pal, width, full=height >= len(names) + 7)

@@ -73,9 +73,13 @@ class ReplayBar(Widget):
         text.append(f"{format_clock(state.position_s)} / {format_clock(duration) if duration else '--:--'} ")
         hint = "  space pause  ←/→ 1 min  ⇧←/⇧→ 10 min  +/- speed  g go to"
         speed = f" {speed_label(state.speed)}"
-        room = self.content_size.width - text.cell_len - len(speed) - len(hint) - 2
+        # The message (a seek past the end, a refused seek) is news: the hint makes room for it.
+        message = f"  {state.message}" if state.message else ""
+        room = self.content_size.width - text.cell_len - len(speed) - len(hint) - len(message) - 2
         width = (
-            max(10, room) if room >= 10 else max(0, self.content_size.width - text.cell_len - len(speed) - 2)
+            max(10, room)
+            if room >= 10
+            else max(0, self.content_size.width - text.cell_len - len(speed) - len(message) - 2)
         )
         fraction = state.position_s / duration if duration else 0.0
         done = round(min(1.0, max(0.0, fraction)) * width)
@@ -87,8 +91,8 @@ class ReplayBar(Widget):
         text.append(speed, style="bold")
         if room >= 10:
             text.append(hint, style=pal.muted)
-        if state.message:
-            text.append(f"  {state.message}", style=pal.warn)
+        if message:
+            text.append(message, style=pal.warn)
         return text
 
     def on_click(self, event: events.Click) -> None:

@@ -19,8 +19,11 @@ _LABEL = 27
 _VALUE = 13
 
 
-def summary_text(summary: RunSummary, pal: Palette, width: int) -> Text:
-    """The published-table form: the rack figures, which nodes they cover, latency, flags, warnings."""
+def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | None = None) -> Text:
+    """The published-table form: the rack figures, which nodes they cover, latency, flags, warnings.
+
+    Within ``height`` lines every warning is shown: wrapped where there is room, else one line each cut in
+    the middle, else as many as fit and ``+N more warnings`` (none is dropped without a word)."""
     text = Text(no_wrap=True, overflow="crop")
     head = f"{summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
     text.append(f"{head} · {format_clock(summary.duration_s)}\n", style=pal.muted)
@@ -41,6 +44,21 @@ def summary_text(summary: RunSummary, pal: Palette, width: int) -> Text:
     flagged = [n for n in summary.nodes if n.valid is False]
     if flagged:
         text.append(f"Flagged: {printable(name_list([n.name for n in flagged], 8))}\n", style=pal.warn)
-    for warning in summary.warnings:
-        text.append("\n".join(textwrap.wrap(f"▲ {printable(warning)}", wrap)) + "\n", style=pal.warn)
+    room = None if height is None else height - len(text.plain.splitlines())
+    for line in warning_lines([printable(w) for w in summary.warnings], wrap, room):
+        text.append(line + "\n", style=pal.muted if line.startswith("+") else pal.warn)
     return text
+
+
+def warning_lines(warnings: list[str], width: int, room: int | None) -> list[str]:
+    """The warnings as lines of ``width`` in ``room`` lines (None: as many as it takes)."""
+    wrapped = [line for w in warnings for line in textwrap.wrap(f"▲ {w}", width)]
+    if room is None or len(wrapped) <= room:
+        return wrapped
+    # A warning says what first (``node05 did not finish (stale since 02:59 ...``): its start is kept.
+    if len(warnings) <= room:
+        return [textwrap.shorten(f"▲ {w}", width, placeholder="…") for w in warnings]
+    shown = max(0, room - 1)
+    more = len(warnings) - shown
+    lines = [textwrap.shorten(f"▲ {w}", width, placeholder="…") for w in warnings[:shown]]
+    return [*lines, f"+{more} more warning{'s' if more > 1 else ''}: all in the summary printed on quitting"]

@@ -15,7 +15,7 @@ from textual.widget import Widget
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.events import FloatArray
-from tokenwatch.formatting import format_clock, group, si
+from tokenwatch.formatting import format_clock, group
 from tokenwatch.tui.charts import column_rows, line_over_bars, pick_columns
 from tokenwatch.tui.palette import palette
 
@@ -80,15 +80,9 @@ class ThroughputTimeline(Widget):
                 np.isfinite(reference), chart_h - 1 - np.floor(reference / hi * chart_h), -1
             ).astype(np.int64)
         text = Text(no_wrap=True, overflow="crop")
+        labels = axis_labels(hi, chart_h)
         for r, row in enumerate(rows):
-            if r == mean_row:
-                label = "mean"
-            elif r == 0:
-                label = si(hi, 1, fixed=True)
-            elif r == chart_h - 1:
-                label = "0"
-            else:
-                label = ""
+            label = "mean" if r == mean_row else labels[r]
             text.append(f"{label:>{_AXIS}}", style=pal.accent if r == mean_row else pal.muted)
             text.append("▕", style=pal.muted)
             if r == mean_row:  # the steady mean: a dashed line over empty cells, accent-coloured bar tops
@@ -137,3 +131,21 @@ def _append_with_line(text: Text, row: str, on_line: np.ndarray, style: Style, l
     across = line_style + Style(bgcolor=style.color)
     for piece, kind in line_over_bars(row, on_line):
         text.append(piece, style=style if kind == 0 else line_style if kind == 1 else across)
+
+
+def axis_labels(hi: float, rows: int) -> list[str]:
+    """The y-axis: each labelled row's top value (``1.3M``, ``1.1M`` ... ``0`` on the bottom row), about
+    five labels whatever the height, in one unit and with the decimals that tell neighbours apart. The
+    mean's row says ``mean`` instead, so a chart whose mean sits near the top still carries numbers."""
+    scale, prefix = next(((s, p) for s, p in ((1e9, "G"), (1e6, "M"), (1e3, "k")) if hi >= s), (1.0, ""))
+    step = max(1, round(rows / 5))
+    decimals = 0 if hi / rows * step / scale >= 1 else 1 if hi / rows * step / scale >= 0.1 else 2
+    labels = []
+    for r in range(rows):
+        if r == rows - 1:
+            labels.append("0")
+        elif r % step == 0 and rows - 1 - r >= step // 2:
+            labels.append(f"{hi * (rows - r) / rows / scale:.{decimals}f}{prefix}")
+        else:
+            labels.append("")
+    return labels
