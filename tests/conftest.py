@@ -3,6 +3,7 @@ exercise this tree's code whatever else is installed."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import pty
@@ -12,7 +13,8 @@ import subprocess
 import sys
 import termios
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,40 @@ DATA = Path(__file__).resolve().parent / "data"
 SAMPLE_RUNS = REPO_ROOT / "sample_runs"
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+# How long a test waits for something that should happen before calling it lost. Generous on purpose:
+# on a 2-core machine at load 10 a step that takes 0.1 s when quiet can take tens of seconds, and a
+# test must fail for what the code does, never for how busy the machine was (pytest-timeout is 180 s).
+PATIENCE_S = 60.0
+POLL_S = 0.05  # how often a wait asks again; short, so a quiet machine waits no longer than it must
+
+
+def wait_until(
+    predicate: Callable[[], bool], what: str, timeout_s: float = PATIENCE_S, poll_s: float = POLL_S
+) -> None:
+    """Return as soon as ``predicate()`` holds; fail naming ``what`` if it does not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(poll_s)
+
+
+async def wait_until_async(
+    predicate: Callable[[], bool],
+    what: str,
+    timeout_s: float = PATIENCE_S,
+    poll_s: float = POLL_S,
+    pause: Callable[[float], Awaitable[object]] | None = None,
+) -> None:
+    """:func:`wait_until` for a test in the event loop: it sleeps with ``pause`` (``asyncio.sleep`` unless
+    given, e.g. a Textual ``pilot.pause``), so the loop runs what the test waits for."""
+    step = pause or asyncio.sleep
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        await step(poll_s)
 
 
 def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
@@ -100,8 +136,6 @@ def run_cli() -> RunCli:
 
 def prometheus_query(url: str, promql: str, timeout_s: float = 5.0) -> list[tuple[dict[str, str], float]]:
     """One instant query to a Prometheus server from synchronous test code, through tokenwatch's client."""
-    import asyncio
-
     from tokenwatch.collectors.prometheus_api import PrometheusApi
 
     async def ask() -> list[tuple[dict[str, str], float]]:
@@ -154,7 +188,7 @@ def dashboard_in_pty(
     reader.start()
     try:
         yield PtyDashboard(proc, master, screen)
-        reader.join(timeout=5)
+        reader.join(timeout=PATIENCE_S)  # every byte drawn, up to the terminal's close
     finally:
         stop.set()
         if proc.poll() is None:
