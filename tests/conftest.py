@@ -81,6 +81,14 @@ def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
     return counts
 
 
+def recorded_until(path: Path) -> float | None:
+    """The latest run time in a recording being written, read as it stands (None while it holds no event)."""
+    from tokenwatch.recording import read_events
+
+    events, _ = read_events(path) if path.exists() else ([], [])
+    return max((e.t for e in events), default=None)
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment for ``python -m tokenwatch`` from this checkout, plus ``extra``."""
     env = dict(os.environ)

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, RunCli, cli_env, wait_until
+from tests.conftest import REPO_ROOT, RunCli, cli_env, recorded_until, wait_until
 from tokenwatch.clock import ManualClock
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.events import Event, RunEnded
@@ -194,7 +194,7 @@ def test_recording_survives_kill_9(tmp_path: Path, suffix: str) -> None:
             if shown >= 60:
                 break
         wait_until(
-            lambda: recorded_until(rec) >= shown, f"the recording on disk up to {shown} s"
+            lambda: (recorded_until(rec) or 0.0) >= shown, f"the recording on disk up to {shown} s"
         )  # flushed often
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -220,9 +220,3 @@ def test_recording_survives_kill_9(tmp_path: Path, suffix: str) -> None:
     assert summary["end_reason"] is None
     assert summary["duration_s"] == max(e.t for e in events)
     assert any(w.startswith("no run end: the stream stops at ") for w in summary["warnings"])
-
-
-def recorded_until(path: Path) -> float:
-    """The latest run time in the recording being written (0 while it holds nothing)."""
-    events, _ = read_events(path) if path.exists() else ([], [])
-    return max((e.t for e in events), default=0.0)

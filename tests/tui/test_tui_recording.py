@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import PATIENCE_S, RunCli, dashboard_in_pty, wait_until, wait_until_async
+from tests.conftest import PATIENCE_S, RunCli, dashboard_in_pty, recorded_until, wait_until, wait_until_async
 from tests.tui.apps import sim_app
-from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
+from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.runs.from_core import ingest_recording
 
 
@@ -40,7 +40,7 @@ def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli
     with dashboard_in_pty(("sim", "--speed", "60", "--record", str(path)), tmp_path) as dash:
         wait_until(lambda: b"SIM x60" in dash.screen or dash.proc.poll() is not None, "the dashboard drawn")
         assert b"SIM x60" in dash.screen, dash.screen[-2000:].decode(errors="replace")
-        wait_until(lambda: recorded_beyond_start(path), "some of the run recorded")
+        wait_until(lambda: (recorded_until(path) or 0.0) > 0, "some of the run recorded")
         os.write(dash.master, b"q")
         assert dash.proc.wait(timeout=PATIENCE_S) == 130  # quit before the run's end: interrupted (issue 11)
     core, recording = ingest_recording(path)
@@ -54,11 +54,3 @@ def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli
     headless = run_cli("replay", str(path), "--speed", "0", "--headless", "--interval", "10m")
     assert headless.returncode == 0
     assert headless.stderr == ""
-
-
-def recorded_beyond_start(path: Path) -> bool:
-    """Whether the recording being written holds an event after run time 0 (the writer flushes often)."""
-    if not path.exists():
-        return False
-    events, _ = read_events(path)
-    return any(e.t > 0 for e in events)
