@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_tokenwatch
+from tests.conftest import PATIENCE_S, start_tokenwatch
 from tests.serve.cdp import CHROMIUM, Browser, Page
 
 
@@ -22,7 +22,7 @@ class Served:
     process: subprocess.Popen[str]
     url: str
 
-    def stop(self, timeout_s: float = 30.0) -> tuple[int, str, str]:
+    def stop(self, timeout_s: float = PATIENCE_S) -> tuple[int, str, str]:
         """Ctrl-C, as a terminal sends it to the server; returns (exit status, stdout, stderr)."""
         self.process.send_signal(signal.SIGINT)
         out, err = self.process.communicate(timeout=timeout_s)
@@ -54,7 +54,7 @@ def serve() -> Iterator[ServeFactory]:
     for served in started:
         if served.process.poll() is None:
             try:
-                served.stop(timeout_s=20)
+                served.stop()
             except subprocess.TimeoutExpired:
                 served.process.kill()
                 served.process.communicate()

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import psutil
 
-from tests.conftest import SAMPLE_RUNS, run_tokenwatch
+from tests.conftest import PATIENCE_S, SAMPLE_RUNS, run_tokenwatch
 from tests.serve.cdp import Page
 from tests.serve.conftest import Served, ServeFactory
 
@@ -78,7 +78,7 @@ async def test_page_shows_the_run_and_keys_reach_the_app(serve: ServeFactory, pa
     first = _session_processes(served)
     await page.open(served.url)
     await page.wait_for_text("ended: 18 of 18 nodes finished", "sorted by Node ▲")
-    _, alive = psutil.wait_procs(first, timeout=10)
+    _, alive = psutil.wait_procs(first, timeout=PATIENCE_S)
     assert not alive, f"the first session's processes outlived its page: {alive}"
     second = _session_processes(served)
     assert {p.pid for p in second}.isdisjoint(p.pid for p in first)
@@ -88,7 +88,7 @@ async def test_page_shows_the_run_and_keys_reach_the_app(serve: ServeFactory, pa
     assert status == 0, err
     assert "stopped (2 browser sessions)" in out
     assert "Traceback" not in err
-    _, alive = psutil.wait_procs(second, timeout=10)
+    _, alive = psutil.wait_procs(second, timeout=PATIENCE_S)
     assert not alive, f"left running: {alive}"
 
 

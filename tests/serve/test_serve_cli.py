@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import RunCli, free_port, start_tokenwatch
+from tests.conftest import PATIENCE_S, RunCli, free_port, start_tokenwatch
 from tests.serve.conftest import ServeFactory
 from tokenwatch.cli import main
 from tokenwatch.cli.serve_cmd import is_loopback
@@ -68,7 +68,7 @@ def test_a_port_in_use_is_one_line(run_cli: RunCli):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = run_cli("serve", "--port", str(port), "--", "sim", "--speed", "0", timeout=30)
+        done = run_cli("serve", "--port", str(port), "--", "sim", "--speed", "0", timeout=PATIENCE_S)
     assert done.returncode == 2
     assert done.stdout == ""
     assert _one_error_line(done.stderr) == f"tokenwatch serve: port {port} is in use"
@@ -85,12 +85,12 @@ def test_the_page_connects_back_to_the_address_the_browser_used(serve: ServeFact
     served = serve("sim", "--speed", "0")  # no browser: nothing runs until a page connects
     port = int(served.url.rsplit(":", 1)[1])
     assert served.url == f"http://127.0.0.1:{port}"  # loopback unless --host says otherwise
-    with urllib.request.urlopen(served.url, timeout=10) as response:
+    with urllib.request.urlopen(served.url, timeout=PATIENCE_S) as response:
         page = response.read().decode()
     assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in page
     # Reached under another name (a laptop through a tunnel, a --host 0.0.0.0 server by its hostname).
     request = urllib.request.Request(served.url, headers={"Host": "rack-a.example:8443"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=PATIENCE_S) as response:
         page = response.read().decode()
     assert 'data-session-websocket-url="ws://rack-a.example:8443/ws"' in page
     assert "http://rack-a.example:8443/static/js/textual.js" in page
@@ -114,7 +114,7 @@ def test_host_and_port_are_the_ones_given():
             pass  # bound to the one address asked for, not every address
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=PATIENCE_S)
     assert process.returncode == 0, err
     assert "stopped (0 browser sessions)" in out
     assert err == ""  # 127.0.0.2 is loopback: no warning
