@@ -120,7 +120,7 @@ class RunningTail:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        while chunk := self.proc.stdout.read1(65536):
+        while chunk := os.read(self.proc.stdout.fileno(), 65536):
             self.out.extend(chunk)
 
     def said(self) -> list[object]:
