@@ -121,7 +121,7 @@ def test_each_racks_figures_are_its_own_cores(fleet: Fleet) -> None:
     figures of that rack's own node-level core; and the fleet table a core makes of them equals them too."""
     c, started = asyncio.run(discovered(fleet.url))
     c.node_reader = None  # the rack figures alone
-    batch = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
+    batch = full_round(c)
     assert batch.racks == tuple(rack_name(r) for r in range(RACKS))
     assert not batch.down.any()
     core = RackCore()
@@ -236,9 +236,13 @@ def test_watch_of_a_fleet_config_end_to_end(fleet: Fleet, tmp_path: Path) -> Non
         cwd=REPO_ROOT,
     )
     try:
-        # Three rounds, however long they take (a loaded machine made two in a fixed 4 s), then Ctrl-C.
+        # Three rounds, one of them with every rack scraped, however long they take (a loaded machine made
+        # two in a fixed 4 s, and a scrape can miss Prometheus's 900-ms timeout there), then Ctrl-C.
         wait_until(
-            lambda: watch.poll() is not None or rack_batches(recording) >= 3, "three rounds of rack figures"
+            lambda: (
+                watch.poll() is not None or (rack_batches(recording) >= 3 and full_batches(recording) >= 1)
+            ),
+            "three rounds of rack figures, one with every rack up",
         )
         watch.send_signal(signal.SIGINT)
         _, err = watch.communicate(timeout=PATIENCE_S)
@@ -254,8 +258,9 @@ def test_watch_of_a_fleet_config_end_to_end(fleet: Fleet, tmp_path: Path) -> Non
     assert started.meta["fleet"]["racks"][0] == ["rack01", 0, NODES]
     batches = [e for e in events if isinstance(e, RackFiguresBatch)]
     assert len(batches) >= 3
+    full = [b for b in batches if every_rack_up(b)]
     want = sum(expected(k).tokens_per_s for k in fleet.cores)
-    assert float(np.nansum(batches[-1].values[:, COL["tokens_per_s"]])) == pytest.approx(want, rel=1e-9)
+    assert float(np.nansum(full[-1].values[:, COL["tokens_per_s"]])) == pytest.approx(want, rel=1e-9)
 
 
 def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: Fleet) -> None:
@@ -292,7 +297,34 @@ def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: Fleet) -> No
         fleet.servers[dead] = serve(fleet.cores[dead], port)
 
 
-def rack_batches(recording: Path) -> int:
-    """How many rounds of rack figures the recording being written holds."""
+def recorded_batches(recording: Path) -> list[RackFiguresBatch]:
+    """The rounds of rack figures the recording being written holds."""
     events, _ = read_events(recording) if recording.exists() else ([], [])
-    return sum(isinstance(e, RackFiguresBatch) for e in events)
+    return [e for e in events if isinstance(e, RackFiguresBatch)]
+
+
+def rack_batches(recording: Path) -> int:
+    return len(recorded_batches(recording))
+
+
+def full_batches(recording: Path) -> int:
+    """The rounds in which every rack was up (on a loaded machine a scrape can miss its timeout)."""
+    return sum(every_rack_up(b) for b in recorded_batches(recording))
+
+
+def every_rack_up(batch: RackFiguresBatch) -> bool:
+    return len(batch.racks) == RACKS and not batch.down.any()
+
+
+def full_round(c: PrometheusFleetCollector) -> RackFiguresBatch:
+    """The first round with every rack's figures (a scrape that missed its timeout leaves a rack out)."""
+    batch: RackFiguresBatch | None = None
+
+    def every_rack() -> bool:
+        nonlocal batch
+        batch = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
+        return every_rack_up(batch)
+
+    wait_until(every_rack, "a round with every rack scraped", poll_s=0.5)
+    assert batch is not None
+    return batch
