@@ -148,7 +148,9 @@ def run_cli() -> RunCli:
     return run_tokenwatch
 
 
-def prometheus_query(url: str, promql: str, timeout_s: float = 5.0) -> list[tuple[dict[str, str], float]]:
+def prometheus_query(
+    url: str, promql: str, timeout_s: float = PATIENCE_S
+) -> list[tuple[dict[str, str], float]]:
     """One instant query to a Prometheus server from synchronous test code, through tokenwatch's client."""
     from tokenwatch.collectors.prometheus_api import PrometheusApi
 
