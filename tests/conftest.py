@@ -3,6 +3,7 @@ exercise this tree's code whatever else is installed."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import pty
@@ -13,12 +14,14 @@ import subprocess
 import sys
 import termios
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tokenwatch.events import Event, Progress
 
@@ -27,6 +30,45 @@ DATA = Path(__file__).resolve().parent / "data"
 SAMPLE_RUNS = REPO_ROOT / "sample_runs"
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+# How long a test waits for something that should happen before calling it lost. Generous on purpose:
+# on a 2-core machine at load 10 a step that takes 0.1 s when quiet can take tens of seconds, and a
+# test must fail for what the code does, never for how busy the machine was (pytest-timeout is 180 s).
+PATIENCE_S = 60.0
+POLL_S = 0.05  # how often a wait asks again; short, so a quiet machine waits no longer than it must
+
+# Hypothesis gives each example 200 ms by default: a wall-clock budget that a loaded machine fails, not the
+# code (a slow parser is a benchmark's finding). Settings that name their own deadline still win.
+hypothesis_settings.register_profile("tokenwatch", deadline=None)
+hypothesis_settings.load_profile("tokenwatch")
+
+
+def wait_until(
+    predicate: Callable[[], bool], what: str, timeout_s: float = PATIENCE_S, poll_s: float = POLL_S
+) -> None:
+    """Return as soon as ``predicate()`` holds; fail naming ``what`` if it does not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(poll_s)
+
+
+async def wait_until_async(
+    predicate: Callable[[], bool],
+    what: str,
+    timeout_s: float = PATIENCE_S,
+    poll_s: float = POLL_S,
+    pause: Callable[[float], Awaitable[object]] | None = None,
+) -> None:
+    """:func:`wait_until` for a test in the event loop: it sleeps with ``pause`` (``asyncio.sleep`` unless
+    given, e.g. a Textual ``pilot.pause``), so the loop runs what the test waits for."""
+    step = pause or asyncio.sleep
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        await step(poll_s)
 
 
 def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
@@ -38,6 +80,14 @@ def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
             assert count is not None, f"{e} leaves the count unknown"
             counts.append(count)
     return counts
+
+
+def recorded_until(path: Path) -> float | None:
+    """The latest run time in a recording being written, read as it stands (None while it holds no event)."""
+    from tokenwatch.recording import read_events
+
+    events, _ = read_events(path) if path.exists() else ([], [])
+    return max((e.t for e in events), default=None)
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -99,10 +149,10 @@ def run_cli() -> RunCli:
     return run_tokenwatch
 
 
-def prometheus_query(url: str, promql: str, timeout_s: float = 5.0) -> list[tuple[dict[str, str], float]]:
+def prometheus_query(
+    url: str, promql: str, timeout_s: float = PATIENCE_S
+) -> list[tuple[dict[str, str], float]]:
     """One instant query to a Prometheus server from synchronous test code, through tokenwatch's client."""
-    import asyncio
-
     from tokenwatch.collectors.prometheus_api import PrometheusApi
 
     async def ask() -> list[tuple[dict[str, str], float]]:
@@ -169,7 +219,7 @@ def dashboard_in_pty(
     dashboard = PtyDashboard(proc, master, screen, reader, stop)
     try:
         yield dashboard
-        reader.join(timeout=5)
+        reader.join(timeout=PATIENCE_S)  # every byte drawn, up to the terminal's close
     finally:
         if proc.poll() is None:
             proc.kill()

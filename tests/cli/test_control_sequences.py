@@ -8,17 +8,14 @@ run on a real pseudo-terminal.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import dashboard_in_pty, run_tokenwatch
+from tests.conftest import PATIENCE_S, dashboard_in_pty, run_tokenwatch, wait_until
 from tokenwatch.events import (
     GPU_METRICS,
     GpuBatch,
@@ -115,14 +112,15 @@ def test_exports_and_the_report_carry_no_control_sequences(tmp_path: Path) -> No
 def test_the_dashboard_writes_no_injected_sequence_to_the_terminal(tmp_path: Path) -> None:
     rec = crafted_recording(tmp_path / "crafted.jsonl")
     with dashboard_in_pty(["replay", str(rec), "--speed", "0"], tmp_path) as dash:
-        time.sleep(8.0)  # the dashboard draws the whole (short) replay
+        # The dashboard draws the whole (short) replay: its bar at the recording's end (in every layout).
+        wait_until(lambda: b"00:40 / 00:40" in dash.screen, "the replay at its end on screen")
         os.write(dash.master, b"\r")  # the node screen of the selected node: its log lines
-        time.sleep(3.0)
+        wait_until(lambda: b"step 40" in dash.screen, "the node screen's last log line")
+        drawn = len(dash.screen)
         os.write(dash.master, b"\x1b")  # back
-        time.sleep(1.0)
+        wait_until(lambda: b"Sort" in dash.screen[drawn:], "the dashboard's keys again after Escape")
         os.write(dash.master, b"q")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            dash.proc.wait(timeout=5)
+        dash.proc.wait(timeout=PATIENCE_S)
     out = bytes(dash.screen)  # all of it: the reading thread has seen the terminal close
     assert len(out) > 10_000, out[-500:]  # it did draw
     assert b"evil" in out

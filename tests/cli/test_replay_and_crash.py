@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, RunCli, cli_env
+from tests.conftest import REPO_ROOT, RunCli, cli_env, recorded_until, wait_until
 from tokenwatch.clock import ManualClock
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.events import Event, RunEnded
@@ -194,7 +193,9 @@ def test_recording_survives_kill_9(tmp_path: Path, suffix: str) -> None:
             shown = int(minutes) * 60 + int(seconds)
             if shown >= 60:
                 break
-        time.sleep(1.5)  # older than about a second must be on disk
+        wait_until(
+            lambda: (recorded_until(rec) or 0.0) >= shown, f"the recording on disk up to {shown} s"
+        )  # flushed often
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

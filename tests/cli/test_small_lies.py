@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import RunCli, start_tokenwatch
+from tests.conftest import PATIENCE_S, RunCli, start_tokenwatch
 from tokenwatch.core import RackCore
 from tokenwatch.events import NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.recording import RecordingWriter
@@ -62,7 +62,7 @@ def test_prometheus_port_0_says_the_port_it_bound() -> None:
         url = line.split()[-1]
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         assert port > 0
-        with urllib.request.urlopen(url, timeout=10) as response:  # the port said is the port served
+        with urllib.request.urlopen(url, timeout=PATIENCE_S) as response:  # the port said is the port served
             assert b"tokenwatch_up 1" in response.read()
     finally:
         proc.send_signal(signal.SIGINT)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from tests.conftest import free_port
+from tests.conftest import PATIENCE_S, free_port, wait_until
 from tokenwatch.core import RackCore
 from tokenwatch.events import Event
 from tokenwatch.exporter import MetricsServer
@@ -129,7 +129,7 @@ class Prometheus:
             stderr=open(self.tmp / "prometheus.log", "wb"),  # noqa: SIM115
         )
 
-    def wait_until_scraped(self, timeout_s: float = 60.0) -> None:
+    def wait_until_scraped(self, timeout_s: float = PATIENCE_S) -> None:
         """Every target up and scraped at least twice."""
         deadline = time.monotonic() + timeout_s
         seen = ""
@@ -137,16 +137,32 @@ class Prometheus:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited: {(self.tmp / 'prometheus.log').read_text()[-400:]}")
-            with contextlib.suppress(OSError, KeyError, ValueError):
-                with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=2) as answer:
-                    targets = orjson.loads(answer.read())["data"]["activeTargets"]
-                up = [t for t in targets if t["health"] == "up"]
-                seen = f"{len(up)} of {len(targets)} up"
-                if len(up) == self.targets:
-                    time.sleep(2.2)  # a second scrape of each, so every series has a fresh sample
-                    return
-            time.sleep(0.25)
+            targets = self._targets()
+            up = [t for t in targets if t["health"] == "up"]
+            seen = f"{len(up)} of {len(targets)} up"
+            if len(up) == self.targets:
+                self._wait_for_next_scrapes({t["scrapeUrl"]: t["lastScrape"] for t in up})
+                return
+            time.sleep(0.25)  # the poll interval
         raise RuntimeError(f"prometheus targets not up in {timeout_s:g} s: {seen}")
+
+    def _wait_for_next_scrapes(self, scraped: dict[str, str]) -> None:
+        """Until every target was scraped again after the ``lastScrape`` times in ``scraped``."""
+        wait_until(
+            lambda: all(t["lastScrape"] != scraped.get(t["scrapeUrl"]) for t in self._targets()),
+            "a second scrape of every target, so every series has a fresh sample",
+            poll_s=0.25,
+        )
+
+    def _targets(self) -> list[dict[str, str]]:
+        """Prometheus's active targets, each with its ``health`` and ``lastScrape`` (none if it is down)."""
+        url = f"{self.url}/api/v1/targets"
+        with (
+            contextlib.suppress(OSError, KeyError, ValueError),
+            urllib.request.urlopen(url, timeout=10) as answer,
+        ):
+            return list(orjson.loads(answer.read())["data"]["activeTargets"])
+        return []
 
     def stop(self) -> None:
         if self.proc is None:

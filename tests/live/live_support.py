@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sshd_cluster import LoopbackCluster, missing_binaries
 
+from tests.conftest import PATIENCE_S
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.events import (
     GPU_METRICS,
@@ -108,7 +109,7 @@ class LiveRun:
     async def stop(self) -> None:
         if self.task is not None and not self.task.done():
             self.session.stop()
-            await asyncio.wait_for(self.task, 20)
+            await asyncio.wait_for(self.task, PATIENCE_S)
 
     def snapshot(self) -> RackSnapshot:
         return self.core.snapshot()
@@ -123,7 +124,7 @@ class LiveRun:
     def notices(self, node: str | None = None) -> list[Notice]:
         return [e for e in self.events if isinstance(e, Notice) and (node is None or e.node == node)]
 
-    async def wait_for(self, what: str, predicate: Callable[[], bool], within_s: float = 20.0) -> None:
+    async def wait_for(self, what: str, predicate: Callable[[], bool], within_s: float = PATIENCE_S) -> None:
         deadline = time.monotonic() + within_s
         while not predicate():
             if self.task is not None and self.task.done():
@@ -131,7 +132,7 @@ class LiveRun:
                 raise AssertionError(f"the session ended while waiting for {what}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {within_s:g} s waiting for {what}")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the poll interval
 
 
 def live_run(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import free_port
+from tests.conftest import PATIENCE_S, free_port
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
 SSH_KEYGEN = shutil.which("ssh-keygen")
@@ -116,7 +116,7 @@ class LoopbackNode:
             start_new_session=True,
         )
         log.close()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(
@@ -142,8 +142,8 @@ class LoopbackNode:
         for proc in family:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.send_signal(signal.SIGKILL)
-        psutil.wait_procs(family, timeout=5)
-        self.proc.wait(timeout=5)
+        psutil.wait_procs(family, timeout=PATIENCE_S)
+        self.proc.wait(timeout=PATIENCE_S)
         self.proc = None
 
     @property

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from live_support import (
 )
 from sshd_cluster import FAKE_NVIDIA_SMI
 
-from tests.conftest import REPO_ROOT, start_tokenwatch
+from tests.conftest import PATIENCE_S, REPO_ROOT, recorded_until, start_tokenwatch, wait_until
 from tokenwatch.events import LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
@@ -50,7 +49,9 @@ def test_watch_tails_the_trace_while_loadgen_writes_it_and_ends_when_it_finishes
     rec = tmp_path / "rec.jsonl"
     watch = start_tokenwatch("watch", str(cfg), "--headless", "--interval", "1s", "--record", str(rec))
     try:
-        time.sleep(1.0)
+        wait_until(
+            lambda: recorded_until(rec) is not None, "the watch started (tailing before LoadGen writes)"
+        )
         sut = subprocess.run(
             [
                 sys.executable,
@@ -67,7 +68,7 @@ def test_watch_tails_the_trace_while_loadgen_writes_it_and_ends_when_it_finishes
             timeout=60,
         )
         assert sut.returncode == 0, sut.stderr
-        out, err = watch.communicate(timeout=30)  # no --stop-after: it ends when the node finished
+        out, err = watch.communicate(timeout=PATIENCE_S)  # no --stop-after: it ends when the node finished
     finally:
         if watch.poll() is None:
             watch.kill()

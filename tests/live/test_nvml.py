@@ -17,6 +17,7 @@ import pynvml
 import pytest
 from live_support import DATA, gpu_rows
 
+from tests.conftest import wait_until_async
 from tokenwatch.clock import MonotonicClock
 from tokenwatch.events import GPU_METRICS, Event, GpuBatch
 from tokenwatch.live.node_health import NodeHealth
@@ -140,7 +141,8 @@ def test_unsupported_metrics_are_nan_not_errors() -> None:
     assert row[GPU_METRICS.index("power_limit_w")] == 700.0
 
 
-async def run_source(nvml: Any, seconds: float, index: int = 0) -> list[Event]:
+async def run_source(nvml: Any, polls: int, index: int = 0) -> list[Event]:
+    """The NVML source's events until it has sent ``polls`` batches (then it is stopped) or it ended."""
     events: list[Event] = []
 
     async def emit(event: Event) -> None:
@@ -151,19 +153,21 @@ async def run_source(nvml: Any, seconds: float, index: int = 0) -> list[Event]:
     health = NodeHealth("box", emit, lambda: clock.time() - t0)
     ctx = NodeContext("box", emit, clock, t0, health, index)
     task = asyncio.create_task(NvmlSource(0.05, nvml).run(LocalTransport(), ctx))
-    try:
-        await asyncio.wait_for(asyncio.shield(task), seconds)
-    except TimeoutError:
+    await wait_until_async(
+        lambda: task.done() or sum(isinstance(e, GpuBatch) for e in events) >= polls,
+        f"{polls} polls or the end",
+    )
+    if task.done():
+        task.result()
+    else:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    else:
-        task.result()
     return events
 
 
 async def test_source_samples_every_interval_in_a_thread_and_shuts_nvml_down() -> None:
     nvml = RecordedNvml(["h100-load"] * 4)
-    events = await run_source(nvml, 0.4)
+    events = await run_source(nvml, 3)
     samples = gpu_rows(events, ("box",))
     assert len(samples) >= 8
     assert len(samples) % 4 == 0
@@ -178,7 +182,7 @@ async def test_one_batch_per_poll_with_the_recorded_h100_and_h200_figures() -> N
     order, with the figures nvidia-smi -q printed for each GPU."""
     captures = ["h100-load", "h200-load", "h100-idle", "h200-load"]
     nvml = RecordedNvml(captures)
-    events = await run_source(nvml, 0.4, index=3)
+    events = await run_source(nvml, 3, index=3)
     polls = nvml.calls.count("nvmlDeviceGetPowerUsage") // len(captures)
     assert polls >= 2
     batches = [e for e in events if isinstance(e, GpuBatch)]
@@ -198,7 +202,7 @@ async def test_one_batch_per_poll_with_the_recorded_h100_and_h200_figures() -> N
 
 async def test_no_driver_ends_the_source_with_a_clear_message() -> None:
     with pytest.raises(SourceEnded, match=r"NVML: .*Driver Not Loaded"):
-        await run_source(RecordedNvml(["h100-load"], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED), 2)
+        await run_source(RecordedNvml(["h100-load"], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED), 1)
 
 
 async def test_the_real_pynvml_on_this_machine() -> None:
@@ -206,9 +210,9 @@ async def test_the_real_pynvml_on_this_machine() -> None:
     count = count_gpus(pynvml)
     if count is None:
         with pytest.raises(SourceEnded, match=r"^NVML: "):
-            await run_source(pynvml, 2)
+            await run_source(pynvml, 1)
     else:
-        events = await run_source(pynvml, 0.5)
+        events = await run_source(pynvml, 1)
         assert {r.gpu for r in gpu_rows(events, ("box",))} == set(range(count))
 
 

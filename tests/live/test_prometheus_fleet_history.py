@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 from fleet_support import PROMETHEUS, Prometheus, close_all, rack_core, rack_events, serve
 
+from tests.conftest import wait_until_async
 from tokenwatch.core import RackCore
 from tokenwatch.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
 from tokenwatch.exporter import MetricsServer
 from tokenwatch.live.build import fleet_watch
 from tokenwatch.live.config import WatchConfig, load_watch_config
 from tokenwatch.live.supervisor import LiveCollector
-from tokenwatch.recording import RecordingReader, RecordingWriter
+from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
 from tokenwatch.session import Session
 
 pytestmark = [
@@ -56,16 +57,28 @@ async def feed(cores: Sequence[RackCore], events: Sequence[Sequence[Event]], beg
             while done[r] < len(events[r]) and events[r][done[r]].t <= now:
                 core.ingest(events[r][done[r]])
                 done[r] += 1
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the racks release their events as their run time comes
 
 
-async def watch(collector: LiveCollector, path: Path, until: float) -> Session:
+async def watch(collector: LiveCollector, path: Path, stop: asyncio.Event) -> Session:
     session = Session(RackCore(), [collector], recorder=RecordingWriter(path))
     task = asyncio.create_task(session.run())
-    await asyncio.sleep(max(0.0, until - asyncio.get_running_loop().time()))
+    await stop.wait()
     session.stop()
     await task
     return session
+
+
+def live_figures(path: Path) -> list[RackFiguresBatch]:
+    """The rack figures a watch being recorded has read live so far (after it attached)."""
+    if not path.exists():
+        return []
+    events, _ = read_events(path)
+    started = next((e for e in events if isinstance(e, RunStarted)), None)
+    if started is None:
+        return []
+    attached = float(started.meta["attached_at_s"])
+    return [e for e in events if isinstance(e, RackFiguresBatch) and e.t > attached]
 
 
 def batches_by_instant(path: Path, settle_s: float) -> tuple[dict[int, RackFiguresBatch], float, RunStarted]:
@@ -138,13 +151,19 @@ async def _two_watches(
     for server in servers:
         server.attach_loop(loop)  # scrapes read each core between two of its events
     a = fleet_watch(config(tmp, url, "0s"))  # from the start: nothing before it to fill in
-    begun = loop.time()
-    run_a = asyncio.create_task(watch(a, tmp / "a.jsonl", begun + BOTH_STOP_AT_S))
-    await asyncio.sleep(1.5)  # A has found the fleet and read its first instant: now the racks work
-    feeder = asyncio.create_task(feed(cores, events, loop.time()))
-    await asyncio.sleep(B_JOINS_AT_S - 1.5)
+    stop = asyncio.Event()
+    run_a = asyncio.create_task(watch(a, tmp / "a.jsonl", stop))
+    await wait_until_async(lambda: bool(live_figures(tmp / "a.jsonl")), "A's first rack figures")
+    feeder = asyncio.create_task(feed(cores, events, loop.time()))  # now the racks work
+    await asyncio.sleep(B_JOINS_AT_S)  # the scenario's pacing: B joins a run some seconds under way
     b = fleet_watch(config(tmp, url, "10m"))
-    session_b = await watch(b, tmp / "b.jsonl", begun + BOTH_STOP_AT_S)
+    run_b = asyncio.create_task(watch(b, tmp / "b.jsonl", stop))
+    await wait_until_async(  # its backfill done, then live
+        lambda: len(live_figures(tmp / "b.jsonl")) >= 2, "B's rack figures after it joined"
+    )
+    await asyncio.sleep(BOTH_STOP_AT_S - B_JOINS_AT_S)  # the scenario's pacing: both watch together
+    stop.set()
+    session_b = await run_b
     await run_a
     feeder.cancel()
     # A replay of B's recording ends on the board B's own core showed.

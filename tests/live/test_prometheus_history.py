@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from live_support import LiveRun, attached_at
 
-from tests.conftest import free_port
+from tests.conftest import PATIENCE_S, free_port
 from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
 from tokenwatch.core import RackCore
 from tokenwatch.events import LatencyBatch, ProgressBatch, RunStarted
@@ -116,7 +116,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + PATIENCE_S
         while True:
             with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/-/ready", timeout=2) as answer:
                 if answer.status == 200:

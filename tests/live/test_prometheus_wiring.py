@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
-from tests.conftest import free_port, prometheus_query
+from tests.conftest import PATIENCE_S, free_port, prometheus_query
 from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
 from tokenwatch.live.build import build_collector
 from tokenwatch.live.config import load_watch_config
@@ -56,7 +56,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + PATIENCE_S
         while True:
             try:
                 if prometheus_query(url, "DCGM_FI_DEV_POWER_MGMT_LIMIT", 2):

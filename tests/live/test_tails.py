@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import PATIENCE_S, wait_until
 from tokenwatch.clock import MonotonicClock
 from tokenwatch.live.file_tail import LocalFileTailer
 from tokenwatch.live.remote_commands import tail_command
@@ -107,29 +109,73 @@ def run_tail(
     return subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 
-def read_for(proc: subprocess.Popen[bytes], seconds: float) -> bytes:
-    time.sleep(seconds)
-    out, _ = proc.communicate(timeout=5)  # closes stdin, as a closing channel does: tail must end
-    return out
+class RunningTail:
+    """A tail script's output as it comes (a thread reads it), so a test waits on what it has said."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.out = bytearray()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while chunk := os.read(self.proc.stdout.fileno(), 65536):
+            self.out.extend(chunk)
+
+    def said(self) -> list[object]:
+        """Every whole item so far, adjacent data joined."""
+        return merge_data(TailStreamSplitter().feed(bytes(self.out)))
+
+    def until(self, what: str, predicate: Callable[[list[object]], bool]) -> None:
+        wait_until(lambda: predicate(self.said()), what)
+
+    def close(self) -> bytes:
+        """Close stdin, as a closing channel does: the tail must end. All it wrote."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=PATIENCE_S)
+        self.reader.join(timeout=PATIENCE_S)
+        return bytes(self.out)
+
+
+def told(proc: subprocess.Popen[bytes], ends_with: bytes | None) -> bytes:
+    """All a tail wrote, once what it said after its start ends with ``ends_with`` (data, or a message's
+    words; None: once it has said its start, for a tail with nothing more to say)."""
+    tail = RunningTail(proc)
+    if ends_with is None:
+        tail.until("the tail's start", lambda said: len(said) >= 1)
+    else:
+        tail.until(
+            f"the tail to say {ends_with!r}", lambda said: len(said) >= 2 and says(said[-1], ends_with)
+        )
+    return tail.close()
+
+
+def says(item: object, ending: bytes) -> bool:
+    if isinstance(item, bytes):
+        return item.endswith(ending)
+    return isinstance(item, TailMessage) and ending.decode() in item.text
 
 
 @needs_gnu_tail
 def test_remote_tail_script_follows_rotation_and_truncation(tmp_path: Path) -> None:
     log = tmp_path / "it's a log"
     log.write_bytes(b"a1\na2\n")
-    proc = run_tail(log, None, 0)
-    time.sleep(0.5)
+    tail = RunningTail(run_tail(log, None, 0))
+    tail.until("the first lines", lambda said: said[1:2] == [b"a1\na2\n"])
     with open(log, "ab") as fh:
         fh.write(b"a3\n")
-    time.sleep(0.3)
+    tail.until("the appended line", lambda said: said[1:2] == [b"a1\na2\na3\n"])
     log.rename(tmp_path / "old.log")
     log.write_bytes(b"b1\n")
-    time.sleep(1.5)  # GNU tail notices within its 1 s poll / inotify
+    tail.until("the new file's line", lambda said: said[-1] == b"b1\n")  # tail polls each second / inotify
     log.write_bytes(b"")
-    time.sleep(1.2)
+    tail.until("the truncation", lambda said: sum(isinstance(i, TailReset) for i in said) >= 2)
     with open(log, "ab") as fh:
         fh.write(b"c1\n")
-    items = merge_data(split_all(read_for(proc, 1.2), []))
+    tail.until("the line after the truncation", lambda said: said[-1] == b"c1\n")
+    items = merge_data(split_all(tail.close(), []))
     start = items[0]
     assert isinstance(start, TailStart)
     assert start.offset == 0
@@ -146,13 +192,13 @@ def test_remote_tail_script_resumes_at_the_offset_only_in_the_same_file(tmp_path
     log = tmp_path / "run.log"
     log.write_bytes(b"0123456789\nabc\n")
     inode = str(os.stat(log).st_ino)
-    same = split_all(read_for(run_tail(log, inode, 11), 0.4), [])
+    same = split_all(told(run_tail(log, inode, 11), b"abc\n"), [])
     assert merge_data(same) == [TailStart(inode, 11), b"abc\n"]
-    other = split_all(read_for(run_tail(log, "999999999", 11), 0.4), [])
+    other = split_all(told(run_tail(log, "999999999", 11), b"abc\n"), [])
     assert merge_data(other) == [TailStart(inode, 0), b"0123456789\nabc\n"]  # not our file: from 0
-    shorter = split_all(read_for(run_tail(log, inode, 500), 0.4), [])
+    shorter = split_all(told(run_tail(log, inode, 500), b"abc\n"), [])
     assert merge_data(shorter)[0] == TailStart(inode, 0)  # truncated while away
-    missing = merge_data(split_all(read_for(run_tail(tmp_path / "nope", None, 0), 0.4), []))
+    missing = merge_data(split_all(told(run_tail(tmp_path / "nope", None, 0), b"cannot open"), []))
     assert missing[0] == TailStart(None, 0)
     assert any(isinstance(i, TailMessage) and "cannot open" in i.text for i in missing)
 
@@ -257,14 +303,14 @@ def test_remote_tail_script_rereads_a_file_truncated_and_regrown_past_the_offset
     log.write_bytes(OLD)
     inode = str(os.stat(log).st_ino)
     fp = fingerprint_of(OLD)
-    same = merge_data(split_all(read_for(run_tail(log, inode, len(OLD), fp), 0.4), []))
+    same = merge_data(split_all(told(run_tail(log, inode, len(OLD), fp), None), []))
     assert same == [TailStart(inode, len(OLD))]  # the same bytes: resumed at the offset
     with open(log, "r+b") as fh:  # truncated while the node was unreachable, then regrown past the offset
         fh.truncate(0)
         fh.write(NEW)
     assert str(os.stat(log).st_ino) == inode
     assert len(NEW) > len(OLD)
-    again = merge_data(split_all(read_for(run_tail(log, inode, len(OLD), fp), 0.4), []))
+    again = merge_data(split_all(told(run_tail(log, inode, len(OLD), fp), NEW[-20:]), []))
     assert again == [TailStart(inode, 0), NEW]  # every new line, from the start
 
 

@@ -6,7 +6,6 @@ import math
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import orjson
@@ -19,7 +18,7 @@ from live_support import (
 )
 from sshd_cluster import LoopbackCluster
 
-from tests.conftest import run_tokenwatch, start_tokenwatch
+from tests.conftest import PATIENCE_S, recorded_until, run_tokenwatch, start_tokenwatch, wait_until
 from tokenwatch.events import NodeStatus, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
@@ -136,12 +135,12 @@ def test_ctrl_c_closes_output_and_recording_cleanly(healthy: LoopbackCluster, tm
     rec = tmp_path / "run.jsonl"
     proc = start_tokenwatch("watch", str(cfg), "--headless", "--interval", "1s", "--record", str(rec))
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and (not rec.exists() or b'"gpu"' not in rec.read_bytes()):
-            time.sleep(0.1)
-        time.sleep(1.5)
+        wait_until(  # the GPUs read and two seconds of the run recorded: a run well under way to interrupt
+            lambda: rec.exists() and b'"gpu"' in rec.read_bytes() and (recorded_until(rec) or 0.0) >= 2.0,
+            "the GPUs and two seconds of the run in the recording",
+        )
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=PATIENCE_S)
     finally:
         if proc.poll() is None:
             proc.kill()

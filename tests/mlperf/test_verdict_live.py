@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, RunCli, cli_env
+from tests.conftest import PATIENCE_S, REPO_ROOT, RunCli, cli_env, recorded_until, wait_until
 from tests.sources.conftest import FAKE_SUT, needs_loadgen
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.events import LoadGenDetail, Progress
@@ -182,13 +181,15 @@ progress:
         text=True,
     )
     try:
-        time.sleep(1.0)  # the watch is tailing before LoadGen writes
+        wait_until(
+            lambda: recorded_until(recording) is not None, "the watch started (tailing before LoadGen writes)"
+        )
         subprocess.run(
             [sys.executable, str(FAKE_SUT), "--outdir", str(folder), *RUNS["server-ttft"]],
             check=True,
             capture_output=True,
         )
-        out, err = watch.communicate(timeout=60)
+        out, err = watch.communicate(timeout=2 * PATIENCE_S)  # the run is up to a minute, --stop-after
     finally:
         if watch.poll() is None:
             watch.kill()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tokenwatch
+from tests.conftest import run_tokenwatch, wait_until_async
 from tokenwatch.core import RackCore
 from tokenwatch.durations import format_clock
 from tokenwatch.events import Notice, RunEnded
@@ -183,24 +183,30 @@ async def test_the_dashboard_goes_on_when_the_disk_fills(tmp_path: Path) -> None
     from tokenwatch.tui.widgets.alerts_panel import AlertsPanel
 
     recorder = RecordingWriter(tmp_path / "run.jsonl.zst")
-    app = sim_app(duration="10m", speed=120, recorder=recorder)
+    # Two hours at x120 is a minute of wall time: room for the steps below on a loaded machine, where a
+    # 10-minute run (5 s) ended, and closed its recording, before the disk was filled.
+    app = sim_app(duration="2h", speed=120, recorder=recorder)
     full = os.open("/dev/full", os.O_WRONLY)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(1000):
-                await pilot.pause(0.02)
-                if app.session.core.now >= 30:
-                    break
+            await wait_until_async(lambda: app.session.core.now >= 30, "30 s of run time", pause=pilot.pause)
             os.dup2(full, recorder.fileno())
-            for _ in range(1000):
-                await pilot.pause(0.02)
-                if app.session.core.now >= 120:
-                    break
-            assert app.session.core.now >= 120  # still running, still fed
-            assert app.session.recording_stopped is not None
-            assert STOPPED.fullmatch(app.session.recording_stopped)
+            session = app.session
+            await wait_until_async(  # at the writer's next flush
+                lambda: session.recording_stopped is not None, "the recording stopped", pause=pilot.pause
+            )
+            assert session.recording_stopped is not None
+            assert STOPPED.fullmatch(session.recording_stopped)
+            stopped_at = session.core.now
+            await wait_until_async(  # still running, still fed
+                lambda: session.core.now >= stopped_at + 60, "a minute of run time more", pause=pilot.pause
+            )
             panel = app.screen.query_one(AlertsPanel)
-            assert any("recording stopped: disk full" in a.message for a in panel.alerts)
+            await wait_until_async(
+                lambda: any("recording stopped: disk full" in a.message for a in panel.alerts),
+                "the alert on screen",
+                pause=pilot.pause,
+            )
             await pilot.press("q")
     finally:
         os.close(full)

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import cli_env, run_tokenwatch
-from tokenwatch.events import MAX_RUN_GPUS, Heartbeat, RunStarted
+from tests.conftest import PATIENCE_S, cli_env, run_tokenwatch
+from tokenwatch.events import MAX_RUN_GPUS, MAX_RUN_TIME_S, Heartbeat, RunStarted
 from tokenwatch.recording import RecordingWriter, read_events
 from tokenwatch.recording.codec import CodecError, loads
 from tokenwatch.recording.time_order import MIN_JUMP_S
@@ -43,7 +43,9 @@ def recording(path: Path, extra_lines: list[bytes], heartbeats: int = 5) -> Path
 
 def test_a_time_of_1e300_is_a_skipped_line_not_a_hang(tmp_path: Path) -> None:
     path = recording(tmp_path / "far.jsonl", [b'{"k":"heartbeat","t":1e300}', b'{"k":"heartbeat","t":9}'])
-    done = run_tokenwatch("replay", str(path), "--speed", "0", "--headless", "--interval", "1s", timeout=10)
+    done = run_tokenwatch(
+        "replay", str(path), "--speed", "0", "--headless", "--interval", "1s", timeout=PATIENCE_S
+    )
     assert done.returncode == 0, done.stderr
     assert f"{path}:8: skipped: bad heartbeat record: run time 1e+300 s is beyond" in done.stderr
     events, _ = read_events(path)
@@ -223,7 +225,7 @@ def test_a_long_gap_in_run_time_still_answers_ctrl_c(tmp_path: Path) -> None:
         proc.stdout.readline()
     proc.send_signal(signal.SIGINT)
     try:
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=PATIENCE_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()

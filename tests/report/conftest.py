@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, SAMPLE_RUNS, cli_env, free_port, prometheus_query
+from tests.conftest import PATIENCE_S, REPO_ROOT, SAMPLE_RUNS, cli_env, free_port, prometheus_query
 from tokenwatch.core import RackCore
 from tokenwatch.exporter import MetricsServer
 from tokenwatch.runs.from_core import ingest_recording
@@ -143,14 +143,16 @@ class PromFleet:
         return prometheus_query(self.url, promql)
 
 
-def _wait_for_targets(url: str, jobs: set[str], proc: subprocess.Popen[bytes], timeout_s: float = 40) -> None:
+def _wait_for_targets(
+    url: str, jobs: set[str], proc: subprocess.Popen[bytes], timeout_s: float = PATIENCE_S
+) -> None:
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited with {proc.returncode}")
         with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=2) as r:
+            with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=10) as r:
                 doc = orjson.loads(r.read())
             targets = doc["data"]["activeTargets"]
             health = {t["labels"]["job"]: (t["health"], t.get("lastError", "")) for t in targets}

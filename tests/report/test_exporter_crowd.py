@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import PATIENCE_S
 from tests.tui.apps import OFFLINE
 from tokenwatch.core import RackCore
 from tokenwatch.exporter import MetricsServer
@@ -24,7 +25,7 @@ from tokenwatch.runs.from_core import ingest_recording
 
 SCRAPERS = 200
 SCRAPES_EACH = 5
-HANG_S = 20.0  # a request unanswered this long is hanging, whatever the machine's load
+HANG_S = PATIENCE_S  # a request unanswered this long is hanging, whatever the machine's load
 
 
 @pytest.fixture(scope="module")

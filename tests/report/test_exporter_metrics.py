@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from tests.conftest import REPO_ROOT, cli_env, free_port
+from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port, wait_until
 from tokenwatch.core import RackCore
 from tokenwatch.core.histogram import cumulative_at
 from tokenwatch.events import GPU_METRICS
@@ -90,14 +91,18 @@ def test_render_is_byte_for_byte_prometheus_client(server_core: RackCore) -> Non
 def test_scrape_over_http_serves_the_cores_figures(server_core: RackCore) -> None:
     server = MetricsServer(server_core, 0)
     try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read().decode()
+        body = (
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=PATIENCE_S)
+            .read()
+            .decode()
+        )
         gz = urllib.request.Request(
             f"http://127.0.0.1:{server.port}/metrics", headers={"Accept-Encoding": "gzip"}
         )
-        assert urllib.request.urlopen(gz, timeout=5).headers["Content-Encoding"] == "gzip"
+        assert urllib.request.urlopen(gz, timeout=PATIENCE_S).headers["Content-Encoding"] == "gzip"
         missing = urllib.request.Request(f"http://127.0.0.1:{server.port}/nothing")
         with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(missing, timeout=5)
+            urllib.request.urlopen(missing, timeout=PATIENCE_S)
     finally:
         server.close()
     parsed = {f.name: f for f in text_string_to_metric_families(body)}
@@ -137,24 +142,31 @@ def test_before_the_run_only_up_is_served() -> None:
 async def test_scrapes_during_a_run_read_a_consistent_core() -> None:
     """Scrapes from another thread while the loop feeds the core: each one is a consistent snapshot."""
     profile = load_profile("gb300-nvl72")
-    settings = SimSettings(profile, scenario="Server", seed=3, duration_s=120.0)
+    # Ten minutes at x20: half a minute of wall time, room for the scrapes on a loaded machine (two minutes
+    # at x80 ended after 1.5 s); the scraper stops the run once it has read enough.
+    settings = SimSettings(profile, scenario="Server", seed=3, duration_s=600.0)
     core = RackCore()
-    session = Session(core, [SimulatorCollector(settings, speed=80.0)], flush_interval_s=None)
+    session = Session(core, [SimulatorCollector(settings, speed=20.0)], flush_interval_s=None)
     server = serve_metrics(core, 0)  # inside the running loop: attaches to it
     bodies: list[str] = []
     errors: list[BaseException] = []
+    loop = asyncio.get_running_loop()
+
+    def with_figures() -> int:
+        return sum("tokenwatch_rack_generated_tokens" in body for body in bodies)
 
     def scrape() -> None:
-        while not session.stopped and len(bodies) < 200:
+        while not session.stopped and with_figures() < 10:
             try:
                 bodies.append(
-                    urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5)
+                    urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=PATIENCE_S)
                     .read()
                     .decode()
                 )
             except BaseException as exc:
                 errors.append(exc)
-            time.sleep(0.01)
+            time.sleep(0.01)  # a scraper's pace: the run moves on between scrapes
+        loop.call_soon_threadsafe(session.stop)
 
     thread = threading.Thread(target=scrape)
     thread.start()
@@ -162,10 +174,10 @@ async def test_scrapes_during_a_run_read_a_consistent_core() -> None:
         await session.run()
     finally:
         session.stopped = True
-        await asyncio.to_thread(thread.join, 10)
+        await asyncio.to_thread(thread.join, PATIENCE_S)
         server.close()
     assert not errors
-    assert len(bodies) >= 5
+    assert with_figures() >= 10
     for body in bodies:
         fams = {f.name: f for f in text_string_to_metric_families(body)}
         if "tokenwatch_rack_generated_tokens" not in fams:
@@ -200,18 +212,24 @@ def test_cli_sim_serves_metrics() -> None:
     )
     try:
         body = ""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and "tokenwatch_rack_tokens_per_second" not in body:
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-            except OSError:
-                time.sleep(0.2)
+
+        def served() -> bool:
+            nonlocal body
+            with contextlib.suppress(OSError):
+                body = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=PATIENCE_S)
+                    .read()
+                    .decode()
+                )
+            return "tokenwatch_rack_tokens_per_second" in body or proc.poll() is not None
+
+        wait_until(served, "the run's figures served", poll_s=0.2)
         # Every series names its rack: a one-rack run's is the run's name (no config names it here).
         assert (
             'tokenwatch_gpu_power_watts{gpu="3",node="node18",rack="gb300-nvl72 offline (simulated)"}' in body
         )
     finally:
-        _out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=PATIENCE_S)
     assert proc.returncode == 0, err
 
 

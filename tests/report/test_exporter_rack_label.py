@@ -11,7 +11,7 @@ import urllib.request
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO_ROOT, cli_env, free_port
+from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port
 from tokenwatch.core import RackCore
 from tokenwatch.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
 from tokenwatch.exporter.exposition import render
@@ -96,11 +96,11 @@ def _start(*extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _fetch(url: str, timeout_s: float = 20.0) -> str:
+def _fetch(url: str, timeout_s: float = PATIENCE_S) -> str:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=2) as answer:
+            with urllib.request.urlopen(url, timeout=10) as answer:
                 return str(answer.read().decode())
         except OSError:
             if time.monotonic() > deadline:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import free_port
+from tests.conftest import PATIENCE_S, free_port
 from tokenwatch.clock import ManualClock
 from tokenwatch.collectors import prometheus_api
 from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, parse_response
@@ -273,13 +273,15 @@ def test_slow_and_huge_answers_are_one_line_errors(
                 return str(exc)
         return "answered"
 
-    assert asyncio.run(ask(5.0)) == "answered"
+    assert asyncio.run(ask(PATIENCE_S)) == "answered"
     monkeypatch.setattr(prometheus_api, "MAX_RESPONSE_BYTES", 64)
-    message = asyncio.run(ask(5.0))
+    message = asyncio.run(ask(PATIENCE_S))
     assert message.startswith("answer larger than")
     assert message.endswith("refusing it")
     monkeypatch.undo()
-    handler.delay_s = 1.0
+    handler.delay_s = (
+        2.0  # the slow server of the scenario: ten times the client's patience, even when loaded
+    )
     assert asyncio.run(ask(0.2)) == f"no answer from {url} within 0.2 s"
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.conftest import PATIENCE_S
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 CHROMIUM_FLAGS = (
@@ -84,7 +86,7 @@ class Browser:
         self.devtools_port = 0
 
     @classmethod
-    async def start(cls, profile: Path, timeout_s: float = 20.0) -> Browser:
+    async def start(cls, profile: Path, timeout_s: float = PATIENCE_S) -> Browser:
         assert CHROMIUM is not None
         profile.mkdir(parents=True, exist_ok=True)
         process = await asyncio.create_subprocess_exec(
@@ -125,7 +127,7 @@ class Browser:
         if self.process.returncode is None:
             self.process.terminate()
             try:
-                await asyncio.wait_for(self.process.wait(), 10)
+                await asyncio.wait_for(self.process.wait(), PATIENCE_S)
             except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
@@ -169,7 +171,7 @@ class Page:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[number] = future
         await self.ws.send_json({"id": number, "method": method, "params": params or {}})
-        answer = await asyncio.wait_for(future, 60.0)  # generous: Chromium on a loaded 2-core machine
+        answer = await asyncio.wait_for(future, PATIENCE_S)
         if "error" in answer:
             raise CdpError(f"{method}: {answer['error']}")
         result: dict[str, Any] = answer.get("result", {})
@@ -198,7 +200,7 @@ class Page:
         classes = str(await self.evaluate("document.body.className")).split()
         return "-first-byte" in classes and "-closed" not in classes
 
-    async def wait_until(self, shows: Callable[[str], bool], what: str, timeout_s: float = 15.0) -> str:
+    async def wait_until(self, shows: Callable[[str], bool], what: str, timeout_s: float = PATIENCE_S) -> str:
         """The screen once ``shows(screen)`` holds; fails with what it showed instead."""
         deadline = time.monotonic() + timeout_s
         text = ""
@@ -209,11 +211,11 @@ class Page:
             await asyncio.sleep(0.1)
         raise AssertionError(f"the page never showed {what} in {timeout_s} s; it showed:\n{text}")
 
-    async def wait_for_text(self, *wanted: str, timeout_s: float = 15.0) -> str:
+    async def wait_for_text(self, *wanted: str, timeout_s: float = PATIENCE_S) -> str:
         """The screen once it shows every string in ``wanted``."""
         return await self.wait_until(lambda text: all(w in text for w in wanted), repr(wanted), timeout_s)
 
-    async def settled_text(self, *wanted: str, timeout_s: float = 15.0) -> str:
+    async def settled_text(self, *wanted: str, timeout_s: float = PATIENCE_S) -> str:
         """The screen once it shows ``wanted`` and two reads 0.3 s apart agree (no frame half drawn)."""
         text = await self.wait_for_text(*wanted, timeout_s=timeout_s)
         deadline = time.monotonic() + timeout_s
@@ -225,7 +227,7 @@ class Page:
             text = again
         raise AssertionError(f"the page kept changing for {timeout_s} s; last:\n{text}")
 
-    async def wait_without(self, gone: str, timeout_s: float = 10.0) -> str:
+    async def wait_without(self, gone: str, timeout_s: float = PATIENCE_S) -> str:
         """The screen once ``gone`` has left it."""
         return await self.wait_until(lambda text: gone not in text, f"no {gone!r}", timeout_s)
 

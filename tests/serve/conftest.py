@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_tokenwatch
+from tests.conftest import PATIENCE_S, start_tokenwatch
 from tests.serve.cdp import CHROMIUM, Browser, Page
 
 
@@ -40,7 +40,7 @@ class Served:
         """The websocket the page opens (textual-serve's script adds the terminal's size)."""
         return f"ws://127.0.0.1:{self.port}/ws/{self.token}?width=120&height=40"
 
-    def stop(self, timeout_s: float = 30.0, sig: signal.Signals = signal.SIGINT) -> tuple[int, str, str]:
+    def stop(self, timeout_s: float = PATIENCE_S, sig: signal.Signals = signal.SIGINT) -> tuple[int, str, str]:
         """Ctrl-C as a terminal sends it (or ``sig``); returns (exit status, stdout, stderr)."""
         self.process.send_signal(sig)
         out, err = self.process.communicate(timeout=timeout_s)
@@ -73,7 +73,7 @@ def serve() -> Iterator[ServeFactory]:
     for served in started:
         if served.process.poll() is None:
             try:
-                served.stop(timeout_s=20)
+                served.stop()
             except subprocess.TimeoutExpired:
                 served.process.kill()
                 served.process.communicate()

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import psutil
 
-from tests.conftest import SAMPLE_RUNS, run_tokenwatch
+from tests.conftest import PATIENCE_S, SAMPLE_RUNS, run_tokenwatch
 from tests.serve.cdp import Browser, Page
 from tests.serve.conftest import Served, ServeFactory
 
@@ -83,7 +83,7 @@ async def test_page_shows_the_run_and_keys_reach_the_app(serve: ServeFactory, pa
     assert status == 0, err
     assert "stopped (1 run, 1 viewer)" in out
     assert "Traceback" not in err
-    _, alive = psutil.wait_procs(run, timeout=10)
+    _, alive = psutil.wait_procs(run, timeout=PATIENCE_S)
     assert not alive, f"left running: {alive}"
 
 
@@ -123,7 +123,7 @@ async def test_a_second_page_joins_the_run_and_watches(serve: ServeFactory, brow
 
     # The last page goes: the run ends, with nothing of its process group left.
     await second.open("about:blank")
-    _, alive = psutil.wait_procs(run, timeout=15)
+    _, alive = psutil.wait_procs(run, timeout=PATIENCE_S)
     assert not alive, f"the run outlived its last page: {alive}"
     status, out, err = served.stop()
     assert status == 0, err

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import RunCli, free_port, start_tokenwatch
+from tests.conftest import PATIENCE_S, RunCli, free_port, start_tokenwatch
 from tests.serve.conftest import ServeFactory
 from tokenwatch.cli import main
 from tokenwatch.cli.serve_cmd import is_loopback
@@ -69,7 +69,7 @@ def test_a_port_in_use_is_one_line(run_cli: RunCli):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = run_cli("serve", "--port", str(port), "--", "sim", "--speed", "0", timeout=30)
+        done = run_cli("serve", "--port", str(port), "--", "sim", "--speed", "0", timeout=PATIENCE_S)
     assert done.returncode == 2
     assert done.stdout == ""
     assert _one_error_line(done.stderr) == f"tokenwatch serve: port {port} is in use"
@@ -87,12 +87,12 @@ def test_the_page_connects_back_to_the_address_the_browser_used(serve: ServeFact
     port = served.port
     # Loopback unless --host says otherwise, with a token of this start (as Jupyter prints its address).
     assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?token=[A-Za-z0-9_-]{{32}}", served.url), served.url
-    with urllib.request.urlopen(served.url, timeout=10) as response:
+    with urllib.request.urlopen(served.url, timeout=PATIENCE_S) as response:
         page = response.read().decode()
     assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws/{served.token}"' in page
     # Reached as localhost (an SSH tunnel to the same port): the page connects back to that name.
     request = urllib.request.Request(served.url, headers={"Host": f"localhost:{port}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=PATIENCE_S) as response:
         page = response.read().decode()
     assert f'data-session-websocket-url="ws://localhost:{port}/ws/{served.token}"' in page
     assert f"http://localhost:{port}/static/js/textual.js" in page
@@ -108,7 +108,7 @@ def test_each_start_has_its_own_token(serve: ServeFactory):
     assert first.token != second.token
     request = urllib.request.Request(f"{second.base}/?token={first.token}")
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)
+        urllib.request.urlopen(request, timeout=PATIENCE_S)
     assert refused.value.code == 403
 
 
@@ -127,7 +127,7 @@ def test_host_and_port_are_the_ones_given():
             pass  # bound to the one address asked for, not every address
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=PATIENCE_S)
     assert process.returncode == 0, err
     assert "stopped (0 runs, 0 viewers)" in out
     assert err == ""  # 127.0.0.2 is loopback: no warning

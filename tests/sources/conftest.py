@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import PATIENCE_S
 from tokenwatch.events import Event
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "sources"
@@ -45,7 +46,7 @@ class TailedRun:
 
 
 def run_nodes(
-    root: Path, nodes: dict[str, list[str]], tail: bool = True, timeout: float = 60.0
+    root: Path, nodes: dict[str, list[str]], tail: bool = True, timeout: float = 2 * PATIENCE_S
 ) -> list[TailedRun]:
     """Start one fake-SUT LoadGen process per node (side by side) and tail each trace as it grows."""
     from tokenwatch.sources.loadgen_trace import TraceTailParser
@@ -77,7 +78,7 @@ def run_nodes(
                 raise TimeoutError("LoadGen runs did not finish in time")
             if tail:
                 read_all([p.poll() is None for p in procs])
-            time.sleep(0.05)
+            time.sleep(0.05)  # the tail's poll interval
         read_all([False] * len(procs))
     finally:
         for proc in procs:

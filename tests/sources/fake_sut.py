@@ -113,7 +113,7 @@ class TokenSut:
 def _sleep_until(deadline: float) -> None:
     delay = deadline - time.perf_counter()
     if delay > 0:
-        time.sleep(delay)
+        time.sleep(delay)  # the fake server's service time: the scenario's own pacing, which no test times
 
 
 def settings(args: argparse.Namespace) -> lg.TestSettings:

@@ -184,7 +184,7 @@ def test_open_samples_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len([e for e in events if isinstance(e, Notice)]) == 1
 
 
-FUZZ = settings(max_examples=120, deadline=3000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RUN_BYTES = "".join(make_run(samples=12, seed=9).lines).encode()
 
 

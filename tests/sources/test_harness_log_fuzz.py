@@ -15,7 +15,7 @@ from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
 
 from .conftest import DATA
 
-FUZZ = settings(max_examples=120, deadline=3000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LOGS = DATA / "logs"
 SAMPLES = {
     "vllm": (LOGS / "vllm-v1-0.10.1-a100-3line.log").read_bytes()

@@ -38,7 +38,7 @@ from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 from .conftest import DATA, LOADGEN
 
-FUZZ = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 TRACE = (LOADGEN / "generated" / "server-short" / "mlperf_log_trace.json").read_bytes()
 SUMMARY = (LOADGEN / "nvidia-gb200-server" / "mlperf_log_summary.txt").read_bytes()
@@ -158,7 +158,7 @@ def test_detail_log_anything(data: bytes, truncate: int, chunks: list[int]) -> N
             assert back.values == event.values
 
 
-@settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(summary=junk, detail=junk, keep=st.booleans())
 def test_summarize_dirs_never_crashes(summary: bytes, detail: bytes, keep: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from tests.conftest import wait_until_async
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.recording import RecordingReader, RecordingWriter
@@ -86,14 +87,13 @@ async def settle(pilot: Pilot[None], app: TokenwatchApp) -> None:
     """Wait until the replay has reached its target and is drawn."""
     player = app.player
     assert player is not None
-    for _ in range(2000):
-        # Reached, the whole recording loaded (the bar shows its length), and every event the player
-        # sent is through the session's queue into the core.
-        if not player.seeking and player.position_s > 0 and player.loaded and app.session.queue.empty():
-            break
-        await pilot.pause(0.01)
-    assert not player.seeking, "the replay did not reach its start time"
-    assert app.session.queue.empty(), "events still queued for the core"
+    # Reached, the whole recording loaded (the bar shows its length), and every event the player
+    # sent is through the session's queue into the core.
+    await wait_until_async(
+        lambda: not player.seeking and player.position_s > 0 and player.loaded and app.session.queue.empty(),
+        "the replay at its start time, loaded, and every event through to the core",
+        pause=pilot.pause,
+    )
     app.refresh_data(force=True)
     await pilot.pause()
 

@@ -7,13 +7,13 @@ measured by benchmarks/bench_replay_memory.py; here: what stays alive, and that 
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import random
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until_async
 from tests.tui.apps import NODE_FAILURE, OFFLINE, core_until
 from tests.tui.test_tui_replay_player import assert_same, started, until_settled
 from tokenwatch.collectors import replay_tape
@@ -33,12 +33,13 @@ async def test_a_bound_replay_keeps_no_more_than_its_window(monkeypatch: pytest.
     before = batches_alive()
     player, session, task = await started(OFFLINE, speed=0)
     most = 0
-    for _ in range(4000):
-        await asyncio.sleep(0.01)
+
+    def at_end_noting_the_most() -> bool:
+        nonlocal most
         most = max(most, batches_alive() - before)
-        if player.at_end:
-            break
-    assert player.at_end
+        return player.at_end
+
+    await wait_until_async(at_end_noting_the_most, "the replay's end", poll_s=0.01)
     # The window (1,000 events, plus the chunk being handed over) and what the core and queue hold now,
     # never the recording's thousands of batches.
     assert most < 2000, most

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.tui.apps import SERVER, core_until
-from tests.tui.test_tui_replay_player import assert_same, until_settled
+from tests.tui.test_tui_replay_player import assert_same, until_at_end, until_settled
 from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.collectors.replay_index import IndexWriter, recording_identity
 from tokenwatch.collectors.replay_index_place import index_path_for, user_key
@@ -55,11 +55,7 @@ async def opened(path: Path, **kwargs: float | bool) -> tuple[ReplayPlayer, Sess
 async def first_pass(path: Path) -> list[str]:
     """Play ``path`` to the end once (which writes the index); the warnings met."""
     player, session, task = await opened(path, speed=0)
-    for _ in range(4000):
-        if player.at_end:
-            break
-        await asyncio.sleep(0.005)
-    assert player.at_end
+    await until_at_end(player)
     warnings = player.warnings
     session.stop()
     await task

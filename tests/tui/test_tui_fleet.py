@@ -17,6 +17,7 @@ import pytest
 from textual.binding import Binding
 from textual.pilot import Pilot
 
+from tests.conftest import wait_until_async
 from tests.core.fleet_runs import GPUS, expected_rack, facts_at, fleet_events
 from tests.tui.apps import OFFLINE, ready, replay_app, settle
 from tests.tui.recordings import write_recording
@@ -227,10 +228,11 @@ async def test_sim_racks_leads_with_the_board() -> None:
     session = Session(RackCore(), [SimulatorCollector(settings, speed=0)], flush_interval_s=None)
     app = TokenwatchApp(session, mode="sim", speed=0, theme_dirs=[shipped_dir()])
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(500):
-            if isinstance(app.screen, FleetScreen) and session.core.ended:
-                break
-            await pilot.pause(0.02)
+        await wait_until_async(
+            lambda: isinstance(app.screen, FleetScreen) and session.core.ended,
+            "the board on screen and the run's end",
+            pause=pilot.pause,
+        )
         app.refresh_data(force=True)
         await pilot.pause()
         table = board_of(app).table

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 
+from tests.conftest import wait_until_async
 from tests.live.fleet_support import (
     PROMETHEUS,
     Prometheus,
@@ -58,7 +59,6 @@ HELD_AT_S = 60.0
 # rack02: a node that throttles (its worst, with a cause); rack03: a node down since 0:30.
 FAULTS = {1: "node02:throttle@20s", 2: "node03:down@30s"}
 SIZE = (120, 40)
-WAIT_S = 15.0  # the longest any step may take to show (a handful of the watch's 1-s intervals)
 
 
 @dataclass
@@ -105,12 +105,8 @@ def watch_app(url: str, tmp_path: Path) -> TokenwatchApp:
 
 
 async def until(pilot: Pilot[None], what: str, done: Callable[[], bool]) -> None:
-    """Let the app run until ``done()``; fail naming ``what`` after :data:`WAIT_S`."""
-    for _ in range(int(WAIT_S / 0.05)):
-        if done():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"not within {WAIT_S:g} s: {what}")
+    """Let the app run until ``done()``; fail naming ``what``."""
+    await wait_until_async(done, what, pause=pilot.pause)
 
 
 def last_round_t(app: TokenwatchApp) -> float:

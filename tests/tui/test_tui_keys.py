@@ -11,6 +11,7 @@ from rich.console import Console
 from textual.binding import Binding
 from textual.widgets import Input, Static
 
+from tests.conftest import wait_until_async
 from tests.tui.apps import NODE_FAILURE, SERVER, replay_app, settle, sim_app
 from tokenwatch.tui.screens.dashboard import DashboardScreen
 from tokenwatch.tui.screens.goto_screen import GotoScreen
@@ -220,10 +221,7 @@ async def test_g_goes_to_a_time_and_reports_bad_input() -> None:
 async def test_replay_keys_do_nothing_outside_a_replay() -> None:
     app = sim_app(duration="5m")
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(200):
-            await pilot.pause(0.01)
-            if app.session.core.ended:
-                break
+        await wait_until_async(lambda: app.session.core.ended, "the simulated run's end", pause=pilot.pause)
         app.refresh_data(force=True)
         await pilot.press("space", "left", "g", "plus")
         assert isinstance(app.screen, DashboardScreen)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Log
 
-from tests.conftest import RunCli
+from tests.conftest import RunCli, wait_until_async
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import parse
 from tokenwatch.core import CoreConfig, RackCore
@@ -38,10 +38,9 @@ async def test_node_screen_shows_the_nodes_log_lines() -> None:
     session = Session(RackCore(), [ScriptedCollector(events)], flush_interval_s=None)
     app = TokenwatchApp(session, mode="live", theme_dirs=[shipped_dir()])
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.01)
-            if session.events_seen == len(events):
-                break
+        await wait_until_async(
+            lambda: session.events_seen == len(events), "every event seen", pause=pilot.pause
+        )
         assert app.badge() == "LIVE"
         await pilot.press("down", "enter")
         app.refresh_data(force=True)

@@ -6,12 +6,13 @@ import asyncio
 import re
 import urllib.request
 
+from tests.conftest import PATIENCE_S
 from tests.tui.apps import replay_app, settle
 from tokenwatch.exporter import serve_metrics
 
 
 def scrape(port: int) -> dict[str, float]:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=PATIENCE_S).read().decode()
     values = {}
     for line in body.splitlines():
         if line and not line.startswith("#"):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-from tests.conftest import RunCli, dashboard_in_pty
+from tests.conftest import PATIENCE_S, RunCli, dashboard_in_pty, recorded_until, wait_until, wait_until_async
 from tests.tui.apps import sim_app
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.runs.from_core import ingest_recording
@@ -17,10 +16,7 @@ async def test_q_while_recording_flushes_and_closes(tmp_path: Path) -> None:
     recorder = RecordingWriter(path)
     app = sim_app(duration="80m", speed=120, recorder=recorder)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(500):
-            await pilot.pause(0.02)
-            if app.session.core.now >= 30:
-                break
+        await wait_until_async(lambda: app.session.core.now >= 30, "30 s of run time", pause=pilot.pause)
         assert not recorder.closed
         assert not app.session.core.ended
         await pilot.press("q")
@@ -42,13 +38,11 @@ def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli
     """`tokenwatch sim --record` in a real terminal (a pty), `q` pressed, then the recording replayed."""
     path = tmp_path / "live.jsonl.zst"
     with dashboard_in_pty(("sim", "--speed", "60", "--record", str(path)), tmp_path) as dash:
-        deadline = time.monotonic() + 60
-        while b"SIM x60" not in dash.screen and time.monotonic() < deadline and dash.proc.poll() is None:
-            time.sleep(0.1)
+        wait_until(lambda: b"SIM x60" in dash.screen or dash.proc.poll() is not None, "the dashboard drawn")
         assert b"SIM x60" in dash.screen, dash.screen[-2000:].decode(errors="replace")
-        time.sleep(1.0)  # a minute of run time at x60: some of it recorded
+        wait_until(lambda: (recorded_until(path) or 0.0) > 0, "some of the run recorded")
         os.write(dash.master, b"q")
-        assert dash.proc.wait(timeout=30) == 130  # quit before the run's end: interrupted (issue 11)
+        assert dash.proc.wait(timeout=PATIENCE_S) == 130  # quit before the run's end: interrupted (issue 11)
     core, recording = ingest_recording(path)
     warnings = recording.warnings
     assert warnings == []

@@ -11,6 +11,7 @@ from typing import TypedDict, Unpack
 import numpy as np
 import pytest
 
+from tests.conftest import wait_until_async
 from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, core_until
 from tokenwatch.clock import ManualClock
 from tokenwatch.collectors.replay import SPEEDS, ReplayPlayer
@@ -59,12 +60,12 @@ async def started(
 
 
 async def until_settled(player: ReplayPlayer) -> None:
-    await asyncio.sleep(0)
-    for _ in range(5000):
-        if not player.seeking:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("seek did not finish")
+    await asyncio.sleep(0)  # one turn of the loop: a player just started takes up its start time
+    await wait_until_async(lambda: not player.seeking, "the seek's end", poll_s=0.005)
+
+
+async def until_at_end(player: ReplayPlayer) -> None:
+    await wait_until_async(lambda: player.at_end, "the replay's end", poll_s=0.005)
 
 
 async def test_start_time_matches_a_straight_replay() -> None:
@@ -119,11 +120,7 @@ async def test_keyframe_budget_thins_keyframes() -> None:
 
 async def test_the_end_keeps_the_session_open_and_seeks_back() -> None:
     player, session, task = await started(SERVER, speed=0)
-    for _ in range(2000):
-        if player.at_end:
-            break
-        await asyncio.sleep(0.005)
-    assert player.at_end
+    await until_at_end(player)
     assert session.core.ended
     assert not task.done()
     player.pause()
@@ -139,19 +136,16 @@ async def test_pause_holds_the_position() -> None:
     player, session, task = await started(OFFLINE, speed=0, start_s=60, paused=True)
     await until_settled(player)
     seen = session.events_seen
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a quiet spell in which a paused player must play nothing
     assert session.events_seen == seen
     assert player.position_s == 60
     player.resume()
-    for _ in range(200):
-        await asyncio.sleep(0.005)
-        if player.position_s > 300:
-            break
+    await wait_until_async(lambda: player.position_s > 300, "play past 300 s")
     player.pause()
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # the event being handed over when paused lands
     held = player.position_s
     assert held > 60
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # a quiet spell, as above
     assert player.position_s == held
     session.stop()
     await task
@@ -216,11 +210,8 @@ async def test_damaged_recording_warnings_arrive_as_notices_once_per_core(tmp_pa
     player, session, task = await started(path, speed=0)
     seen: list[Notice] = []
     session.on_event(lambda e: seen.append(e) if isinstance(e, Notice) else None)
-    for _ in range(1000):
-        if player.at_end:
-            break
-        await asyncio.sleep(0.005)
-    await asyncio.sleep(0.02)
+    await until_at_end(player)
+    await wait_until_async(lambda: len(seen) >= 2, "the two warnings as notices")
     assert len(seen) == len(player.warnings) == 2
     assert "torn last line" in seen[1].message
     player.pause()
@@ -229,12 +220,13 @@ async def test_damaged_recording_warnings_arrive_as_notices_once_per_core(tmp_pa
     assert not [a for a in session.core.state.alerts.newest_first() if "skipped" in a.message]
     player.seek(10_000)
     player.resume()
-    for _ in range(1000):
-        if player.at_end:
-            break
-        await asyncio.sleep(0.005)
-    await asyncio.sleep(0.02)
-    in_core = [a.message for a in session.core.state.alerts.newest_first() if "skipped" in a.message]
+    await until_at_end(player)
+
+    def skipped() -> list[str]:
+        return [a.message for a in session.core.state.alerts.newest_first() if "skipped" in a.message]
+
+    await wait_until_async(lambda: len(skipped()) >= len(player.warnings), "the warnings in the core again")
+    in_core = skipped()
     assert sorted(in_core) == sorted(player.warnings)  # each warning once in the core, not twice
     assert not any(isinstance(e, RunEnded) for e in events)  # the cut-off run never ended
     session.stop()

@@ -20,6 +20,7 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widget import Widget
 
+from tests.conftest import wait_until_async
 from tests.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, replay_app, settle
 from tests.tui.recordings import FAULT_RUN, interrupted_events, write_recording
 from tokenwatch import throttle
@@ -446,12 +447,15 @@ async def test_the_screenshot_goes_to_the_working_directory_without_downloads(
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"Screenshot")
-        await pilot.pause(0.3)
+        await wait_until_async(
+            lambda: palette_offers(app, "Screenshot"), "the palette offering it", pause=pilot.pause
+        )
         await pilot.press("enter")
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if list(work.glob("*.svg")) and app._notifications:
-                break
+        await wait_until_async(
+            lambda: bool(list(work.glob("*.svg")) and app._notifications),
+            "the screenshot saved and said",
+            pause=pilot.pause,
+        )
         shots = list(work.glob("*.svg"))
         assert len(shots) == 1
         assert "<svg" in shots[0].read_text(encoding="utf-8")[:400]
@@ -478,10 +482,11 @@ def test_the_screenshot_still_goes_to_downloads_where_there_is_one(
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, app)
             app.deliver_screenshot()
-            for _ in range(200):
-                await pilot.pause(0.02)
-                if list((home / "Downloads").glob("*.svg")):
-                    break
+            await wait_until_async(
+                lambda: bool(list((home / "Downloads").glob("*.svg"))),
+                "the screenshot saved",
+                pause=pilot.pause,
+            )
 
     asyncio.run(run())
     assert len(list((home / "Downloads").glob("*.svg"))) == 1
@@ -496,3 +501,15 @@ def test_dashboard_screen_keeps_the_replay_keys() -> None:
     assert issubclass(NodeScreen, ReplayScreen)
     keys = {b.key for b in ReplayScreen.BINDINGS}  # type: ignore[union-attr]
     assert {"space", "left", "right", "g"} <= keys
+
+
+def palette_offers(app: TokenwatchApp, command: str) -> bool:
+    """Whether the open command palette's first (highlighted) match is ``command`` (searched in a worker)."""
+    from textual.command import CommandList
+
+    found = app.screen.query(CommandList)
+    return (
+        bool(found)
+        and found.first().option_count > 0
+        and command in str(found.first().get_option_at_index(0).prompt)
+    )

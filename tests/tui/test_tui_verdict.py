@@ -9,6 +9,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import Static
 
+from tests.conftest import wait_until_async
 from tests.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, ready, replay_app, settle, sim_app
 from tokenwatch.formatting import group
 from tokenwatch.tui.widgets.big_figure import BigFigure
@@ -59,10 +60,7 @@ async def test_the_panel_sits_at_the_top_and_says_what_the_core_projects(size: t
 async def test_a_run_that_will_be_invalid_says_so_in_red_and_which_rule() -> None:
     app = sim_app(duration="3m")  # 3 minutes: under the rules' 600 s and 24,576 samples
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(3000):
-            if app.session.core.ended:
-                break
-            await pilot.pause(0.01)
+        await wait_until_async(lambda: app.session.core.ended, "the simulated run's end", pause=pilot.pause)
         app.refresh_data(force=True)
         await pilot.pause()
         badge = app.screen.query_one(VerdictBadge)
