@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.conftest import PATIENCE_S, cli_env, run_tokenwatch
-from tokenwatch.events import MAX_RUN_GPUS, MAX_RUN_TIME_S, Heartbeat, RunStarted
+from tokenwatch.events import MAX_RUN_GPUS, Heartbeat, RunStarted
 from tokenwatch.recording import RecordingWriter, read_events
 from tokenwatch.recording.codec import CodecError, loads
 from tokenwatch.recording.time_order import MIN_JUMP_S

@@ -40,7 +40,9 @@ class Served:
         """The websocket the page opens (textual-serve's script adds the terminal's size)."""
         return f"ws://127.0.0.1:{self.port}/ws/{self.token}?width=120&height=40"
 
-    def stop(self, timeout_s: float = PATIENCE_S, sig: signal.Signals = signal.SIGINT) -> tuple[int, str, str]:
+    def stop(
+        self, timeout_s: float = PATIENCE_S, sig: signal.Signals = signal.SIGINT
+    ) -> tuple[int, str, str]:
         """Ctrl-C as a terminal sends it (or ``sig``); returns (exit status, stdout, stderr)."""
         self.process.send_signal(sig)
         out, err = self.process.communicate(timeout=timeout_s)
