@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatch.events import Event, Progress
+from tokenwatch.base.events import Event, Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -102,7 +102,7 @@ def prometheus_query(url: str, promql: str, timeout_s: float = 5.0) -> list[tupl
     """One instant query to a Prometheus server from synchronous test code, through tokenwatch's client."""
     import asyncio
 
-    from tokenwatch.collectors.prometheus_api import PrometheusApi
+    from tokenwatch.inputs.prometheus.api import PrometheusApi
 
     async def ask() -> list[tuple[dict[str, str], float]]:
         async with PrometheusApi(url, timeout_s) as api:

@@ -11,15 +11,15 @@ import pytest
 from tests.conftest import REPO_ROOT, cli_env
 
 CORE_MODULES = [
-    "tokenwatch.events",
+    "tokenwatch.base.events",
     "tokenwatch.core",
     "tokenwatch.core.summary",
     "tokenwatch.recording",
-    "tokenwatch.sim.rack_sim",
-    "tokenwatch.sim.collector",
+    "tokenwatch.inputs.sim.rack_sim",
+    "tokenwatch.inputs.sim.collector",
     "tokenwatch.session",
-    "tokenwatch.collectors.replay",
-    "tokenwatch.output.headless",
+    "tokenwatch.inputs.replay.player",
+    "tokenwatch.frontends.headless.headless",
 ]
 
 
@@ -125,8 +125,19 @@ def test_nothing_below_the_cli_imports_it() -> None:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("tokenwatch.export", ("tokenwatch.report",)),  # both lay out what tokenwatch.runs loads
-        ("tokenwatch.runs", ("tokenwatch.report", "tokenwatch.export", "tokenwatch.tui", "tokenwatch.cli")),
+        (
+            "tokenwatch.frontends.tables",
+            ("tokenwatch.frontends.report",),
+        ),  # both lay out what tokenwatch.runs loads
+        (
+            "tokenwatch.runs",
+            (
+                "tokenwatch.frontends.report",
+                "tokenwatch.frontends.tables",
+                "tokenwatch.frontends.tui",
+                "tokenwatch.cli",
+            ),
+        ),
     ],
 )
 def test_package_does_not_import_a_sibling_front_end(package: str, forbidden: tuple[str, ...]) -> None:

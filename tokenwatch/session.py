@@ -18,14 +18,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.base.clock import Clock, MonotonicClock
+from tokenwatch.base.events import Collector, Emit, Event, Notice, RunEnded
+from tokenwatch.base.formatting import format_clock
 from tokenwatch.core import RackCore, RunSummary
-from tokenwatch.events import Collector, Emit, Event, Notice, RunEnded
-from tokenwatch.formatting import format_clock
 from tokenwatch.recording import RecordingError, RecordingWriter
 
 if TYPE_CHECKING:
-    from tokenwatch.collectors.prometheus_fleet import FleetFocus
+    from tokenwatch.inputs.prometheus.fleet import FleetFocus
 
 _DONE = object()
 _TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from tests.conftest import RunCli, start_tokenwatch
+from tokenwatch.base.events import NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import NodeStatus, Progress, RunEnded, RunStarted
 
 pytestmark = pytest.mark.timeout(120)
 

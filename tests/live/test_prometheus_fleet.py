@@ -34,11 +34,18 @@ from fleet_support import (
 )
 
 from tests.conftest import REPO_ROOT, cli_env
-from tokenwatch.collectors.prometheus_api import PrometheusApi
-from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector
+from tokenwatch.base.events import (
+    GPU_METRICS,
+    RACK_FIGURES,
+    GpuBatch,
+    ProgressBatch,
+    RackFiguresBatch,
+    RunStarted,
+)
 from tokenwatch.core import RackCore
-from tokenwatch.events import GPU_METRICS, RACK_FIGURES, GpuBatch, ProgressBatch, RackFiguresBatch, RunStarted
-from tokenwatch.exporter import MetricsServer
+from tokenwatch.frontends.metrics import MetricsServer
+from tokenwatch.inputs.prometheus.api import PrometheusApi
+from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
 from tokenwatch.recording import RecordingReader
 
 pytestmark = [

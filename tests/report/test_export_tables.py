@@ -11,7 +11,7 @@ import pytest
 
 from tests.report.conftest import SERVER_RUN
 from tests.report.helpers import node_totals
-from tokenwatch.export import run_tables, write_csv, write_parquet
+from tokenwatch.frontends.tables import run_tables, write_csv, write_parquet
 from tokenwatch.runs.run_data import RunData
 
 

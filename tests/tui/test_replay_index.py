@@ -18,10 +18,10 @@ import pytest
 
 from tests.tui.apps import SERVER, core_until
 from tests.tui.test_tui_replay_player import assert_same, until_settled
-from tokenwatch.collectors.replay import ReplayPlayer
-from tokenwatch.collectors.replay_index import IndexWriter, index_path_for, recording_identity, user_key
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.inputs.replay.index import IndexWriter, index_path_for, recording_identity, user_key
+from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
 
 TARGETS = (400.0, 95.0, 560.0, 0.0, 301.5, 300.0)  # 300: a keyframe's multiple exactly
@@ -200,7 +200,7 @@ async def test_an_index_that_cannot_be_written_falls_back_to_memory(recording: P
 
 def test_only_a_large_recording_gets_an_index(tmp_path: Path) -> None:
     """A rack's recording keeps its keyframes in memory (no file beside it); from 32 MiB, an index."""
-    from tokenwatch.collectors.replay_index import INDEX_FROM_BYTES, wants_index
+    from tokenwatch.inputs.replay.index import INDEX_FROM_BYTES, wants_index
 
     small, large = tmp_path / "rack.jsonl", tmp_path / "fleet.jsonl"
     small.write_bytes(b"x" * (INDEX_FROM_BYTES - 1))

@@ -7,7 +7,7 @@ import re
 import urllib.request
 
 from tests.tui.apps import replay_app, settle
-from tokenwatch.exporter import serve_metrics
+from tokenwatch.frontends.metrics import serve_metrics
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
+from tokenwatch.base.formatting import group, seconds_ms
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_ingest import NOT_CHECKED
@@ -24,8 +26,6 @@ from tokenwatch.core.verdict_inputs import (
     over_limits,
     run_settings,
 )
-from tokenwatch.events import FloatArray
-from tokenwatch.formatting import group, seconds_ms
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast
 from tokenwatch.mlperf.settings_check import SettingCheck
 

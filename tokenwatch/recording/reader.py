@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from tokenwatch.events import GPU_METRICS, Event
+from tokenwatch.base.events import GPU_METRICS, Event
 from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
 from tokenwatch.recording.pieces import Piece, plain_pieces, zstd_pieces
 from tokenwatch.recording.time_order import TimeOrder, Verdict

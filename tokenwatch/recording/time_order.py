@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tokenwatch.events import Event, RunStarted
+from tokenwatch.base.events import Event, RunStarted
 
 TIME_BACK_TOLERANCE_S = 5.0
 

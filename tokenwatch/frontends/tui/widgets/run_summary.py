@@ -1,0 +1,46 @@
+"""The run's result in the form of the published rack table, as the dashboard shows it once a run ends.
+
+Every figure is the core's :class:`~tokenwatch.core.summary.RunSummary` (the same one ``summarize``
+prints); this module only lays it out, says which nodes the figures cover, and lists the summary's
+warnings.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from rich.text import Text
+
+from tokenwatch.base.formatting import format_clock, group, printable
+from tokenwatch.core.summary import RunSummary, coverage_lines, name_list, rack_table_rows
+from tokenwatch.frontends.tui.palette import Palette
+
+_LABEL = 27
+_VALUE = 13
+
+
+def summary_text(summary: RunSummary, pal: Palette, width: int) -> Text:
+    """The published-table form: the rack figures, which nodes they cover, latency, flags, warnings."""
+    text = Text(no_wrap=True, overflow="crop")
+    head = f"{summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
+    text.append(f"{head} · {format_clock(summary.duration_s)}\n", style=pal.muted)
+    rows = rack_table_rows(summary)
+    text.append(f"{'':{_LABEL}}{'tokens/s':>{_VALUE}}\n", style=pal.muted)
+    for label, value in rows:
+        text.append(f"{label:<{_LABEL}}", style=pal.text)
+        text.append(f"{value:>{_VALUE}}\n", style="bold")
+    wrap = max(20, width)
+    for line in coverage_lines(summary):
+        text.append("\n".join(textwrap.wrap(printable(line), wrap)) + "\n", style=pal.muted)
+    if summary.latency_ms:
+        text.append(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}\n", style=pal.muted)
+        for metric, pcts in summary.latency_ms.items():
+            cells = "".join(f"{group(pcts.get(k), 1):>9}" for k in ("p50", "p90", "p99"))
+            text.append(f"{metric.upper():<{_LABEL - 9}}", style=pal.text)
+            text.append(cells + "\n", style="bold")
+    flagged = [n for n in summary.nodes if n.valid is False]
+    if flagged:
+        text.append(f"Flagged: {printable(name_list([n.name for n in flagged], 8))}\n", style=pal.warn)
+    for warning in summary.warnings:
+        text.append("\n".join(textwrap.wrap(f"▲ {printable(warning)}", wrap)) + "\n", style=pal.warn)
+    return text
