@@ -141,7 +141,7 @@ def every_rack_reported(app: TokenwatchApp) -> bool:
 
 def focus_of(app: TokenwatchApp) -> FleetFocus:
     focus = app.session.fleet_focus
-    assert focus is not None, "a fleet watch hands its focus to the session"
+    assert isinstance(focus, FleetFocus), "a fleet watch hands its focus to the session"
     return focus
 
 

@@ -17,6 +17,7 @@ Node references: single events name their node (``node="node07"``); batch events
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -358,3 +359,15 @@ class Collector(Protocol):
     name: str
 
     async def run(self, emit: Emit) -> None: ...
+
+
+async def run_collector(collector: Collector, emit: Emit, now: Callable[[], float]) -> None:
+    """Run ``collector`` to its end. Its failure becomes an error ``Notice`` ("NAME stopped: why", at
+    run time ``now()``) in the stream, never an exception that cancels its siblings."""
+    try:
+        await collector.run(emit)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a failing source is news for the engineer, not a crash
+        name = getattr(collector, "name", type(collector).__name__)
+        await emit(Notice(now(), "error", f"{name} stopped: {exc}", source=name))

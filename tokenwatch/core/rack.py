@@ -58,7 +58,8 @@ class _IntervalCallback:
 
 
 class RackCore:
-    """Ingests :mod:`tokenwatch.base.events`; answers with snapshots, histories, latency buckets and summaries."""
+    """Ingests :mod:`tokenwatch.base.events`; answers with snapshots, histories, latency buckets and
+    summaries."""
 
     def __init__(self, config: CoreConfig | None = None) -> None:
         self.config = config or CoreConfig()

@@ -1,8 +1,9 @@
 """A node's streams: a GPU telemetry command, file tails, ``/metrics`` scrapes.
 
 Each source keeps what must survive a reconnect (a tail's byte offset and parser, a scrape's
-previous counters) in itself, and is restarted by :class:`tokenwatch.inputs.live.source_supervisor.SourceSupervisor`
-on a fresh transport. Parsers come from factories, so this module knows nothing of formats.
+previous counters) in itself, and is restarted by
+:class:`tokenwatch.inputs.live.source_supervisor.SourceSupervisor` on a fresh transport. Parsers come
+from factories, so this module knows nothing of formats.
 """
 
 from __future__ import annotations

@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenwatch.base.clock import Clock, MonotonicClock
-from tokenwatch.base.events import Collector, Emit, Event, Heartbeat, NodeStatus, RunEnded, RunStarted
+from tokenwatch.base.events import (
+    Collector,
+    Emit,
+    Event,
+    Heartbeat,
+    NodeStatus,
+    RunEnded,
+    RunStarted,
+    run_collector,
+)
 from tokenwatch.inputs.config import WatchConfig
 from tokenwatch.inputs.discovery import NodeDiscovery
 from tokenwatch.inputs.live.backlog import Backfill, retime
@@ -30,7 +39,6 @@ from tokenwatch.inputs.live.node_sources import NodeContext, NodeSource
 from tokenwatch.inputs.live.ssh_connect import SshConnector
 from tokenwatch.inputs.live.targets import NodeTarget, rack_name
 from tokenwatch.inputs.live.tasks import cancel_and_wait
-from tokenwatch.session import run_collector
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """What a file tail produces, local or remote: where it starts, the file's bytes, and resets.
 
-Both tailers speak in these items, so one consumer (:class:`tokenwatch.inputs.live.node_sources.FileTailSource`)
-keeps the byte offset and the parser whatever the transport:
+Both tailers speak in these items, so one consumer
+(:class:`tokenwatch.inputs.live.node_sources.FileTailSource`) keeps the byte offset and the parser
+whatever the transport:
 
 - :class:`TailStart` — the stream begins at ``offset`` of the file with ``inode``;
 - :class:`TailData` — the next bytes of the file;
