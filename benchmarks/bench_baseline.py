@@ -41,21 +41,21 @@ from rich.console import Console  # noqa: E402
 from textual.geometry import Region  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
-from tokenwatch.collectors.replay import ReplayPlayer  # noqa: E402
 from tokenwatch.core import CoreConfig, RackCore  # noqa: E402
 from tokenwatch.core.baseline import Baseline, RunIdentity  # noqa: E402
 from tokenwatch.core.baseline_compare import baseline_view  # noqa: E402
 from tokenwatch.core.snapshot import RackSnapshot  # noqa: E402
+from tokenwatch.frontends.tui.app import TokenwatchApp  # noqa: E402
+from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen  # noqa: E402
+from tokenwatch.frontends.tui.theme_loader import shipped_dir  # noqa: E402
+from tokenwatch.frontends.tui.widgets.latency_histogram import LatencyHistogram  # noqa: E402
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable  # noqa: E402
+from tokenwatch.frontends.tui.widgets.run_header import RunHeader  # noqa: E402
+from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline  # noqa: E402
+from tokenwatch.inputs.replay.player import ReplayPlayer  # noqa: E402
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.runs.baseline import load_baseline  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
-from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
-from tokenwatch.tui.screens.dashboard import DashboardScreen  # noqa: E402
-from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
-from tokenwatch.tui.widgets.latency_histogram import LatencyHistogram  # noqa: E402
-from tokenwatch.tui.widgets.node_table import NodeTable  # noqa: E402
-from tokenwatch.tui.widgets.run_header import RunHeader  # noqa: E402
-from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline  # noqa: E402
 
 SAMPLES = ROOT / "sample_runs"
 

@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.core.causes import update_causes  # noqa: E402
 from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule  # noqa: E402
-from tokenwatch.sim.faults import parse_faults  # noqa: E402
-from tokenwatch.sim.profile import load_profile  # noqa: E402
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
+from tokenwatch.inputs.sim.faults import parse_faults  # noqa: E402
+from tokenwatch.inputs.sim.profile import load_profile  # noqa: E402
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 
 TARGET_MS = {1: 3.0, 64: 20.0}
 KINDS = ("throttle", "slow", "powercap=1200", "hot")

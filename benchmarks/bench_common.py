@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from rich.console import Console
     from textual.pilot import Pilot
 
-    from tokenwatch.sim.profile import Profile
-    from tokenwatch.tui.app import TokenwatchApp
-    from tokenwatch.tui.screens.dashboard import DashboardScreen
-    from tokenwatch.tui.screens.fleet_screen import FleetScreen
+    from tokenwatch.frontends.tui.app import TokenwatchApp
+    from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+    from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
+    from tokenwatch.inputs.sim.profile import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def sixty_four_rack_profile() -> Profile:
     """The GB300 NVL72 profile 64 times over: 1,152 nodes, 4,608 GPUs (as `tokenwatch sim --racks 64`)."""
     import dataclasses
 
-    from tokenwatch.sim.profile import load_profile
+    from tokenwatch.inputs.sim.profile import load_profile
 
     profile = load_profile("gb300-nvl72")
     return dataclasses.replace(
@@ -88,8 +88,8 @@ def timed_refresh(
 async def dashboard_on_screen(app: TokenwatchApp, pilot: Pilot[None], settle: bool) -> DashboardScreen:
     """The dashboard on screen, ready to measure: a replay (``settle``) has played its first events and
     the session has handled them; 64 racks lead with the board, so its "all nodes" dashboard is opened."""
-    from tokenwatch.tui.screens.dashboard import DashboardScreen
-    from tokenwatch.tui.screens.fleet_screen import FleetScreen
+    from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+    from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
 
     if settle:
         player = app.player

@@ -50,12 +50,12 @@ sys.path[:0] = [str(REPO), str(REPO / "tests" / "live")]
 
 from fleet_support import Prometheus, rack_core, rack_events, rack_name, serve  # noqa: E402
 
-from tokenwatch.collectors.prometheus_api import PrometheusApi  # noqa: E402
-from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector  # noqa: E402
+from tokenwatch.base.events import RunStarted  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
-from tokenwatch.events import RunStarted  # noqa: E402
-from tokenwatch.live.backlog import Backfill  # noqa: E402
-from tokenwatch.live.history import merged, run_clock  # noqa: E402
+from tokenwatch.inputs.live.backlog import Backfill  # noqa: E402
+from tokenwatch.inputs.live.history import merged, run_clock  # noqa: E402
+from tokenwatch.inputs.prometheus.api import PrometheusApi  # noqa: E402
+from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector  # noqa: E402
 
 FAULTS = {3: "node02:throttle@60s", 11: "node05:down@100s"}
 

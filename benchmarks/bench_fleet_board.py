@@ -33,11 +33,11 @@ from rich.console import Console  # noqa: E402
 
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.core.fleet import fleet_tick  # noqa: E402
+from tokenwatch.frontends.tui.app import TokenwatchApp  # noqa: E402
+from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen  # noqa: E402
+from tokenwatch.frontends.tui.theme_loader import shipped_dir  # noqa: E402
+from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
-from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
-from tokenwatch.tui.screens.fleet_screen import FleetScreen  # noqa: E402
-from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
-from tokenwatch.tui.widgets.fleet_board import FleetBoard  # noqa: E402
 
 
 class GcWatch:

@@ -34,12 +34,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tokenwatch.base.events import Scenario  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
-from tokenwatch.events import Scenario  # noqa: E402
+from tokenwatch.inputs.sim.faults import Fault  # noqa: E402
+from tokenwatch.inputs.sim.profile import load_profile  # noqa: E402
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.mlperf.forecast import Band  # noqa: E402
-from tokenwatch.sim.faults import Fault  # noqa: E402
-from tokenwatch.sim.profile import load_profile  # noqa: E402
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 
 POINTS = (0.25, 0.5, 0.75)
 STEP_S = 5.0

@@ -35,10 +35,10 @@ sys.path.insert(0, str(REPO))
 
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.core.histogram import LogHistogram  # noqa: E402
-from tokenwatch.exporter.exposition import families, render_families  # noqa: E402
-from tokenwatch.exporter.families import take_view  # noqa: E402
-from tokenwatch.sim.profile import load_profile  # noqa: E402
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
+from tokenwatch.frontends.metrics.exposition import families, render_families  # noqa: E402
+from tokenwatch.frontends.metrics.families import take_view  # noqa: E402
+from tokenwatch.inputs.sim.profile import load_profile  # noqa: E402
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 
 NODES = 1152
 BATCH = 200  # observations per node per latency batch (the simulator sends a node's 5 s at once)
@@ -132,7 +132,7 @@ def exposition() -> None:
 
 
 def charts() -> None:
-    from tokenwatch.report.charts import Frame, Line, line_chart
+    from tokenwatch.frontends.report.charts import Frame, Line, line_chart
 
     rng = np.random.default_rng(2)
     t = np.linspace(0, 4800, 1000)

@@ -42,10 +42,10 @@ sys.path[:0] = [str(REPO), str(REPO / "tests" / "live")]
 
 from sshd_cluster import LoopbackCluster  # noqa: E402
 
-from tokenwatch.events import GpuBatch  # noqa: E402
-from tokenwatch.live.ssh_connect import SshConnector, SshSettings  # noqa: E402
-from tokenwatch.live.targets import NodeTarget  # noqa: E402
-from tokenwatch.live.transport import SshTransport  # noqa: E402
+from tokenwatch.base.events import GpuBatch  # noqa: E402
+from tokenwatch.inputs.live.ssh_connect import SshConnector, SshSettings  # noqa: E402
+from tokenwatch.inputs.live.targets import NodeTarget  # noqa: E402
+from tokenwatch.inputs.live.transport import SshTransport  # noqa: E402
 from tokenwatch.sources.nvidia_smi import DEFAULT_QUERY_FIELDS, NvidiaSmiParser, query_command  # noqa: E402
 
 VLLM_LINE = (

@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tokenwatch.base.events import Event, Scenario
 from tokenwatch.core import RackCore
-from tokenwatch.events import Event, Scenario
-from tokenwatch.exporter import MetricsServer
-from tokenwatch.exporter.exposition import render
-from tokenwatch.exporter.families import take_view
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.frontends.metrics import MetricsServer
+from tokenwatch.frontends.metrics.exposition import render
+from tokenwatch.frontends.metrics.families import take_view
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 RACKS = 64
 

@@ -43,12 +43,12 @@ def peak_mb() -> float:
 
 
 async def dashboard(path: Path, phase: str) -> None:
-    from tokenwatch.collectors.replay import ReplayPlayer
-    from tokenwatch.collectors.replay_index_place import index_path_for
     from tokenwatch.core import RackCore
+    from tokenwatch.frontends.tui.app import TokenwatchApp
+    from tokenwatch.frontends.tui.theme_loader import shipped_dir
+    from tokenwatch.inputs.replay.index_place import index_path_for
+    from tokenwatch.inputs.replay.player import ReplayPlayer
     from tokenwatch.session import Session
-    from tokenwatch.tui.app import TokenwatchApp
-    from tokenwatch.tui.theme_loader import shipped_dir
 
     player = ReplayPlayer(path, speed=0, paused=phase == "seeks", index=True)
     session = Session(RackCore(), [player], flush_interval_s=None)
@@ -108,9 +108,9 @@ async def dashboard(path: Path, phase: str) -> None:
 
 def parts(path: Path) -> None:
     """The two parts of a seek, alone: restoring a keyframe from the index, and playing on from it."""
-    from tokenwatch.collectors.replay_index_place import index_path_for
-    from tokenwatch.collectors.replay_index_store import open_keyframes
-    from tokenwatch.collectors.replay_tape import as_replayed
+    from tokenwatch.inputs.replay.index_place import index_path_for
+    from tokenwatch.inputs.replay.index_store import open_keyframes
+    from tokenwatch.inputs.replay.tape import as_replayed
     from tokenwatch.recording import RecordingReader
 
     store, warning = open_keyframes(path, None)
@@ -152,7 +152,7 @@ def make_recording(folder: Path) -> Path:
 
 
 def run(path: Path, reuse_index: bool) -> None:
-    from tokenwatch.collectors.replay_index_place import index_path_for
+    from tokenwatch.inputs.replay.index_place import index_path_for
 
     phases = ["first-pass", "seeks", "parts"]
     if reuse_index and index_path_for(path).exists():

@@ -33,11 +33,11 @@ def peak_mb() -> float:
 
 
 async def dashboard(path: Path) -> None:
-    from tokenwatch.collectors.replay import ReplayPlayer
     from tokenwatch.core import RackCore
+    from tokenwatch.frontends.tui.app import TokenwatchApp
+    from tokenwatch.frontends.tui.theme_loader import shipped_dir
+    from tokenwatch.inputs.replay.player import ReplayPlayer
     from tokenwatch.session import Session
-    from tokenwatch.tui.app import TokenwatchApp
-    from tokenwatch.tui.theme_loader import shipped_dir
 
     player = ReplayPlayer(path, speed=0)
     session = Session(RackCore(), [player], flush_interval_s=None)

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tokenwatch.report.run_report import render_run_report  # noqa: E402
+from tokenwatch.frontends.report.run_report import render_run_report  # noqa: E402
 from tokenwatch.runs.loading import load_run  # noqa: E402
 
 

@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 from bench_common import dashboard_on_screen, sixty_four_rack_profile, timed_refresh  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from tokenwatch.collectors.replay import ReplayPlayer  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
+from tokenwatch.frontends.tui.app import TokenwatchApp  # noqa: E402
+from tokenwatch.frontends.tui.theme_loader import shipped_dir  # noqa: E402
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable  # noqa: E402
+from tokenwatch.inputs.replay.player import ReplayPlayer  # noqa: E402
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings  # noqa: E402
-from tokenwatch.tui.app import TokenwatchApp  # noqa: E402
-from tokenwatch.tui.theme_loader import shipped_dir  # noqa: E402
-from tokenwatch.tui.widgets.node_table import NodeTable  # noqa: E402
 
 SAMPLE = ROOT / "sample_runs" / "gb300-nvl72-offline.jsonl.zst"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from tokenwatch.events import Event, Progress
+from tokenwatch.base.events import Event, Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -153,7 +153,7 @@ def prometheus_query(
     url: str, promql: str, timeout_s: float = PATIENCE_S
 ) -> list[tuple[dict[str, str], float]]:
     """One instant query to a Prometheus server from synchronous test code, through tokenwatch's client."""
-    from tokenwatch.collectors.prometheus_api import PrometheusApi
+    from tokenwatch.inputs.prometheus.api import PrometheusApi
 
     async def ask() -> list[tuple[dict[str, str], float]]:
         async with PrometheusApi(url, timeout_s) as api:

@@ -15,32 +15,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
-from tokenwatch.clock import Clock, MonotonicClock
+from tokenwatch.base.clock import Clock, MonotonicClock
+from tokenwatch.base.events import Collector, Event, Notice, RunEnded, run_collector
+from tokenwatch.base.formatting import format_clock
 from tokenwatch.core import RackCore, RunSummary
-from tokenwatch.events import Collector, Emit, Event, Notice, RunEnded
-from tokenwatch.formatting import format_clock
 from tokenwatch.recording import RecordingError, RecordingWriter
-
-if TYPE_CHECKING:
-    from tokenwatch.collectors.prometheus_fleet import FleetFocus
 
 _DONE = object()
 _TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time
 
 
-async def run_collector(collector: Collector, emit: Emit, now: Callable[[], float]) -> None:
-    """Run ``collector`` to its end. Its failure becomes an error ``Notice`` ("NAME stopped: why", at
-    run time ``now()``) in the stream, never an exception that cancels its siblings."""
-    try:
-        await collector.run(emit)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a failing source is news for the engineer, not a crash
-        name = getattr(collector, "name", type(collector).__name__)
-        await emit(Notice(now(), "error", f"{name} stopped: {exc}", source=name))
+class RackFocus(Protocol):
+    """Which racks' nodes and GPUs a fleet input fetches in detail (the racks on screen); the dashboard
+    steers it through the session, which only carries it."""
+
+    @property
+    def racks(self) -> frozenset[str]: ...
+
+    def show(self, racks: Iterable[str]) -> None: ...
+
+    def clear(self) -> None: ...
 
 
 class Session:
@@ -79,7 +76,7 @@ class Session:
         self.stop_on_run_end = True
         # A fleet watched through Prometheus: the racks on screen, whose nodes are fetched every
         # interval. The dashboard sets it when a rack is opened (None for every other run).
-        self.fleet_focus: FleetFocus | None = None
+        self.fleet_focus: RackFocus | None = None
 
     def every(self, interval_s: float, callback: Callable[[float], None]) -> None:
         """``callback(T)`` at each multiple T of ``interval_s`` of run time, once all events to T are in."""

@@ -17,8 +17,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT, RunCli
 from tests.core.baseline_runs import BASE_SEED, RUN_FAULTS, RUN_SEED, finite_sum, measured_means, pct, record
+from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.recording import read_events
-from tokenwatch.sim.profile import load_profile
 
 SIM = ("sim", "--speed", "0", "--duration", "10m", "--headless")
 ASUSTEK = REPO_ROOT / "tests/data/sources/loadgen/asustek-8xmi325x-offline"

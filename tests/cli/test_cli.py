@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from tests.conftest import SAMPLE_RUNS
-from tokenwatch.events import NodeStatus, ProgressBatch, RunStarted
+from tokenwatch.base.events import NodeStatus, ProgressBatch, RunStarted
 from tokenwatch.recording import read_events
 
 JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "stopped_nodes", "nodes", "alerts", "verdict"}

@@ -20,7 +20,7 @@ import pytest
 
 from tests.cli.test_signals import wait_for_events
 from tests.conftest import REPO_ROOT, RunCli, cli_env, dashboard_in_pty
-from tokenwatch.events import RunEnded, RunStarted
+from tokenwatch.base.events import RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
 pytestmark = pytest.mark.timeout(150)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import PATIENCE_S, dashboard_in_pty, run_tokenwatch, wait_until
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     GpuBatch,
     LogLine,
@@ -26,7 +26,7 @@ from tokenwatch.events import (
     RunEnded,
     RunStarted,
 )
-from tokenwatch.formatting import printable
+from tokenwatch.base.formatting import printable
 from tokenwatch.recording import RecordingWriter
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # "write this to the clipboard"

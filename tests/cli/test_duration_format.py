@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenwatch.durations import format_duration, parse_duration
+from tokenwatch.base.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -23,12 +23,12 @@ import pytest
 
 from tests.conftest import REPO_ROOT, RunCli
 from tests.golden.recording_facts import recording_facts
+from tokenwatch.base.formatting import group
 from tokenwatch.core import RackCore
-from tokenwatch.exporter.exposition import render
-from tokenwatch.exporter.families import take_view
-from tokenwatch.formatting import group
+from tokenwatch.frontends.metrics.exposition import render
+from tokenwatch.frontends.metrics.families import take_view
+from tokenwatch.frontends.tui.widgets.verdict_badge import badge_text
 from tokenwatch.recording import read_events
-from tokenwatch.tui.widgets.verdict_badge import badge_text
 
 SAMPLES = REPO_ROOT / "sample_runs"
 # An 80-minute sample replayed, summarized, reported and read back three times: minutes on a loaded machine.

@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli.test_signals import wait_for_events
 from tests.conftest import SAMPLE_RUNS, RunCli, dashboard_in_pty
-from tokenwatch.events import RunEnded
+from tokenwatch.base.events import RunEnded
 from tokenwatch.recording import read_events
 
 pytestmark = pytest.mark.timeout(180)

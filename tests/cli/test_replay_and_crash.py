@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from tests.conftest import REPO_ROOT, RunCli, cli_env, recorded_until, wait_until
-from tokenwatch.clock import ManualClock
-from tokenwatch.collectors.replay import ReplayPlayer
-from tokenwatch.events import Event, RunEnded
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import Event, RunEnded
+from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.recording import read_events
 
 FAULTS = "node07:down@4m,node03:throttle@2m-5m,node11:slow@1m-3m,node05:stale@3m-3m20s"

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.conftest import REPO_ROOT, RunCli, dashboard_in_pty, start_tokenwatch
-from tokenwatch.events import ProgressBatch, RunEnded, RunStarted
+from tokenwatch.base.events import ProgressBatch, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
 pytestmark = pytest.mark.timeout(120)

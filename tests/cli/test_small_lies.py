@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from tests.conftest import PATIENCE_S, RunCli, start_tokenwatch
+from tokenwatch.base.events import NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import NodeStatus, Progress, RunEnded, RunStarted
 from tokenwatch.recording import RecordingWriter
 
 pytestmark = pytest.mark.timeout(120)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tokenwatch.events import Event, Progress, ProgressBatch, RunStarted
+from tokenwatch.base.events import Event, Progress, ProgressBatch, RunStarted
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 from tokenwatch.recording import RecordingWriter
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
 
 RUN_SEED, RUN_FAULTS, BASE_SEED = 2, "node03:slow@1m-5m,node07:down@6m-7m", 1
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     Event,
     GpuBatch,
@@ -30,9 +30,9 @@ from tokenwatch.events import (
     ProgressBatch,
     RunStarted,
 )
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 GPUS = 4  # gb300: GPUs per node
 WINDOW_S = 10.0  # the core's window for tokens/s now

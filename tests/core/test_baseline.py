@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 
 from tests.core.baseline_runs import finite_sum, measured_means, pct, record
+from tokenwatch.base.events import ProgressBatch
 from tokenwatch.core import CoreConfig, RackCore, RackSnapshot, RunSummary
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline_compare import baseline_means_at, compare_summary
 from tokenwatch.core.baseline_freeze import freeze_summary
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.summary import NodeResult
-from tokenwatch.events import ProgressBatch
+from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.recording import read_events
 from tokenwatch.runs.baseline import load_baseline
-from tokenwatch.sim.profile import load_profile
 
 TIMES = (30.0, 95.0, 240.0, 300.0, 480.0, 600.0, 700.0)  # warm-up, a slow node, the drain, after the end
 

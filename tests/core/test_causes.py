@@ -12,10 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from tokenwatch import throttle
-from tokenwatch.core import RackCore
-from tokenwatch.core.cause import CAUSE_KINDS
-from tokenwatch.events import (
+from tokenwatch.base import throttle
+from tokenwatch.base.events import (
     GPU_METRICS,
     EngineQueue,
     Event,
@@ -24,6 +22,8 @@ from tokenwatch.events import (
     ProgressBatch,
     RunStarted,
 )
+from tokenwatch.core import RackCore
+from tokenwatch.core.cause import CAUSE_KINDS
 
 NODES, GPUS = 8, 4
 SLOW = 5  # node05's index (names node00..node07)

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core.energy import EnergyCounters, energy_source, node_energy
-from tokenwatch.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunStarted
 
 _POWER, _ENERGY = GPU_METRICS.index("power_w"), GPU_METRICS.index("energy_j")
 

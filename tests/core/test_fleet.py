@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from tests.core.fleet_runs import GPUS, expected_rack, facts_at, fleet_events, rack_events
+from tokenwatch.base.events import Event, RunStarted
 from tokenwatch.core import Alert, RackCore
 from tokenwatch.core.rack_groups import rack_groups
 from tokenwatch.core.run_info import RunInfo
-from tokenwatch.events import Event, RunStarted
 
 PER_RACK = 4
 RACKS = 3

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from tokenwatch.base.events import RACK_FIGURES, Event, Heartbeat, RackFiguresBatch, RunStarted
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import RACK_FIGURES, Event, Heartbeat, RackFiguresBatch, RunStarted
 
 COL = {name: i for i, name in enumerate(RACK_FIGURES)}
 RACKS = ("rack01", "rack02", "rack03")

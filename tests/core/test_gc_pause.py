@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from tokenwatch.gc_pause import gc_paused
+from tokenwatch.base.gc_pause import gc_paused
 
 
 def test_the_collector_is_off_inside_and_back_after_even_on_an_error() -> None:

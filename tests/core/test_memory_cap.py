@@ -7,8 +7,8 @@ import numpy as np
 from tokenwatch.core import RackCore
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 
 def buffer_bytes(core: RackCore) -> int:

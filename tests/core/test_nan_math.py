@@ -9,8 +9,8 @@ import warnings
 import numpy as np
 import pytest
 
+from tokenwatch.base.formatting import seconds_label, si
 from tokenwatch.core.nan_math import finite_range, nan_quiet
-from tokenwatch.formatting import seconds_label, si
 
 NAN, INF = math.nan, math.inf
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
+from tokenwatch.base.events import GpuSample, NodeStatus, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core.power_limits import gpu_list
-from tokenwatch.events import GpuSample, NodeStatus, RunStarted
 
 
 def _core() -> RackCore:

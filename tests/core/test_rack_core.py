@@ -8,9 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from tokenwatch import throttle
-from tokenwatch.core import Alert, CoreConfig, RackCore
-from tokenwatch.events import (
+from tokenwatch.base import throttle
+from tokenwatch.base.events import (
     GPU_METRICS,
     Event,
     GpuBatch,
@@ -23,6 +22,7 @@ from tokenwatch.events import (
     RunStarted,
     Scenario,
 )
+from tokenwatch.core import Alert, CoreConfig, RackCore
 
 NODES = tuple(f"node{i:02d}" for i in range(1, 7))
 GPUS = 4

@@ -8,8 +8,8 @@ import statistics
 import numpy as np
 import pytest
 
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, Progress, RunStarted
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import GPU_METRICS, GpuBatch, Progress, RunStarted
 
 NODES = ("slow", "fast")
 STALE_AFTER_S = 5.0

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunEnded, RunStarted
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunEnded, RunStarted
 
 NODES = ("node01", "node02", "node03", "node04")
 GPUS = 2

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from tokenwatch.core import Alert, RackCore
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 GB300 = load_profile("gb300-nvl72")
 

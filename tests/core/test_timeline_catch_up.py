@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tokenwatch.base.events import ProgressBatch
 from tokenwatch.core import RackCore
 from tokenwatch.core.run_history import run_history, spread_increases
-from tokenwatch.events import ProgressBatch
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 PROFILE = load_profile("gb300-nvl72")
 NODES = PROFILE.node_names()

@@ -9,10 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.core.histogram import LogHistogram, compress
-from tokenwatch.core.verdict_json import verdict_json
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     Event,
     LatencyBatch,
     LatencyLimitCounts,
@@ -21,9 +18,12 @@ from tokenwatch.events import (
     RunStarted,
     Scenario,
 )
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.core.histogram import LogHistogram, compress
+from tokenwatch.core.verdict_json import verdict_json
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 SERVER = RunStarted(0.0, "r", "Server", ("a", "b"), 1, 600.0, None, "live", 0.0)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, cli_env
-from tokenwatch.events import RunEnded
+from tokenwatch.base.events import RunEnded
 from tokenwatch.recording import RecordingWriter, read_events
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "expected"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     GpuBatch,
     GpuSample,

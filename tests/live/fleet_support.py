@@ -21,12 +21,12 @@ import numpy as np
 import orjson
 
 from tests.conftest import PATIENCE_S, free_port, wait_until
+from tokenwatch.base.events import Event
 from tokenwatch.core import RackCore
-from tokenwatch.events import Event
-from tokenwatch.exporter import MetricsServer
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.frontends.metrics import MetricsServer
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 PROMETHEUS = shutil.which("prometheus")
 

@@ -18,8 +18,7 @@ import pytest
 from sshd_cluster import LoopbackCluster, missing_binaries
 
 from tests.conftest import PATIENCE_S
-from tokenwatch.core import RackCore, RackSnapshot
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     Event,
     GpuBatch,
@@ -29,9 +28,10 @@ from tokenwatch.events import (
     Progress,
     RunStarted,
 )
-from tokenwatch.live.build import build_collector, core_config
-from tokenwatch.live.config import WatchConfig, load_watch_config
-from tokenwatch.live.supervisor import LiveCollector, LiveOptions
+from tokenwatch.core import RackCore, RackSnapshot
+from tokenwatch.inputs.config import WatchConfig, load_watch_config
+from tokenwatch.inputs.live.supervisor import LiveCollector, LiveOptions
+from tokenwatch.inputs.watch import build_collector, core_config
 from tokenwatch.session import Session
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "live"

@@ -15,9 +15,9 @@ import pytest
 from live_support import LiveRun, VllmLog, attached_at, live_run, next_second, write_config
 from sshd_cluster import LoopbackCluster, missing_binaries
 
-from tokenwatch.events import Progress, RunEnded, RunStarted
-from tokenwatch.live.build import build_collector
-from tokenwatch.live.config import load_watch_config
+from tokenwatch.base.events import Progress, RunEnded, RunStarted
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.watch import build_collector
 
 pytestmark = pytest.mark.timeout(120)
 GENERATED = Path(__file__).resolve().parent.parent / "data" / "sources" / "loadgen" / "generated"

@@ -1,5 +1,5 @@
 """A file's backlog at the watch's start: placed at the times its records carry, or a baseline; and the
-run's t = 0 and merged history (tokenwatch/live/backlog.py, history.py). Figures are computed here from
+run's t = 0 and merged history (tokenwatch/inputs/live/backlog.py, history.py). Figures are computed here from
 the files themselves (stamps, rates, trace completions), not from the parsers' output."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenwatch.events import Event, LatencyBatch, LogLine, NodeStatus, Notice, Progress
-from tokenwatch.live import backlog as backlog_module
-from tokenwatch.live.backlog import MAX_HISTORY_S, Backfill, Baseline, place, read_local_backlog
-from tokenwatch.live.history import merged, run_clock
-from tokenwatch.live.remote_commands import backlog_command
+from tokenwatch.base.events import Event, LatencyBatch, LogLine, NodeStatus, Notice, Progress
+from tokenwatch.inputs.live import backlog as backlog_module
+from tokenwatch.inputs.live.backlog import MAX_HISTORY_S, Backfill, Baseline, place, read_local_backlog
+from tokenwatch.inputs.live.history import merged, run_clock
+from tokenwatch.inputs.live.remote_commands import backlog_command
 from tokenwatch.sources.harness_log import LogProgressParser
 from tokenwatch.sources.loadgen_trace import TraceTailParser
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatch.live.config import load_watch_config
-from tokenwatch.live.targets import NodeTarget, resolve_targets
-from tokenwatch.yaml_schema import SchemaError
+from tokenwatch.base.yaml_schema import SchemaError
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.live.targets import NodeTarget, resolve_targets
 
 ISSUE_EXAMPLE = """\
 run:

@@ -21,9 +21,9 @@ import pynvml
 import pytest
 from live_support import DATA
 
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunStarted
-from tokenwatch.live.nvml_source import NvmlReader
+from tokenwatch.inputs.live.nvml_source import NvmlReader
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 SOURCES = Path(__file__).resolve().parents[1] / "data" / "sources" / "prometheus"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatch.live.build import build_collector, plan_watch
-from tokenwatch.live.config import WatchConfig, load_watch_config, rack_label
-from tokenwatch.live.targets import rack_name
-from tokenwatch.yaml_schema import SchemaError
+from tokenwatch.base.yaml_schema import SchemaError
+from tokenwatch.inputs.config import WatchConfig, load_watch_config, rack_label
+from tokenwatch.inputs.live.targets import rack_name
+from tokenwatch.inputs.watch import build_collector, plan_watch
 
 FLEET = """\
 run: {name: fleet-llama2, scenario: Offline, duration: 80m}

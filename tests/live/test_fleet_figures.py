@@ -11,9 +11,9 @@ import numpy as np
 import orjson
 import pytest
 
-from tokenwatch.collectors.fleet_figures import RackFigures
-from tokenwatch.collectors.prometheus_api import PromApiError, RangeSeries, Sample, parse_range_response
-from tokenwatch.events import RackFiguresBatch
+from tokenwatch.base.events import RackFiguresBatch
+from tokenwatch.inputs.prometheus.api import PromApiError, RangeSeries, Sample, parse_range_response
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures
 
 FIRST, STEP, STEPS = 1_700_000_000.0, 10.0, 12
 

@@ -9,9 +9,11 @@ import re
 import pytest
 
 from tests.conftest import free_port
-from tokenwatch.clock import ManualClock
-from tokenwatch.collectors.fleet_figures import natural_key
-from tokenwatch.collectors.fleet_queries import (
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import Event, Notice, RackFiguresBatch
+from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
+from tokenwatch.inputs.prometheus.fleet_figures import natural_key
+from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
     UNSHARDED,
     query,
@@ -20,8 +22,6 @@ from tokenwatch.collectors.fleet_queries import (
     scoped,
     scoped_names,
 )
-from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector
-from tokenwatch.events import Event, Notice, RackFiguresBatch
 from tokenwatch.sources.metric_catalogue import PRESETS
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenwatch.live.hostlist import HostListError, expand_hostlist
+from tokenwatch.inputs.hostlist import HostListError, expand_hostlist
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from tokenwatch.live.backoff import Backoff
-from tokenwatch.live.http_fetch import HttpError, http_get, redact
+from tokenwatch.inputs.live.backoff import Backoff
+from tokenwatch.inputs.live.http_fetch import HttpError, http_get, redact
 
 
 async def serve(

@@ -22,10 +22,10 @@ from live_support import (
 from sshd_cluster import FAKE_NVIDIA_SMI
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, recorded_until, start_tokenwatch, wait_until
-from tokenwatch.events import LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
-from tokenwatch.live.build import build_collector
-from tokenwatch.live.config import load_watch_config
-from tokenwatch.live.supervisor import LiveOptions
+from tokenwatch.base.events import LatencyBatch, NodeStatus, Progress, RunEnded, RunStarted
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.live.supervisor import LiveOptions
+from tokenwatch.inputs.watch import build_collector
 from tokenwatch.recording import read_events
 
 FAKE_SUT = REPO_ROOT / "tests" / "sources" / "fake_sut.py"

@@ -18,12 +18,12 @@ import pytest
 from live_support import DATA, gpu_rows
 
 from tests.conftest import wait_until_async
-from tokenwatch.clock import MonotonicClock
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch
-from tokenwatch.live.node_health import NodeHealth
-from tokenwatch.live.node_sources import NodeContext, SourceEnded
-from tokenwatch.live.nvml_source import NvmlReader, NvmlSource, count_gpus
-from tokenwatch.live.transport import LocalTransport
+from tokenwatch.base.clock import MonotonicClock
+from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch
+from tokenwatch.inputs.live.node_health import NodeHealth
+from tokenwatch.inputs.live.node_sources import NodeContext, SourceEnded
+from tokenwatch.inputs.live.nvml_source import NvmlReader, NvmlSource, count_gpus
+from tokenwatch.inputs.live.transport import LocalTransport
 
 RECORDED = json.loads((DATA / "nvml-recorded.json").read_text())["gpus"]
 

@@ -35,11 +35,18 @@ from fleet_support import (
 )
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, wait_until
-from tokenwatch.collectors.prometheus_api import PrometheusApi
-from tokenwatch.collectors.prometheus_fleet import FleetSettings, PrometheusFleetCollector
+from tokenwatch.base.events import (
+    GPU_METRICS,
+    RACK_FIGURES,
+    GpuBatch,
+    ProgressBatch,
+    RackFiguresBatch,
+    RunStarted,
+)
 from tokenwatch.core import RackCore
-from tokenwatch.events import GPU_METRICS, RACK_FIGURES, GpuBatch, ProgressBatch, RackFiguresBatch, RunStarted
-from tokenwatch.exporter import MetricsServer
+from tokenwatch.frontends.metrics import MetricsServer
+from tokenwatch.inputs.prometheus.api import PrometheusApi
+from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
 from tokenwatch.recording import RecordingReader, read_events
 
 pytestmark = [

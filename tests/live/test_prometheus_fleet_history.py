@@ -20,12 +20,12 @@ import pytest
 from fleet_support import PROMETHEUS, Prometheus, close_all, rack_core, rack_events, serve
 
 from tests.conftest import wait_until_async
+from tokenwatch.base.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
-from tokenwatch.exporter import MetricsServer
-from tokenwatch.live.build import fleet_watch
-from tokenwatch.live.config import WatchConfig, load_watch_config
-from tokenwatch.live.supervisor import LiveCollector
+from tokenwatch.frontends.metrics import MetricsServer
+from tokenwatch.inputs.config import WatchConfig, load_watch_config
+from tokenwatch.inputs.live.supervisor import LiveCollector
+from tokenwatch.inputs.watch import fleet_watch
 from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
 from tokenwatch.session import Session
 

@@ -20,13 +20,13 @@ import pytest
 from live_support import LiveRun, attached_at
 
 from tests.conftest import PATIENCE_S, free_port
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+from tokenwatch.base.events import LatencyBatch, ProgressBatch, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import LatencyBatch, ProgressBatch, RunStarted
-from tokenwatch.live.backlog import Backfill
-from tokenwatch.live.build import build_collector
-from tokenwatch.live.config import load_watch_config
-from tokenwatch.live.history import merged, run_clock
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.live.backlog import Backfill
+from tokenwatch.inputs.live.history import merged, run_clock
+from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
+from tokenwatch.inputs.watch import build_collector
 
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
 pytestmark = [
@@ -168,7 +168,7 @@ def test_prometheus_knows_when_the_run_began_and_fills_in_its_history(history: H
 
 
 async def _poll(source: PrometheusQueryCollector) -> list:  # type: ignore[type-arg]
-    from tokenwatch.collectors.prometheus_api import PrometheusApi
+    from tokenwatch.inputs.prometheus.api import PrometheusApi
 
     async with PrometheusApi(source.url) as api:
         return await source.poll(api)

@@ -15,10 +15,10 @@ import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
 from tests.conftest import PATIENCE_S, free_port, prometheus_query
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
-from tokenwatch.live.build import build_collector
-from tokenwatch.live.config import load_watch_config
-from tokenwatch.live.supervisor import LiveOptions
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.live.supervisor import LiveOptions
+from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
+from tokenwatch.inputs.watch import build_collector
 
 PROMETHEUS = shutil.which("prometheus")
 DCGM = DATA / "dcgm-v100x4.excerpt.prom"  # real 4 x V100 lines, Hostname="r6i3n0"

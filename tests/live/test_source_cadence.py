@@ -7,12 +7,12 @@ import statistics
 
 import pytest
 
-from tokenwatch.clock import ManualClock
-from tokenwatch.events import Event, NodeStatus
-from tokenwatch.live.node_health import NodeHealth
-from tokenwatch.live.node_sources import NodeContext
-from tokenwatch.live.source_supervisor import SourceSupervisor
-from tokenwatch.live.transport import Transport
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import Event, NodeStatus
+from tokenwatch.inputs.live.node_health import NodeHealth
+from tokenwatch.inputs.live.node_sources import NodeContext
+from tokenwatch.inputs.live.source_supervisor import SourceSupervisor
+from tokenwatch.inputs.live.transport import Transport
 
 STALE_AFTER_S = 5.0
 

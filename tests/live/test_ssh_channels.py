@@ -20,7 +20,7 @@ from live_support import (
 )
 from sshd_cluster import LoopbackCluster
 
-from tokenwatch.events import LogLine, Progress
+from tokenwatch.base.events import LogLine, Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
 

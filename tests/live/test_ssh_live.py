@@ -11,8 +11,8 @@ from live_support import N_NODES, expected_node_power_w, gpu_rows, live_run, nee
 from sshd_cluster import LoopbackCluster
 
 from tests.conftest import progress_counts
+from tokenwatch.base.events import LogLine, Progress
 from tokenwatch.core.snapshot import FRESH, STALE_GPU
-from tokenwatch.events import LogLine, Progress
 
 pytestmark = [needs_sshd, pytest.mark.timeout(120)]
 

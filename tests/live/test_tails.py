@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PATIENCE_S, wait_until
-from tokenwatch.clock import MonotonicClock
-from tokenwatch.live.file_tail import LocalFileTailer
-from tokenwatch.live.remote_commands import tail_command
-from tokenwatch.live.tail_fingerprint import TailFingerprint
-from tokenwatch.live.tail_stream import (
+from tokenwatch.base.clock import MonotonicClock
+from tokenwatch.inputs.live.file_tail import LocalFileTailer
+from tokenwatch.inputs.live.remote_commands import tail_command
+from tokenwatch.inputs.live.tail_fingerprint import TailFingerprint
+from tokenwatch.inputs.live.tail_stream import (
     TailData,
     TailItem,
     TailMessage,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatch.live.build import core_config
-from tokenwatch.live.config import load_watch_config
-from tokenwatch.live.node_sources import FileTailSource
-from tokenwatch.live.plan import node_sources
-from tokenwatch.live.targets import resolve_targets
+from tokenwatch.base.yaml_schema import SchemaError
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.live.node_sources import FileTailSource
+from tokenwatch.inputs.live.plan import node_sources
+from tokenwatch.inputs.live.targets import resolve_targets
+from tokenwatch.inputs.watch import core_config
 from tokenwatch.sources.loadgen_detail import DetailLogParser
-from tokenwatch.yaml_schema import SchemaError
 
 CONFIG = """\
 run:

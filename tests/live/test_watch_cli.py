@@ -19,7 +19,7 @@ from live_support import (
 from sshd_cluster import LoopbackCluster
 
 from tests.conftest import PATIENCE_S, recorded_until, run_tokenwatch, start_tokenwatch, wait_until
-from tokenwatch.events import NodeStatus, RunEnded, RunStarted
+from tokenwatch.base.events import NodeStatus, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
 pytestmark = pytest.mark.timeout(120)

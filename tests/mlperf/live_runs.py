@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.sources.conftest import FAKE_SUT
-from tokenwatch.events import Event, LoadGenDetail, NodeStatus, RunStarted
+from tokenwatch.base.events import Event, LoadGenDetail, NodeStatus, RunStarted
 from tokenwatch.sources.loadgen_detail import DetailLogParser
 from tokenwatch.sources.loadgen_trace import TraceTailParser
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.formatting import BAND_UNKNOWN, projection
+from tokenwatch.base.formatting import BAND_UNKNOWN, projection
 from tokenwatch.mlperf.early_stopping import overlatency_budget
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Assumptions, NodeProgress, OverLimit, forecast, honest_band

@@ -17,8 +17,8 @@ import pytest
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, RunCli, cli_env, recorded_until, wait_until
 from tests.sources.conftest import FAKE_SUT, needs_loadgen
+from tokenwatch.base.events import LoadGenDetail, Progress
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import LoadGenDetail, Progress
 from tokenwatch.mlperf.pace import Assumptions
 from tokenwatch.recording import RecordingWriter, read_events
 

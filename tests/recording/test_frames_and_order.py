@@ -17,7 +17,7 @@ import pytest
 import zstandard
 
 from tests.conftest import SAMPLE_RUNS, run_tokenwatch, unzstd
-from tokenwatch.events import Event, Heartbeat, RunStarted
+from tokenwatch.base.events import Event, Heartbeat, RunStarted
 from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
 from tokenwatch.recording.codec import dumps, loads
 from tokenwatch.runs.from_core import summarize_recording

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tokenwatch, wait_until_async
+from tokenwatch.base.durations import format_clock
+from tokenwatch.base.events import Notice, RunEnded
 from tokenwatch.core import RackCore
-from tokenwatch.durations import format_clock
-from tokenwatch.events import Notice, RunEnded
+from tokenwatch.inputs.sim.collector import SimulatorCollector
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import SimSettings
 from tokenwatch.recording import RecordingError, RecordingWriter, read_events
 from tokenwatch.session import Session
-from tokenwatch.sim.collector import SimulatorCollector
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SimSettings
 
 STOPPED = re.compile(
     r"recording stopped: disk full at (\d\d:\d\d); the file ends at (\d\d:\d\d), all of it readable"
@@ -180,7 +180,7 @@ def test_the_writer_reports_a_full_disk_once_and_then_stays_closed(tmp_path: Pat
 
 async def test_the_dashboard_goes_on_when_the_disk_fills(tmp_path: Path) -> None:
     from tests.tui.apps import sim_app
-    from tokenwatch.tui.widgets.alerts_panel import AlertsPanel
+    from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
 
     recorder = RecordingWriter(tmp_path / "run.jsonl.zst")
     # Two hours at x120 is a minute of wall time: room for the steps below on a loaded machine, where a

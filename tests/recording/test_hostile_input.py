@@ -17,11 +17,11 @@ import orjson
 import pytest
 
 from tests.conftest import PATIENCE_S, cli_env, run_tokenwatch
-from tokenwatch.events import MAX_RUN_GPUS, Heartbeat, RunStarted
+from tokenwatch.base.events import MAX_RUN_GPUS, Heartbeat, RunStarted
+from tokenwatch.base.yaml_schema import SchemaError, parse_yaml
 from tokenwatch.recording import RecordingWriter, read_events
 from tokenwatch.recording.codec import CodecError, loads
 from tokenwatch.recording.time_order import MIN_JUMP_S
-from tokenwatch.yaml_schema import SchemaError, parse_yaml
 
 START = RunStarted(0.0, "r", "Offline", ("a", "b"), 2, 60.0, None, "sim", 1.7e9)
 MEMORY_LIMIT = 1 << 30  # 1 GiB of address space: far above what these files need once bounded
@@ -192,7 +192,7 @@ def test_alias_bombs_in_profiles_and_configs_are_one_line_errors(tmp_path: Path,
 
 
 def test_an_alias_bomb_theme_is_reported_and_skipped(tmp_path: Path) -> None:
-    from tokenwatch.tui.theme_loader import load_catalog
+    from tokenwatch.frontends.tui.theme_loader import load_catalog
 
     (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB)
     catalog = load_catalog([tmp_path])

@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tokenwatch.events import RACK_FIGURES, RackFiguresBatch, RunStarted
+from tokenwatch.base.events import RACK_FIGURES, RackFiguresBatch, RunStarted
 from tokenwatch.recording import RecordingWriter, read_events
 from tokenwatch.recording.codec import CodecError, dumps, loads
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, ProgressBatch
 from tokenwatch.core import RackCore
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, LatencyBatch, ProgressBatch
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 from tokenwatch.recording.codec import Decoder, dumps
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
 
 
 def arrays_of(event: Event) -> list[np.ndarray]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     OPTIONAL_GPU_METRICS,
     EngineQueue,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenwatch.events import LatencyLimitCounts, LoadGenDetail, RunStarted
+from tokenwatch.base.events import LatencyLimitCounts, LoadGenDetail, RunStarted
 from tokenwatch.recording import RecordingWriter, read_events
 from tokenwatch.recording.codec import CodecError, dumps, loads
 

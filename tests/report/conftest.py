@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, SAMPLE_RUNS, cli_env, free_port, prometheus_query
 from tokenwatch.core import RackCore
-from tokenwatch.exporter import MetricsServer
+from tokenwatch.frontends.metrics import MetricsServer
 from tokenwatch.runs.from_core import ingest_recording
 from tokenwatch.runs.loading import load_run
 from tokenwatch.runs.run_data import RunData

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenwatch.events import ProgressBatch, RunStarted
+from tokenwatch.base.events import ProgressBatch, RunStarted
 from tokenwatch.recording import RecordingReader
 
 

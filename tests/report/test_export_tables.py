@@ -13,8 +13,8 @@ import pytest
 from tests.conftest import RunCli
 from tests.report.conftest import FAILURE_RUN, SERVER_RUN
 from tests.report.helpers import node_totals
-from tokenwatch.events import GPU_METRICS, GpuBatch, RunStarted
-from tokenwatch.export import run_tables, write_csv, write_parquet
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, RunStarted
+from tokenwatch.frontends.tables import run_tables, write_csv, write_parquet
 from tokenwatch.recording import RecordingReader
 from tokenwatch.runs.run_data import RunData
 

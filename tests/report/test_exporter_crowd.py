@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import PATIENCE_S
 from tests.tui.apps import OFFLINE
 from tokenwatch.core import RackCore
-from tokenwatch.exporter import MetricsServer
+from tokenwatch.frontends.metrics import MetricsServer
 from tokenwatch.runs.from_core import ingest_recording
 
 SCRAPERS = 200
@@ -97,7 +97,7 @@ def test_a_stalled_client_is_let_go(server: MetricsServer) -> None:
 def test_a_client_that_disconnects_mid_response_is_no_traceback(
     server: MetricsServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="tokenwatch.exporter")
+    caplog.set_level(logging.DEBUG, logger="tokenwatch.frontends.metrics")
     for _ in range(20):
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)  # the response cannot all be sent at once

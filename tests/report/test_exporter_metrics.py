@@ -24,16 +24,16 @@ from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port, wait_until
+from tokenwatch.base.events import GPU_METRICS
 from tokenwatch.core import RackCore
 from tokenwatch.core.histogram import cumulative_at
-from tokenwatch.events import GPU_METRICS
-from tokenwatch.exporter import MetricsServer, serve_metrics
-from tokenwatch.exporter.exposition import families, go_floats, render, render_families
-from tokenwatch.exporter.families import Family, take_view
+from tokenwatch.frontends.metrics import MetricsServer, serve_metrics
+from tokenwatch.frontends.metrics.exposition import families, go_floats, render, render_families
+from tokenwatch.frontends.metrics.families import Family, take_view
+from tokenwatch.inputs.sim.collector import SimulatorCollector
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import SimSettings
 from tokenwatch.session import Session
-from tokenwatch.sim.collector import SimulatorCollector
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SimSettings
 
 # prometheus_client.utils carries no annotations; this is its signature.
 go_string: Callable[[float], str] = floatToGoString

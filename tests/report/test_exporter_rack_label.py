@@ -12,12 +12,12 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port
+from tokenwatch.base.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
-from tokenwatch.exporter.exposition import render
-from tokenwatch.exporter.families import take_view
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.frontends.metrics.exposition import render
+from tokenwatch.frontends.metrics.families import take_view
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 
 def rack_core(meta: dict[str, object], until_s: float = 30.0) -> RackCore:

@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PATIENCE_S, free_port
-from tokenwatch.clock import ManualClock
-from tokenwatch.collectors import prometheus_api
-from tokenwatch.collectors.prometheus_api import PromApiError, PrometheusApi, parse_response
-from tokenwatch.collectors.prometheus_presets import PresetError
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import Event, Notice, ProgressBatch
 from tokenwatch.core.capacity import WorkloadError, parse_workload
-from tokenwatch.events import Event, Notice, ProgressBatch
+from tokenwatch.inputs.prometheus import api as prometheus_api
+from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi, parse_response
+from tokenwatch.inputs.prometheus.presets import PresetError
+from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 
 
 @given(st.binary(max_size=2000))

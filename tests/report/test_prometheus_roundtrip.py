@@ -11,11 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.report.conftest import DATA, SERVER_RUN, PromFleet
-from tokenwatch.clock import ManualClock
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
-from tokenwatch.core import RackCore
-from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S
-from tokenwatch.events import (
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import (
     GPU_METRICS,
     LATENCY_METRICS,
     Event,
@@ -26,6 +23,9 @@ from tokenwatch.events import (
     ProgressBatch,
     RunStarted,
 )
+from tokenwatch.core import RackCore
+from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S
+from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.recording import RecordingReader
 
 
@@ -241,8 +241,8 @@ def test_grafana_dashboard_queries_run_on_prometheus(prom_fleet: PromFleet) -> N
     import orjson
 
     from tests.conftest import REPO_ROOT
-    from tokenwatch.exporter.exposition import render
-    from tokenwatch.exporter.families import take_view
+    from tokenwatch.frontends.metrics.exposition import render
+    from tokenwatch.frontends.metrics.families import take_view
 
     dashboard = orjson.loads((REPO_ROOT / "grafana" / "tokenwatch-dashboard.json").read_bytes())
     served = set(re.findall(rb"^# TYPE (\w+)", render(take_view(prom_fleet.core)), flags=re.M))
@@ -258,7 +258,7 @@ def test_grafana_dashboard_queries_run_on_prometheus(prom_fleet: PromFleet) -> N
 
 def test_every_preset_query_is_valid_promql(prom_fleet: PromFleet) -> None:
     """The PromQL built from the metric catalogue parses and runs on a real Prometheus, every preset."""
-    from tokenwatch.collectors.prometheus_presets import GPU_PRESETS, PROGRESS_PRESETS
+    from tokenwatch.inputs.prometheus.presets import GPU_PRESETS, PROGRESS_PRESETS
 
     templates = [
         q for presets in (GPU_PRESETS, PROGRESS_PRESETS) for p in presets.values() for q in p.values()
@@ -270,7 +270,7 @@ def test_every_preset_query_is_valid_promql(prom_fleet: PromFleet) -> None:
 
 def test_a_second_family_stands_in_per_node(prom_fleet: PromFleet) -> None:
     """``first_present``: each node reads the first family it has, never a mix of two families' buckets."""
-    from tokenwatch.collectors.prometheus_presets import first_present
+    from tokenwatch.inputs.prometheus.presets import first_present
 
     promql = first_present(
         "sum by ({node}, le)", ["vllm:time_to_first_token_seconds_bucket", "tokenwatch_ttft_seconds_bucket"]
@@ -286,8 +286,8 @@ def test_a_second_family_stands_in_per_node(prom_fleet: PromFleet) -> None:
 
 def test_scrape_and_query_read_tokenwatch_metrics_alike(prom_fleet: PromFleet) -> None:
     """The same catalogue preset read from the /metrics text and through Prometheus gives the same events."""
-    from tokenwatch.exporter.exposition import render
-    from tokenwatch.exporter.families import take_view
+    from tokenwatch.frontends.metrics.exposition import render
+    from tokenwatch.frontends.metrics.families import take_view
     from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
     run = prom_fleet.core.run

@@ -10,9 +10,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.collectors.prometheus_api import parse_response
-from tokenwatch.collectors.prometheus_query import PrometheusQueryCollector
-from tokenwatch.events import LatencyBatch
+from tokenwatch.base.events import LatencyBatch
+from tokenwatch.inputs.prometheus.api import parse_response
+from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 # vLLM's TTFT bounds (log-spaced), +Inf last

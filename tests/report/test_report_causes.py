@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from tests.tui.recordings import cause_run_events, write_recording
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, RunStarted
 from tokenwatch.core import CoreConfig
-from tokenwatch.events import GPU_METRICS, GpuBatch, RunStarted
+from tokenwatch.frontends.report.run_report import render_run_report
 from tokenwatch.recording import RecordingReader
-from tokenwatch.report.run_report import render_run_report
 from tokenwatch.runs.loading import load_run
 
 _LIMIT = GPU_METRICS.index("power_limit_w")

@@ -9,10 +9,10 @@ import pytest
 
 from tests.report.conftest import SERVER_RUN, chromium
 from tests.report.helpers import node_totals
+from tokenwatch.base.formatting import group
 from tokenwatch.core.capacity import Workload, capacity
 from tokenwatch.core.comparison import Better, ComparedFigure, compare_runs
-from tokenwatch.formatting import group
-from tokenwatch.report.compare_report import render_comparison
+from tokenwatch.frontends.report.compare_report import render_comparison
 from tokenwatch.runs.loading import load_run
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.report.conftest import FAILURE_RUN, SERVER_RUN, chromium
 from tests.report.helpers import node_totals, png_pixels
-from tokenwatch.formatting import group
-from tokenwatch.report.run_report import render_run_report
+from tokenwatch.base.formatting import group
+from tokenwatch.frontends.report.run_report import render_run_report
 from tokenwatch.runs.run_data import RunData
 
 FIGURES_SERVER = {

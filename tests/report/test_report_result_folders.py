@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from tests.report.conftest import DATA
-from tokenwatch.formatting import group
+from tokenwatch.base.formatting import group
 
 FOLDER = DATA / "asustek-mi325x"
 # tokens/s of each summary as published (SOURCES.md of the shared real data): independent of our parser.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenwatch.core.verdict_view import VerdictHistory, forecast_accuracy
-from tokenwatch.report.run_report import render_run_report
+from tokenwatch.frontends.report.run_report import render_run_report
 from tokenwatch.runs.run_data import RunData
 
 

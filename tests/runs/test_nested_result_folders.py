@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, run_tokenwatch
-from tokenwatch.formatting import group
+from tokenwatch.base.formatting import group
 
 ASUSTEK = DATA / "sources" / "loadgen" / "asustek-8xmi325x-offline"
 # node (relative folder) -> the real per-GPU run whose summary (and detail log, where there is one) it holds

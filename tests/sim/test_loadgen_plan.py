@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tokenwatch.events import Event, LatencyLimitCounts, LoadGenDetail, Scenario
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
-from tokenwatch.yaml_schema import SchemaError
+from tokenwatch.base.events import Event, LatencyLimitCounts, LoadGenDetail, Scenario
+from tokenwatch.base.yaml_schema import SchemaError
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 
 def first_events(scenario: Scenario, **changes: Any) -> list[Event]:

@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from tokenwatch import throttle
+from tokenwatch.base import throttle
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, ProgressBatch, Scenario
 from tokenwatch.core import RackCore
 from tokenwatch.core.cause import Cause
-from tokenwatch.events import GPU_METRICS, GpuBatch, ProgressBatch, Scenario
-from tokenwatch.sim.faults import FaultError, parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.faults import FaultError, parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 PROFILE = load_profile("gb300-nvl72")
 NODES = PROFILE.node_names()

@@ -18,9 +18,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, NodeStatus, ProgressBatch, RunEnded, RunStarted
-from tokenwatch.sim.profile import Profile, load_profile
-from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.base.events import (
+    GPU_METRICS,
+    Event,
+    GpuBatch,
+    NodeStatus,
+    ProgressBatch,
+    RunEnded,
+    RunStarted,
+)
+from tokenwatch.inputs.sim.profile import Profile, load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 GB300 = load_profile("gb300-nvl72")
 POWER = GPU_METRICS.index("power_w")
@@ -151,7 +159,7 @@ def test_server_runs_are_sane_at_every_duration(duration_s: float) -> None:
 
 def test_a_short_run_steps_finer_and_keeps_the_profiles_shape() -> None:
     """10 s: a warm-up of half a second and a drain of 0.2 s, in steps of 1/16 s, not one 1-s tick."""
-    from tokenwatch.sim.rack_sim import phase_lengths
+    from tokenwatch.inputs.sim.rack_sim import phase_lengths
 
     assert phase_lengths(GB300, 10.0) == (0.5, 0.2)
     assert phase_lengths(GB300, GB300.duration_s) == (GB300.warmup_s, GB300.tail_s)

@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenwatch import throttle
-from tokenwatch.clock import ManualClock
-from tokenwatch.core import RackCore
-from tokenwatch.events import (
+from tokenwatch.base import throttle
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import (
     GPU_METRICS,
     Event,
     GpuBatch,
@@ -22,12 +21,13 @@ from tokenwatch.events import (
     RunEnded,
     RunStarted,
 )
+from tokenwatch.base.yaml_schema import SchemaError
+from tokenwatch.core import RackCore
+from tokenwatch.inputs.sim.collector import SimulatorCollector
+from tokenwatch.inputs.sim.faults import FaultError, parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import SLOW_FACTOR, RackSimulation, SimSettings
 from tokenwatch.recording.codec import dumps
-from tokenwatch.sim.collector import SimulatorCollector
-from tokenwatch.sim.faults import FaultError, parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SLOW_FACTOR, RackSimulation, SimSettings
-from tokenwatch.yaml_schema import SchemaError
 
 GB300 = load_profile("gb300-nvl72")
 NODES = GB300.node_names()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PATIENCE_S
-from tokenwatch.events import Event
+from tokenwatch.base.events import Event
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "sources"
 LOADGEN = DATA / "loadgen"

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import progress_counts
-from tokenwatch.events import Event, LatencyBatch, NodeStatus, Notice, Progress
+from tokenwatch.base.events import Event, LatencyBatch, NodeStatus, Notice, Progress
 from tokenwatch.sources.endpoints_events import EndpointsEventsParser
 
 

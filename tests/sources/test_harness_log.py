@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import progress_counts
-from tokenwatch.events import LogLine, Notice, Progress
+from tokenwatch.base.events import LogLine, Notice, Progress
+from tokenwatch.base.yaml_schema import SchemaError
 from tokenwatch.sources.errors import SourceFormatError
 from tokenwatch.sources.harness_log import LogPatternError, LogProgressParser, preset_names
-from tokenwatch.yaml_schema import SchemaError
 
 from .conftest import DATA, feed_in_chunks
 

@@ -9,7 +9,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.events import Event, LogLine, Notice, Progress
+from tokenwatch.base.events import Event, LogLine, Notice, Progress
 from tokenwatch.sources.harness_log import LogProgressParser
 from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tokenwatch.events import Notice
+from tokenwatch.base.events import Notice
 from tokenwatch.sources.errors import SourceFormatError
 from tokenwatch.sources.loadgen_detail import DetailLogParser, parse_detail_bytes, read_detail
 from tokenwatch.sources.loadgen_summary import read_summary

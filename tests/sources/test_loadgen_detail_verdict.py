@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tokenwatch.events import LoadGenDetail
+from tokenwatch.base.events import LoadGenDetail
 from tokenwatch.sources.loadgen_detail import VERDICT_PREFIXES, DetailLogParser
 
 from .conftest import LOADGEN, feed_in_chunks

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import progress_counts
-from tokenwatch.events import LatencyBatch, Progress
+from tokenwatch.base.events import LatencyBatch, Progress
 
 from .conftest import TailedRun, needs_loadgen, run_nodes
 

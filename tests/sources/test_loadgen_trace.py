@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import progress_counts
+from tokenwatch.base.events import Event, LatencyBatch, NodeStatus, Notice, Progress, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.events import Event, LatencyBatch, NodeStatus, Notice, Progress, RunStarted
 from tokenwatch.sources.loadgen_detail import read_detail
 from tokenwatch.sources.loadgen_summary import read_summary
 from tokenwatch.sources.loadgen_trace import TraceTailParser

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatch.events import GPU_METRICS
-from tokenwatch.exporter.families import GPU_FAMILIES, PREFIX
+from tokenwatch.base.events import GPU_METRICS
+from tokenwatch.frontends.metrics.families import GPU_FAMILIES, PREFIX
 from tokenwatch.sources.metric_catalogue import (
     GPU_PRESET_NAMES,
     PRESETS,

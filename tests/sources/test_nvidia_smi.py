@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch, Notice
+from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch, Notice
 from tokenwatch.sources.nvidia_smi import (
     DEFAULT_QUERY_FIELDS,
     NvidiaSmiParser,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import progress_counts
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     GpuBatch,
     LatencyBatch,

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenwatch.core import RackCore
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     EngineQueue,
     GpuBatch,
@@ -21,6 +20,7 @@ from tokenwatch.events import (
     Progress,
     RunStarted,
 )
+from tokenwatch.core import RackCore
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 from .conftest import DATA

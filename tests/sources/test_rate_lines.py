@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tokenwatch.events import Event, Notice, Progress
+from tokenwatch.base.events import Event, Notice, Progress
 from tokenwatch.sources.harness_log import LogProgressParser
 
 START = datetime(2025, 9, 2, 13, 26, 52, tzinfo=UTC)

@@ -25,7 +25,7 @@ import re
 
 import pytest
 
-from tokenwatch.events import EngineQueue, LatencyBatch, Notice, Progress
+from tokenwatch.base.events import EngineQueue, LatencyBatch, Notice, Progress
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
 from .conftest import DATA

@@ -12,15 +12,15 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from tests.conftest import wait_until_async
-from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.inputs.replay.player import ReplayPlayer
+from tokenwatch.inputs.sim.collector import SimulatorCollector
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import SimSettings
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.runs.from_core import ingest_recording
 from tokenwatch.session import Session
-from tokenwatch.sim.collector import SimulatorCollector
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SimSettings
-from tokenwatch.tui.app import TokenwatchApp
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_RUNS = REPO_ROOT / "sample_runs"
@@ -54,7 +54,7 @@ def replay_app(
     config: CoreConfig | None = None,
 ) -> TokenwatchApp:
     """A dashboard over a paused replay that will have played ``path`` up to ``at_s``."""
-    from tokenwatch.tui.theme_loader import shipped_dir
+    from tokenwatch.frontends.tui.theme_loader import shipped_dir
 
     player = ReplayPlayer(path, speed=0, start_s=at_s, paused=True)
     session = Session(RackCore(config), [player], recorder=recorder, flush_interval_s=None)
@@ -67,9 +67,9 @@ def sim_app(
     *, duration: str = "10m", speed: float = 0.0, recorder: RecordingWriter | None = None, faults: str = ""
 ) -> TokenwatchApp:
     """A dashboard over the seeded gb300 simulator (``speed`` 0: as fast as possible)."""
-    from tokenwatch.durations import parse_duration
-    from tokenwatch.sim.faults import parse_faults
-    from tokenwatch.tui.theme_loader import shipped_dir
+    from tokenwatch.base.durations import parse_duration
+    from tokenwatch.frontends.tui.theme_loader import shipped_dir
+    from tokenwatch.inputs.sim.faults import parse_faults
 
     profile = load_profile("gb300-nvl72")
     settings = SimSettings(

@@ -10,11 +10,11 @@ import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
-from tokenwatch.events import Event, NodeStatus, RunEnded
+from tokenwatch.base.events import Event, NodeStatus, RunEnded
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import SIM_EPOCH, RackSimulation, SimSettings
 from tokenwatch.recording import RecordingReader, RecordingWriter
-from tokenwatch.sim.faults import parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SIM_EPOCH, RackSimulation, SimSettings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tui"
 FAULT_RUN = DATA / "fault-run-end.jsonl.zst"

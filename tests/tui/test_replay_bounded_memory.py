@@ -16,8 +16,8 @@ import pytest
 from tests.conftest import wait_until_async
 from tests.tui.apps import NODE_FAILURE, OFFLINE, core_until
 from tests.tui.test_tui_replay_player import assert_same, started, until_settled
-from tokenwatch.collectors import replay_tape
-from tokenwatch.events import GpuBatch
+from tokenwatch.base.events import GpuBatch
+from tokenwatch.inputs.replay import tape as replay_tape
 from tokenwatch.recording import RecordingReader, RecordingWriter
 
 

@@ -18,11 +18,11 @@ import pytest
 
 from tests.tui.apps import SERVER, core_until
 from tests.tui.test_tui_replay_player import assert_same, until_at_end, until_settled
-from tokenwatch.collectors.replay import ReplayPlayer
-from tokenwatch.collectors.replay_index import IndexWriter, recording_identity
-from tokenwatch.collectors.replay_index_place import index_path_for, user_key
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.inputs.replay.index import IndexWriter, recording_identity
+from tokenwatch.inputs.replay.index_place import index_path_for, user_key
+from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
 
 TARGETS = (400.0, 95.0, 560.0, 0.0, 301.5, 300.0)  # 300: a keyframe's multiple exactly
@@ -216,7 +216,7 @@ async def test_a_read_only_runs_folder_gets_an_index_and_nothing_is_written_besi
 
 def test_only_a_large_recording_gets_an_index(tmp_path: Path) -> None:
     """A rack's recording keeps its keyframes in memory (no file beside it); from 32 MiB, an index."""
-    from tokenwatch.collectors.replay_index import INDEX_FROM_BYTES, wants_index
+    from tokenwatch.inputs.replay.index import INDEX_FROM_BYTES, wants_index
 
     small, large = tmp_path / "rack.jsonl", tmp_path / "fleet.jsonl"
     small.write_bytes(b"x" * (INDEX_FROM_BYTES - 1))

@@ -23,15 +23,15 @@ from tests.conftest import run_tokenwatch
 from tests.tui.apps import SERVER, core_until
 from tests.tui.test_replay_index import first_pass, opened
 from tests.tui.test_tui_replay_player import until_settled
-from tokenwatch.collectors import replay_index
-from tokenwatch.collectors.replay_index import (
+from tokenwatch.inputs.replay import index as replay_index
+from tokenwatch.inputs.replay.index import (
     IndexReader,
     IndexWriter,
     UnusableIndexError,
     recording_identity,
 )
-from tokenwatch.collectors.replay_index_code import bytecode_of, code_digest
-from tokenwatch.collectors.replay_index_place import cache_folder, create_private, index_path_for, user_key
+from tokenwatch.inputs.replay.index_code import bytecode_of, code_digest
+from tokenwatch.inputs.replay.index_place import cache_folder, create_private, index_path_for, user_key
 
 # What a seek needs at most from a subprocess on a loaded 2-core machine; a hang goes far beyond it.
 CEILING_S = 120
@@ -56,7 +56,7 @@ def open_in_a_dashboard_player(recording: Path, cache: Path) -> subprocess.Compl
     In a subprocess, so a replay that blocks fails the test at the ceiling instead of hanging it."""
     script = (
         "import asyncio, sys\n"
-        "from tokenwatch.collectors.replay import ReplayPlayer\n"
+        "from tokenwatch.inputs.replay.player import ReplayPlayer\n"
         "from tokenwatch.core import RackCore\n"
         "from tokenwatch.session import Session\n"
         "async def main():\n"

@@ -15,9 +15,9 @@ from types import FrameType
 import pytest
 
 from tests.conftest import run_tokenwatch
-from tokenwatch.collectors.replay import ReplayPlayer
-from tokenwatch.collectors.replay_tape import WINDOW_BYTES, ReplayTape, event_nbytes
 from tokenwatch.core import RackCore
+from tokenwatch.inputs.replay.player import ReplayPlayer
+from tokenwatch.inputs.replay.tape import WINDOW_BYTES, ReplayTape, event_nbytes
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.session import Session
 

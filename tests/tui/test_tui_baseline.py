@@ -23,12 +23,12 @@ from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, SNAPSHOT_TIME_S, repla
 from tests.tui.test_tui_run_edges import strips, text_of
 from tokenwatch.core import CoreConfig
 from tokenwatch.core.baseline import Baseline, RunIdentity
+from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.widgets.latency_histogram import LatencyHistogram
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
+from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline
 from tokenwatch.recording import read_events
 from tokenwatch.runs.baseline import load_baseline
-from tokenwatch.tui.app import TokenwatchApp
-from tokenwatch.tui.widgets.latency_histogram import LatencyHistogram
-from tokenwatch.tui.widgets.node_table import NodeTable
-from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
 
 SnapCompare = Callable[..., bool]
 SERVER_AT_S = 300.0

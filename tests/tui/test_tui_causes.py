@@ -17,14 +17,14 @@ import pytest
 from tests.tui.apps import ready, replay_app, settle
 from tests.tui.recordings import cause_run_events, write_recording
 from tests.tui.test_tui_run_edges import rendered, strips, text_of
+from tokenwatch.base.events import GPU_METRICS, GpuBatch, ProgressBatch, RunStarted
 from tokenwatch.core import CoreConfig
-from tokenwatch.events import GPU_METRICS, GpuBatch, ProgressBatch, RunStarted
+from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
+from tokenwatch.frontends.tui.widgets.gpu_timelines import GpuTimelines
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
+from tokenwatch.frontends.tui.widgets.sorted_table import GAP
+from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline
 from tokenwatch.recording import RecordingReader
-from tokenwatch.tui.screens.node_screen import NodeScreen
-from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
-from tokenwatch.tui.widgets.node_table import NodeTable
-from tokenwatch.tui.widgets.sorted_table import GAP
-from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
 
 AT_S = 200.0  # 3:20: node03 slow since its throttle, node05 slow since its cap
 WIDE = (200, 60)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from tests.tui.apps import NODE_FAILURE, replay_app, settle
-from tokenwatch.formatting import format_clock
-from tokenwatch.tui.screens.goto_screen import GotoScreen
-from tokenwatch.tui.widgets.replay_bar import ReplayBar
+from tokenwatch.base.formatting import format_clock
+from tokenwatch.frontends.tui.screens.goto_screen import GotoScreen
+from tokenwatch.frontends.tui.widgets.replay_bar import ReplayBar
 
 
 async def test_g_past_the_end_of_a_fault_run_says_so_on_the_replay_bar() -> None:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until
-from tokenwatch import throttle
+from tokenwatch.base import throttle
+from tokenwatch.base.events import GPU_METRICS, GpuBatch
 from tokenwatch.core import RackCore
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.histogram import GAMMA, N_BUCKETS, bucket_upper, bucket_value
@@ -27,7 +28,6 @@ from tokenwatch.core.views import (
     spread_vs_median_pct,
     value_scale,
 )
-from tokenwatch.events import GPU_METRICS, GpuBatch
 from tokenwatch.recording import RecordingReader
 
 
@@ -178,7 +178,7 @@ def test_node_history_reads_only_its_node(failure_core: RackCore) -> None:
 
 def test_the_new_core_modules_do_not_import_textual() -> None:
     code = (
-        "import sys, tokenwatch.core.views, tokenwatch.collectors.replay; "
+        "import sys, tokenwatch.core.views, tokenwatch.inputs.replay.player; "
         "sys.exit(1 if any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -21,21 +21,21 @@ from tests.conftest import wait_until_async
 from tests.core.fleet_runs import GPUS, expected_rack, facts_at, fleet_events
 from tests.tui.apps import OFFLINE, ready, replay_app, settle
 from tests.tui.recordings import write_recording
+from tokenwatch.base.formatting import group
 from tokenwatch.cli.parser import build_parser
 from tokenwatch.cli.sim_settings import sim_settings
 from tokenwatch.core import RackCore
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.formatting import group
+from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.keys import KEY_TABLE
+from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
+from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
+from tokenwatch.frontends.tui.theme_loader import shipped_dir
+from tokenwatch.frontends.tui.widgets.fleet_board import SORT_KEYS, FleetBoard, fleet_order
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
+from tokenwatch.inputs.sim.collector import SimulatorCollector
 from tokenwatch.session import Session
-from tokenwatch.sim.collector import SimulatorCollector
-from tokenwatch.tui.app import TokenwatchApp
-from tokenwatch.tui.keys import KEY_TABLE
-from tokenwatch.tui.screens.dashboard import DashboardScreen
-from tokenwatch.tui.screens.fleet_screen import FleetScreen
-from tokenwatch.tui.screens.node_screen import NodeScreen
-from tokenwatch.tui.theme_loader import shipped_dir
-from tokenwatch.tui.widgets.fleet_board import SORT_KEYS, FleetBoard, fleet_order
-from tokenwatch.tui.widgets.node_table import NodeTable
 
 SIZE = (120, 40)
 PER_RACK = 18

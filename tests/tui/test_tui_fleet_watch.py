@@ -34,20 +34,20 @@ from tests.live.fleet_support import (
     rack_name,
     serve,
 )
-from tokenwatch.collectors.prometheus_fleet import FleetFocus
 from tokenwatch.core import RackCore
 from tokenwatch.core.fleet_table import FleetTable
-from tokenwatch.exporter import MetricsServer
-from tokenwatch.live.build import build_collector, core_config, fleet_focus
-from tokenwatch.live.config import load_watch_config
-from tokenwatch.live.supervisor import LiveOptions
+from tokenwatch.frontends.metrics import MetricsServer
+from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
+from tokenwatch.frontends.tui.theme_loader import shipped_dir
+from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
+from tokenwatch.inputs.config import load_watch_config
+from tokenwatch.inputs.live.supervisor import LiveOptions
+from tokenwatch.inputs.prometheus.fleet import FleetFocus
+from tokenwatch.inputs.watch import build_collector, core_config, fleet_focus
 from tokenwatch.session import Session
-from tokenwatch.tui.app import TokenwatchApp
-from tokenwatch.tui.screens.dashboard import DashboardScreen
-from tokenwatch.tui.screens.fleet_screen import FleetScreen
-from tokenwatch.tui.theme_loader import shipped_dir
-from tokenwatch.tui.widgets.fleet_board import FleetBoard
-from tokenwatch.tui.widgets.node_table import NodeTable
 
 pytestmark = [
     pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
@@ -137,7 +137,7 @@ def every_rack_reported(app: TokenwatchApp) -> bool:
 
 def focus_of(app: TokenwatchApp) -> FleetFocus:
     focus = app.session.fleet_focus
-    assert focus is not None, "a fleet watch hands its focus to the session"
+    assert isinstance(focus, FleetFocus), "a fleet watch hands its focus to the session"
     return focus
 
 

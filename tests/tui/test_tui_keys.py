@@ -13,14 +13,14 @@ from textual.widgets import Input, Static
 
 from tests.conftest import wait_until_async
 from tests.tui.apps import NODE_FAILURE, SERVER, replay_app, settle, sim_app
-from tokenwatch.tui.screens.dashboard import DashboardScreen
-from tokenwatch.tui.screens.goto_screen import GotoScreen
-from tokenwatch.tui.screens.help_screen import HelpScreen
-from tokenwatch.tui.screens.node_screen import NodeScreen
-from tokenwatch.tui.widgets.gpu_heatmap import GpuHeatmap
-from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
-from tokenwatch.tui.widgets.latency_histogram import LatencyHistogram
-from tokenwatch.tui.widgets.node_table import SORT_KEYS, NodeTable
+from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+from tokenwatch.frontends.tui.screens.goto_screen import GotoScreen
+from tokenwatch.frontends.tui.screens.help_screen import HelpScreen
+from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
+from tokenwatch.frontends.tui.widgets.gpu_heatmap import GpuHeatmap
+from tokenwatch.frontends.tui.widgets.gpu_timelines import GpuTimelines
+from tokenwatch.frontends.tui.widgets.latency_histogram import LatencyHistogram
+from tokenwatch.frontends.tui.widgets.node_table import SORT_KEYS, NodeTable
 
 SIZE = (120, 40)
 
@@ -231,7 +231,7 @@ async def test_replay_keys_do_nothing_outside_a_replay() -> None:
 
 
 async def test_help_lists_every_key() -> None:
-    from tokenwatch.tui.keys import KEY_TABLE
+    from tokenwatch.frontends.tui.keys import KEY_TABLE
 
     app = replay_app(at_s=60)
     async with app.run_test(size=SIZE) as pilot:
@@ -252,8 +252,8 @@ async def test_help_lists_every_key() -> None:
 
 def test_every_screen_binding_is_in_the_key_table() -> None:
     """The help cannot go stale: each bound key appears in the table the help is made from."""
-    from tokenwatch.tui.app import TokenwatchApp
-    from tokenwatch.tui.keys import KEY_TABLE
+    from tokenwatch.frontends.tui.app import TokenwatchApp
+    from tokenwatch.frontends.tui.keys import KEY_TABLE
 
     listed = " ".join(key for _, keys in KEY_TABLE for key, _ in keys)
     names = {
@@ -334,6 +334,6 @@ async def test_redraws_only_when_something_changed() -> None:
 
 def test_the_readme_lists_every_key() -> None:
     from tests.conftest import REPO_ROOT
-    from tokenwatch.tui.keys import markdown_table
+    from tokenwatch.frontends.tui.keys import markdown_table
 
     assert markdown_table() in (REPO_ROOT / "README.md").read_text(encoding="utf-8")

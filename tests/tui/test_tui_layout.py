@@ -9,8 +9,8 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from tests.tui.apps import NODE_FAILURE, replay_app, settle
-from tokenwatch.tui.screens.dashboard import DashboardScreen
-from tokenwatch.tui.widgets.node_table import NodeTable
+from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
 
 PANELS = ("#header", "#replay-bar", "#timeline", "#alerts", "#nodes", "#spread", "#heatmap", "#latency")
 

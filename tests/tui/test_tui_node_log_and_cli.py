@@ -5,14 +5,14 @@ from __future__ import annotations
 from textual.widgets import Log
 
 from tests.conftest import RunCli, wait_until_async
+from tokenwatch.base.events import Emit, Event, LogLine, Progress, RunStarted
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import parse
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import Emit, Event, LogLine, Progress, RunStarted
+from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
+from tokenwatch.frontends.tui.theme_loader import shipped_dir
 from tokenwatch.session import Session
-from tokenwatch.tui.app import TokenwatchApp
-from tokenwatch.tui.screens.node_screen import NodeScreen
-from tokenwatch.tui.theme_loader import shipped_dir
 
 
 class ScriptedCollector:

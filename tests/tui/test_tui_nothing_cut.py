@@ -11,10 +11,10 @@ import pytest
 from tests.tui.apps import end_of, replay_app, settle
 from tests.tui.recordings import FAULT_RUN
 from tests.tui.test_tui_run_edges import rendered, strips, text_of
-from tokenwatch.tui.widgets.alerts_panel import AlertsPanel
-from tokenwatch.tui.widgets.node_spread import NodeSpreadPanel
-from tokenwatch.tui.widgets.run_summary import warning_lines
-from tokenwatch.tui.widgets.throughput_timeline import ThroughputTimeline
+from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
+from tokenwatch.frontends.tui.widgets.node_spread import NodeSpreadPanel
+from tokenwatch.frontends.tui.widgets.run_summary import warning_lines
+from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline
 
 END_S = end_of(FAULT_RUN)
 

@@ -8,7 +8,7 @@ import urllib.request
 
 from tests.conftest import PATIENCE_S
 from tests.tui.apps import replay_app, settle
-from tokenwatch.exporter import serve_metrics
+from tokenwatch.frontends.metrics import serve_metrics
 
 
 def scrape(port: int) -> dict[str, float]:

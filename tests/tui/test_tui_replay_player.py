@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import wait_until_async
 from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, core_until
-from tokenwatch.clock import ManualClock
-from tokenwatch.collectors.replay import SPEEDS, ReplayPlayer
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import Notice, RunEnded
 from tokenwatch.core import RackCore, RackSnapshot
-from tokenwatch.events import Notice, RunEnded
+from tokenwatch.inputs.replay.player import SPEEDS, ReplayPlayer
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.session import Session
 

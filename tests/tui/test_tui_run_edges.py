@@ -23,26 +23,26 @@ from textual.widget import Widget
 from tests.conftest import wait_until_async
 from tests.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, replay_app, settle
 from tests.tui.recordings import FAULT_RUN, interrupted_events, write_recording
-from tokenwatch import throttle
+from tokenwatch.base import throttle
+from tokenwatch.base.events import NodeStatus
+from tokenwatch.base.formatting import format_clock, group, kilowatts
 from tokenwatch.core import RackCore
-from tokenwatch.events import NodeStatus
-from tokenwatch.formatting import format_clock, group, kilowatts
+from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.palette import Palette, palette
+from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
+from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
+from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
+from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
+from tokenwatch.frontends.tui.widgets.end_banner import EndBanner
+from tokenwatch.frontends.tui.widgets.gpu_heatmap import GpuHeatmap
+from tokenwatch.frontends.tui.widgets.gpu_timelines import GpuTimelines
+from tokenwatch.frontends.tui.widgets.latency_histogram import LatencyHistogram
+from tokenwatch.frontends.tui.widgets.node_spread import INTERRUPTED_TITLE, RESULT_TITLE, NodeSpreadPanel
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
+from tokenwatch.frontends.tui.widgets.progress_line import ProgressLine
+from tokenwatch.frontends.tui.widgets.run_header import RunHeader
+from tokenwatch.frontends.tui.widgets.stat_columns import StatColumns
 from tokenwatch.recording import RecordingReader
-from tokenwatch.tui.app import TokenwatchApp
-from tokenwatch.tui.palette import Palette, palette
-from tokenwatch.tui.screens.dashboard import DashboardScreen
-from tokenwatch.tui.screens.node_screen import NodeScreen
-from tokenwatch.tui.widgets.alerts_panel import AlertsPanel
-from tokenwatch.tui.widgets.big_figure import BigFigure
-from tokenwatch.tui.widgets.end_banner import EndBanner
-from tokenwatch.tui.widgets.gpu_heatmap import GpuHeatmap
-from tokenwatch.tui.widgets.gpu_timelines import GpuTimelines
-from tokenwatch.tui.widgets.latency_histogram import LatencyHistogram
-from tokenwatch.tui.widgets.node_spread import INTERRUPTED_TITLE, RESULT_TITLE, NodeSpreadPanel
-from tokenwatch.tui.widgets.node_table import NodeTable
-from tokenwatch.tui.widgets.progress_line import ProgressLine
-from tokenwatch.tui.widgets.run_header import RunHeader
-from tokenwatch.tui.widgets.stat_columns import StatColumns
 
 WIDE = (200, 60)
 STOPPED_AT_S = 270.0  # 4:30 of the fault run: node07 down since 1:00, node05 silent since 4:00
@@ -371,8 +371,8 @@ async def test_the_heatmap_of_a_healthy_rack_is_one_colour_band() -> None:
 
 def test_palette_heat_styles_are_distinct_enough() -> None:
     """The test above reads "the middle half" as heat styles 16..47 of 64: they are real steps."""
-    from tokenwatch.tui.palette import _build
-    from tokenwatch.tui.theme_loader import load_catalog, shipped_dir
+    from tokenwatch.frontends.tui.palette import _build
+    from tokenwatch.frontends.tui.theme_loader import load_catalog, shipped_dir
 
     spec = load_catalog([shipped_dir()]).themes["dark"]
     pal: Palette = _build((), spec.heatmap or ())
@@ -495,7 +495,7 @@ def test_the_screenshot_still_goes_to_downloads_where_there_is_one(
 
 def test_dashboard_screen_keeps_the_replay_keys() -> None:
     """The replay keys live on the screen both share, so neither can lose them."""
-    from tokenwatch.tui.screens.replay_screen import ReplayScreen
+    from tokenwatch.frontends.tui.screens.replay_screen import ReplayScreen
 
     assert issubclass(DashboardScreen, ReplayScreen)
     assert issubclass(NodeScreen, ReplayScreen)

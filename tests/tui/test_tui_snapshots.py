@@ -15,8 +15,8 @@ from textual.pilot import Pilot
 
 from tests.tui.apps import OFFLINE, end_of, ready, replay_app, settle
 from tests.tui.recordings import FAULT_RUN, interrupted_events, write_recording
-from tokenwatch.tui.theme_loader import SHIPPED_ORDER
-from tokenwatch.tui.widgets.gpu_heatmap import GpuHeatmap
+from tokenwatch.frontends.tui.theme_loader import SHIPPED_ORDER
+from tokenwatch.frontends.tui.widgets.gpu_heatmap import GpuHeatmap
 
 SnapCompare = Callable[..., bool]
 

@@ -8,8 +8,14 @@ import pytest
 from textual.color import Color
 
 from tests.tui.apps import replay_app, settle
-from tokenwatch.tui.palette import palette
-from tokenwatch.tui.theme_loader import SHIPPED_ORDER, load_catalog, load_theme_file, shipped_dir, user_dir
+from tokenwatch.frontends.tui.palette import palette
+from tokenwatch.frontends.tui.theme_loader import (
+    SHIPPED_ORDER,
+    load_catalog,
+    load_theme_file,
+    shipped_dir,
+    user_dir,
+)
 
 REPO_THEMES = Path(__file__).resolve().parents[2] / "themes"
 

@@ -11,13 +11,13 @@ from textual.widgets import Static
 
 from tests.conftest import wait_until_async
 from tests.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, ready, replay_app, settle, sim_app
-from tokenwatch.formatting import group
-from tokenwatch.tui.widgets.big_figure import BigFigure
-from tokenwatch.tui.widgets.node_table import NodeTable
-from tokenwatch.tui.widgets.run_header import RunHeader
-from tokenwatch.tui.widgets.verdict_badge import VerdictBadge
-from tokenwatch.tui.widgets.verdict_panel import VerdictPanel
-from tokenwatch.tui.widgets.verdict_rules import VerdictRules
+from tokenwatch.base.formatting import group
+from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
+from tokenwatch.frontends.tui.widgets.node_table import NodeTable
+from tokenwatch.frontends.tui.widgets.run_header import RunHeader
+from tokenwatch.frontends.tui.widgets.verdict_badge import VerdictBadge
+from tokenwatch.frontends.tui.widgets.verdict_panel import VerdictPanel
+from tokenwatch.frontends.tui.widgets.verdict_rules import VerdictRules
 
 SnapCompare = Callable[..., bool]
 

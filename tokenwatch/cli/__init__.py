@@ -14,13 +14,13 @@ from tokenwatch.cli.parser import UsageError, parse, stderr_line
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from tokenwatch.durations import DurationError
-    from tokenwatch.live.build import WatchSetupError
+    from tokenwatch.base.durations import DurationError
+    from tokenwatch.base.yaml_schema import SchemaError
+    from tokenwatch.inputs.sim.faults import FaultError
+    from tokenwatch.inputs.watch import WatchSetupError
     from tokenwatch.recording import RecordingError, RecordingFormatError
     from tokenwatch.runs.errors import RunLoadError
-    from tokenwatch.sim.faults import FaultError
     from tokenwatch.sources.errors import SourceFormatError
-    from tokenwatch.yaml_schema import SchemaError
 
     return (
         UsageError,

@@ -14,11 +14,11 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 
+from tokenwatch.base.events import RunStarted
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, print_warnings, stderr_line
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit
 from tokenwatch.core.summary import RunSummary
-from tokenwatch.events import RunStarted
 
 SIM_PREFIX = "sim:"
 

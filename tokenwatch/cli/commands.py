@@ -11,7 +11,7 @@ import orjson
 
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, print_warnings
-from tokenwatch.output.summary_table import render_summary
+from tokenwatch.frontends.headless.summary_table import render_summary
 
 if TYPE_CHECKING:
     from tokenwatch.core.baseline_compare import BaselineComparison
@@ -24,8 +24,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from tokenwatch.cli.baseline_option import start_identity, with_baseline
     from tokenwatch.cli.running import run_session
     from tokenwatch.cli.sim_settings import sim_settings
-    from tokenwatch.sim.collector import SIM_EPOCH, SimulatorCollector
-    from tokenwatch.sim.rack_sim import RackSimulation
+    from tokenwatch.inputs.sim.collector import SIM_EPOCH, SimulatorCollector
+    from tokenwatch.inputs.sim.rack_sim import RackSimulation
 
     settings = sim_settings(args)
     collector = SimulatorCollector(settings, speed=args.speed)
@@ -42,8 +42,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.cli.baseline_option import recording_identity, with_baseline
     from tokenwatch.cli.running import run_session
-    from tokenwatch.collectors.replay import ReplayPlayer
-    from tokenwatch.collectors.replay_index import wants_index
+    from tokenwatch.inputs.replay.index import wants_index
+    from tokenwatch.inputs.replay.player import ReplayPlayer
 
     _refuse_a_recording_without_a_run(args.file)
     # One player: the dashboard binds it to its session (pause, speed, seek; a large recording's keyframes
@@ -66,7 +66,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _refuse_a_recording_without_a_run(path: str) -> None:
     """As summarize, report and export refuse it: a recording with no run start (a header only) is one
     line and exit 2, not an empty replay that exits 0. Reads only up to the run start (its second line)."""
-    from tokenwatch.events import RunStarted
+    from tokenwatch.base.events import RunStarted
     from tokenwatch.recording import RecordingReader
     from tokenwatch.runs.errors import RunLoadError
 
@@ -104,7 +104,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_summary(summary) + "\n")
         if comparison is not None:
-            from tokenwatch.output.baseline_table import render_baseline
+            from tokenwatch.frontends.headless.baseline_table import render_baseline
 
             sys.stdout.write("\n" + render_baseline(comparison) + "\n")
     return 0
@@ -126,7 +126,7 @@ def _baseline_comparison(
 
 
 def cmd_profiles(_args: argparse.Namespace) -> int:
-    from tokenwatch.sim.profile import builtin_profiles, load_profile
+    from tokenwatch.inputs.sim.profile import builtin_profiles, load_profile
 
     rows = []
     for name in sorted(builtin_profiles()):

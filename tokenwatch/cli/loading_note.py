@@ -61,7 +61,7 @@ class LoadingNote:
             self.shown = False
 
     def _write(self, line: str, end: str = "\n") -> None:
-        from tokenwatch.formatting import printable  # what it names comes from the command line
+        from tokenwatch.base.formatting import printable  # what it names comes from the command line
 
         self.out.write("\r\x1b[K" + printable(line) + end)  # over the last progress, cleared to its end
         self.out.flush()

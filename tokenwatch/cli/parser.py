@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from tokenwatch import __version__
-from tokenwatch.durations import DurationError, parse_duration
+from tokenwatch.base.durations import DurationError, parse_duration
 
 STOP_NOTE = (
     "Ctrl-C, SIGTERM or SIGHUP (or quitting the dashboard) before the run has ended ends it as interrupted: "
@@ -168,7 +168,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> OneLineParser:
-    from tokenwatch.sim import DEFAULT_PROFILE
+    from tokenwatch.inputs.sim import DEFAULT_PROFILE
 
     parser = OneLineParser(
         prog="tokenwatch",
@@ -405,7 +405,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def stderr_line(message: str) -> None:
     """One line on stderr; what it quotes from files and nodes cannot drive the terminal."""
-    from tokenwatch.formatting import printable
+    from tokenwatch.base.formatting import printable
 
     sys.stderr.write(printable(message.rstrip("\n")) + "\n")
 

@@ -53,11 +53,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     for run in runs:
         print_warnings(list(run.warnings))
     if len(runs) == 1:
-        from tokenwatch.report.run_report import render_run_report
+        from tokenwatch.frontends.report.run_report import render_run_report
 
         html = render_run_report(runs[0], workloads, _baseline(args, runs[0]))
     else:
-        from tokenwatch.report.compare_report import comparability_warnings, render_comparison
+        from tokenwatch.frontends.report.compare_report import comparability_warnings, render_comparison
 
         print_warnings(comparability_warnings(runs[0], runs[1]))
         html = render_comparison(runs[0], runs[1])
@@ -82,7 +82,7 @@ def _baseline(args: argparse.Namespace, run: RunData) -> tuple[Baseline, Baselin
 def cmd_export(args: argparse.Namespace) -> int:
     if not args.csv and not args.parquet:
         raise UsageError("tokenwatch export: say where: --csv DIR and/or --parquet DIR")
-    from tokenwatch.export import TABLE_NAMES, ExportError, write_csv, write_parquet
+    from tokenwatch.frontends.tables import TABLE_NAMES, ExportError, write_csv, write_parquet
 
     tables = [Output("--csv", str(Path(args.csv) / f"{n}.csv")) for n in TABLE_NAMES if args.csv]
     tables += [

@@ -12,20 +12,20 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from tokenwatch.base.events import Collector
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError, stderr_line
-from tokenwatch.collectors.replay import ReplayPlayer
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.events import Collector
-from tokenwatch.output.headless import HeadlessLogger
-from tokenwatch.output.summary_table import render_summary
+from tokenwatch.frontends.headless.headless import HeadlessLogger
+from tokenwatch.frontends.headless.summary_table import render_summary
+from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.recording import RecordingWriter
 from tokenwatch.session import Session
 
 if TYPE_CHECKING:
-    from tokenwatch.collectors.prometheus_fleet import FleetFocus
-    from tokenwatch.exporter.server import MetricsServer
+    from tokenwatch.frontends.metrics.server import MetricsServer
+    from tokenwatch.inputs.prometheus.fleet import FleetFocus
 
 
 @contextlib.contextmanager
@@ -102,7 +102,7 @@ def run_session(
     session.quit_stops = quit_stops
     holder.append(session)
     if options.wants_dashboard():
-        from tokenwatch.tui.launch import run_dashboard
+        from tokenwatch.frontends.tui.launch import run_dashboard
 
         try:
             run_dashboard(
@@ -163,7 +163,7 @@ def print_summary(session: Session, out: IO[str]) -> None:
         out.write("\n" + render_summary(summary) + "\n")
         if core.config.baseline is not None:
             from tokenwatch.core.baseline_compare import compare_summary
-            from tokenwatch.output.baseline_table import render_baseline
+            from tokenwatch.frontends.headless.baseline_table import render_baseline
 
             out.write("\n" + render_baseline(compare_summary(summary, core.config.baseline)) + "\n")
         out.flush()
@@ -181,7 +181,7 @@ def start_exporter(options: RunOptions, core: RackCore | Callable[[], RackCore])
         if host is not None:
             raise UsageError("--prometheus-host needs --prometheus-port (the port /metrics is served on)")
         return None
-    from tokenwatch.exporter import serve_metrics
+    from tokenwatch.frontends.metrics import serve_metrics
 
     address = host or "127.0.0.1"
     try:

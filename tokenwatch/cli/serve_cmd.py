@@ -99,7 +99,7 @@ def _open_inputs(run: argparse.Namespace) -> None:
 
         RecordingReader(run.file).close()
     else:
-        from tokenwatch.live.config import load_watch_config
+        from tokenwatch.inputs.config import load_watch_config
 
         load_watch_config(run.config)
 

@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 
 from tokenwatch.cli.parser import UsageError, stderr_line
-from tokenwatch.sim.faults import faults_after, parse_faults
-from tokenwatch.sim.profile import load_profile
-from tokenwatch.sim.rack_sim import SimSettings
+from tokenwatch.inputs.sim.faults import faults_after, parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import SimSettings
 
 
 def sim_settings(args: argparse.Namespace) -> SimSettings:

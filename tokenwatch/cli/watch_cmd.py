@@ -6,14 +6,14 @@ import argparse
 import sys
 from typing import TextIO
 
+from tokenwatch.base.durations import format_duration
+from tokenwatch.base.formatting import printable
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
-from tokenwatch.durations import format_duration
-from tokenwatch.formatting import printable
-from tokenwatch.live.build import build_collector, core_config, fleet_focus, plan_watch
-from tokenwatch.live.config import load_watch_config, rack_label
-from tokenwatch.live.supervisor import LiveOptions
+from tokenwatch.inputs.config import load_watch_config, rack_label
+from tokenwatch.inputs.live.supervisor import LiveOptions
+from tokenwatch.inputs.watch import build_collector, core_config, fleet_focus, plan_watch
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

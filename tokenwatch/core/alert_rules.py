@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from tokenwatch import throttle
+from tokenwatch.base import throttle
+from tokenwatch.base.events import GPU_METRICS, LatencyMetric
 from tokenwatch.core.causes import update_causes
 from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.state import RackState
-from tokenwatch.events import GPU_METRICS, LatencyMetric
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
 _REFERENCE_EVERY_TICKS = 30

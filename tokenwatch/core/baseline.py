@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric
 from tokenwatch.core.baseline_view import BaselineLatency, MatchedBy
-from tokenwatch.events import FloatArray, IntArray, LatencyMetric
 from tokenwatch.mlperf.rules import normalize_benchmark
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, IntArray
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline_view import BaselineView, MatchedBy
 from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import RunSummary
-from tokenwatch.events import FloatArray, IntArray
 from tokenwatch.mlperf.forecast import Forecast
 
 _NAN = math.nan

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, IntArray
 from tokenwatch.core.baseline_view import BaselineLatency
 from tokenwatch.core.histogram import GAMMA, MIN_VALUE_S, bucket_index
 from tokenwatch.core.snapshot import LatencyStats
 from tokenwatch.core.views import DisplayHistogram, display_histogram
-from tokenwatch.events import FloatArray, IntArray
 
 _LOG10_GAMMA = math.log10(GAMMA)
 

@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, LatencyMetric
 from tokenwatch.core.baseline import Baseline
 from tokenwatch.core.baseline_view import BaselineLatency
 from tokenwatch.core.rack_snapshot import latency_stats
 from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import RunSummary
-from tokenwatch.events import FloatArray, LatencyMetric
 
 
 def freeze_state(state: RackState, name: str, source: str) -> Baseline:

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenwatch.events import FloatArray, IntArray, LatencyMetric
-from tokenwatch.formatting import DASH, format_clock
+from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric
+from tokenwatch.base.formatting import DASH, format_clock
 
 # name, rank (the i-th against the i-th), expected (every node against the simulator's expected node of
 # the profile), none (the baseline has no per-node figures, or the runs are not compared)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray, IntArray
+from tokenwatch.base.events import FloatArray, IntArray
 
 CADENCE_GAPS = 5
 STALE_CADENCE_FACTOR = 3.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tokenwatch.durations import format_clock
+from tokenwatch.base.durations import format_clock
 
 CAUSE_KINDS: tuple[str, ...] = (
     "power_limit",

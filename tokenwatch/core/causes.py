@@ -35,7 +35,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tokenwatch import throttle
+from tokenwatch.base import throttle
+from tokenwatch.base.durations import format_clock
+from tokenwatch.base.formatting import group
 from tokenwatch.core.cause import Cause
 from tokenwatch.core.cause_evidence import (
     RackEvidence,
@@ -47,8 +49,6 @@ from tokenwatch.core.cause_evidence import (
 )
 from tokenwatch.core.power_limits import gpu_list
 from tokenwatch.core.state import RackState
-from tokenwatch.durations import format_clock
-from tokenwatch.formatting import group
 
 CLOCK_DROP_PCT = 5.0  # SM clock this far below the rack's typical clock is evidence
 THERMAL_EXCESS_C = 8.0  # a GPU this much hotter than the rack's typical GPU

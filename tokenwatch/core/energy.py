@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray
+from tokenwatch.base.events import FloatArray
 
 COUNTER, POWER, MIXED = "counter", "power", "mixed"
 # Marks drawn beside a tokens-per-joule figure: which energy it divides by.

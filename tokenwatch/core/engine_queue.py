@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import EngineQueue, FloatArray
 from tokenwatch.core.ring import RecentRing
-from tokenwatch.events import EngineQueue, FloatArray
 
 QUEUE_FIELDS: tuple[str, ...] = ("running", "waiting", "kv_cache_pct")
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.durations import format_clock
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
-from tokenwatch.durations import format_clock
 
 _UP, _STALE, _DOWN, _FINISHED = (STATE_CODE[s] for s in ("up", "stale", "down", "finished"))
 _NAMES_SHOWN = 6

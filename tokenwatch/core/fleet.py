@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet_memo import FleetMemo
 from tokenwatch.core.fleet_table import FleetTable
@@ -26,7 +27,6 @@ from tokenwatch.core.rack_view import rack_state
 from tokenwatch.core.snapshot import NodeTable
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_view import current_forecast
-from tokenwatch.events import FloatArray
 from tokenwatch.mlperf.forecast import Forecast
 
 _UP, _STALE, _DOWN = (STATE_CODE[s] for s in ("up", "stale", "down"))

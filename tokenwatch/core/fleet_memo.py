@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.rack_groups import RackGroups, rack_groups
 from tokenwatch.core.ring import DownsampledSeries
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.verdict_state import HISTORY_COLUMNS
-from tokenwatch.events import FloatArray
 
 _HISTORY_POINTS = 512  # as the rack-wide forecast's record
 

@@ -11,9 +11,9 @@ import dataclasses
 import math
 from collections.abc import Callable
 
+from tokenwatch.base.events import FloatArray
 from tokenwatch.core.fleet_state import FleetState, fleet_table, nansum
 from tokenwatch.core.snapshot import RackSnapshot, Timeline
-from tokenwatch.events import FloatArray
 
 
 def with_fleet(

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.ring import DownsampledSeries
-from tokenwatch.events import RACK_FIGURES, FloatArray, RackFiguresBatch
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
 STALE_INTERVALS = 3.0  # a rack silent for this many of the fleet's own intervals is stale

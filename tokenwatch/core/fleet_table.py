@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray, IntArray
+from tokenwatch.base.events import FloatArray, IntArray
 
 RACK_STATES: tuple[str, ...] = ("up", "stale", "down")  # down: its source is gone (an exporter died)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray
+from tokenwatch.base.events import FloatArray
 
 
 @dataclass(slots=True, eq=False)

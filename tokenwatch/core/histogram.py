@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tokenwatch.events import FloatArray, IntArray
+from tokenwatch.base.events import FloatArray, IntArray
 
 RELATIVE_ACCURACY = 0.01
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)

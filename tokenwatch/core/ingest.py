@@ -11,12 +11,7 @@ import math
 
 import numpy as np
 
-from tokenwatch.core.config import STATE_CODE
-from tokenwatch.core.fleet_state import ingest_rack_figures, new_fleet_state
-from tokenwatch.core.power_limits import note_limits
-from tokenwatch.core.state import RackState
-from tokenwatch.core.verdict_ingest import apply_detail, apply_limit_counts, count_latency
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     NODE_STATES,
     EngineQueue,
@@ -32,6 +27,11 @@ from tokenwatch.events import (
     ProgressBatch,
     RackFiguresBatch,
 )
+from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.fleet_state import ingest_rack_figures, new_fleet_state
+from tokenwatch.core.power_limits import note_limits
+from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_ingest import apply_detail, apply_limit_counts, count_latency
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
 _LIMIT = GPU_METRICS.index("power_limit_w")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenwatch.events import FloatArray
+from tokenwatch.base.events import FloatArray
 
 
 def nan_quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> np.ndarray:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, UIntArray
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE
 from tokenwatch.core.state import RackState
-from tokenwatch.events import FloatArray, UIntArray
 
 _STALE, _DOWN = STATE_CODE["stale"], STATE_CODE["down"]
 
@@ -27,8 +27,8 @@ class NodeHistory:
     tokens_per_s: FloatArray  # the node's rate per tick (len(times) - 1 points, aligned on times[1:])
     share_pct: FloatArray  # the node's share of the rack's rate per tick, in %
     log_lines: tuple[tuple[float, str], ...]
-    # (gpus, points) uint64 clock-event reason bitmasks on ``times`` (names: tokenwatch.throttle); 0 where
-    # a GPU had no reason set or no fresh reading.
+    # (gpus, points) uint64 clock-event reason bitmasks on ``times`` (names: tokenwatch.base.throttle);
+    # 0 where a GPU had no reason set or no fresh reading.
     throttle_reasons: UIntArray
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokenwatch.base.durations import format_clock
+from tokenwatch.base.formatting import group
 from tokenwatch.core.alerts import AlertLog
-from tokenwatch.durations import format_clock
-from tokenwatch.formatting import group
 
 MIN_CHANGE_W = 1.0  # a limit that moves by less is the same limit (rounding between readings)
 MAX_CHANGES = 1000  # the run's changes kept (a flapping limit cannot grow the state)

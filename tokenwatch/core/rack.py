@@ -14,6 +14,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tokenwatch.base.events import (
+    MAX_RUN_GPUS,
+    MAX_RUN_TIME_S,
+    Event,
+    Heartbeat,
+    LatencyMetric,
+    RunEnded,
+    RunStarted,
+)
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.ingest import apply_event
@@ -25,15 +34,6 @@ from tokenwatch.core.run_history import RunHistory, run_history
 from tokenwatch.core.state import RackState, SkipLog, new_state
 from tokenwatch.core.summary import RunSummary, summarize_state
 from tokenwatch.core.ticks import MAX_FILL_TICKS, sample, sample_ticks_before
-from tokenwatch.events import (
-    MAX_RUN_GPUS,
-    MAX_RUN_TIME_S,
-    Event,
-    Heartbeat,
-    LatencyMetric,
-    RunEnded,
-    RunStarted,
-)
 
 if TYPE_CHECKING:
     from tokenwatch.core.baseline import Baseline
@@ -58,7 +58,8 @@ class _IntervalCallback:
 
 
 class RackCore:
-    """Ingests :mod:`tokenwatch.events`; answers with snapshots, histories, latency buckets and summaries."""
+    """Ingests :mod:`tokenwatch.base.events`; answers with snapshots, histories, latency buckets and
+    summaries."""
 
     def __init__(self, config: CoreConfig | None = None) -> None:
         self.config = config or CoreConfig()

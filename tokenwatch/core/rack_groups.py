@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import IntArray
 from tokenwatch.core.run_info import RunInfo
-from tokenwatch.events import IntArray
 
 GPUS_PER_RACK = 72  # an NVL72 domain: what "a rack" means when the run does not say
 

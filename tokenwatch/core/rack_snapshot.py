@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from tokenwatch.base.durations import format_clock
+from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule
@@ -31,8 +33,6 @@ from tokenwatch.core.snapshot import (
 from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
 from tokenwatch.core.verdict_view import verdict_view
-from tokenwatch.durations import format_clock
-from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
 
 _POWER = GPU_METRICS.index("power_w")
 _LIMIT = GPU_METRICS.index("power_limit_w")

@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from tokenwatch.events import FloatArray
+from tokenwatch.base.events import FloatArray
 
 
 class RecentRing:

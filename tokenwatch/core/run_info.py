@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenwatch.events import Scenario, SourceKind
+from tokenwatch.base.events import Scenario, SourceKind
 
 
 @dataclass(frozen=True, slots=True)

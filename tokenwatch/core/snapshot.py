@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, NodeState
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
@@ -21,7 +22,6 @@ from tokenwatch.core.power_limits import PowerLimitChange
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.core.verdict_view import VerdictView
-from tokenwatch.events import FloatArray, IntArray, LatencyMetric, NodeState
 
 # Why a GPU's telemetry is (not) shown, per GPU: the codes of GpuTable.freshness.
 GPU_FRESHNESS: tuple[str, ...] = ("fresh", "stale", "down", "never")
@@ -144,7 +144,7 @@ class GpuTable:
     freshness: np.ndarray  # (nodes, gpus) int8 codes: 0 fresh, 1 stale, 2 down, 3 never reported
 
     def metric(self, name: str) -> FloatArray:
-        from tokenwatch.events import GPU_METRICS
+        from tokenwatch.base.events import GPU_METRICS
 
         return self.values[:, :, GPU_METRICS.index(name)]
 

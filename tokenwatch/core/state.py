@@ -14,6 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokenwatch.base.events import (
+    GPU_METRICS,
+    LATENCY_METRICS,
+    FloatArray,
+    IntArray,
+    LatencyMetric,
+    RunStarted,
+)
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.batch_layout import BatchLayout
 from tokenwatch.core.cadence import NodeCadence
@@ -29,7 +37,6 @@ from tokenwatch.core.power_limits import PowerLimitLog
 from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
-from tokenwatch.events import GPU_METRICS, LATENCY_METRICS, FloatArray, IntArray, LatencyMetric, RunStarted
 
 _STALE = STATE_CODE["stale"]
 _DOWN = STATE_CODE["down"]

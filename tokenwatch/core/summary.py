@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.durations import format_clock
+from tokenwatch.base.events import LATENCY_METRICS
+from tokenwatch.base.formatting import DASH, group
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import run_energy
 from tokenwatch.core.final_figure import did_work as figure_counts
@@ -23,9 +26,6 @@ from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_final import RunVerdict, final_verdict
-from tokenwatch.durations import format_clock
-from tokenwatch.events import LATENCY_METRICS
-from tokenwatch.formatting import DASH, group
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 _DOWN = STATE_CODE["down"]

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tokenwatch.base.events import GPU_METRICS
 from tokenwatch.core.alert_rules import evaluate_rules
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.fleet import fleet_tick
 from tokenwatch.core.power_limits import flush_changes
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_view import verdict_tick
-from tokenwatch.events import GPU_METRICS
 
 _SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
 _POWER = GPU_METRICS.index("power_w")

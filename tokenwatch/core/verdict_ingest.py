@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import LatencyBatch, LatencyLimitCounts, LoadGenDetail
+from tokenwatch.base.formatting import group
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_inputs import plan_of
 from tokenwatch.core.verdict_state import LIMIT_METRICS
-from tokenwatch.events import LatencyBatch, LatencyLimitCounts, LoadGenDetail
-from tokenwatch.formatting import group
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.settings_check import SettingCheck, check_settings
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_state import LIMIT_METRICS
-from tokenwatch.events import FloatArray
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import NodeProgress, OverLimit
 from tokenwatch.mlperf.rules import latency_limits

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, RunStarted
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, bucket_upper
 from tokenwatch.core.ring import DownsampledSeries
-from tokenwatch.events import FloatArray, IntArray, LatencyMetric, RunStarted
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Forecast
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark

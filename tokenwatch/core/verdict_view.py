@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
+from tokenwatch.base.formatting import group, seconds_ms
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.state import RackState
@@ -25,8 +27,6 @@ from tokenwatch.core.verdict_inputs import (
     over_limits,
     run_settings,
 )
-from tokenwatch.events import FloatArray
-from tokenwatch.formatting import group, seconds_ms
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast, honest_band
 from tokenwatch.mlperf.settings_check import SettingCheck
 

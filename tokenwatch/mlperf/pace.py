@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray
+from tokenwatch.base.events import FloatArray
 
 
 @dataclass(frozen=True, slots=True)

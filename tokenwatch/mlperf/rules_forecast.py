@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray
+from tokenwatch.base.events import FloatArray
 from tokenwatch.mlperf.early_stopping import overlatency_budget
 
 _Z_ONE_SIDED_99 = 2.3263478740408408

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tokenwatch.events import (
+from tokenwatch.base.events import (
     GPU_METRICS,
     LATENCY_METRICS,
     MAX_RUN_GPUS,
@@ -43,7 +43,7 @@ from tokenwatch.events import (
 )
 
 SCHEMA_VERSION = 1
-# Bounds on what one record may hold (the run's size and clock are bounded in tokenwatch.events). A value
+# Bounds on what one record may hold (the run's size and clock are bounded in tokenwatch.base.events). A value
 # beyond them is damage or hostility, never a reading, and would otherwise reach loops and allocations.
 MAX_COUNTER = 2**63 - 1  # counters are int64 in the core
 MAX_GPU_VALUE = 1e9  # above every GPU metric's plausible range (MiB of HBM are the largest)

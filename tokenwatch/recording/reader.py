@@ -19,12 +19,12 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from tokenwatch.events import GPU_METRICS, Event
+from tokenwatch.base.events import GPU_METRICS, Event
+from tokenwatch.base.safe_files import NotARegularFileError, open_regular
 from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
 from tokenwatch.recording.pieces import Piece, plain_pieces, zstd_pieces
 from tokenwatch.recording.time_order import TimeOrder, Verdict
 from tokenwatch.recording.writer import HEADER_KEY
-from tokenwatch.safe_files import NotARegularFileError, open_regular
 
 READABLE_VERSIONS: tuple[int, ...] = (SCHEMA_VERSION,)  # header versions this reader understands
 # The longest line a reader holds. A GPU batch of the largest run (100,000 GPUs) is ~10 MiB; anything

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tokenwatch.events import Event, RunStarted
+from tokenwatch.base.events import Event, RunStarted
 
 TIME_BACK_TOLERANCE_S = 5.0
 MIN_JUMP_S = 3600.0  # no event for an hour: a live run has heartbeats, a recording its ticks

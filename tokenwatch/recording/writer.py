@@ -22,11 +22,11 @@ import orjson
 import zstandard
 
 from tokenwatch import __version__
-from tokenwatch.events import Event
+from tokenwatch.base.events import Event
 from tokenwatch.recording.codec import SCHEMA_VERSION, dumps
 
 if TYPE_CHECKING:
-    from tokenwatch.clock import Clock
+    from tokenwatch.base.clock import Clock
 
 HEADER_KEY = "tokenwatch_recording"
 _MAX_BUFFER_BYTES = 1 << 20
@@ -71,7 +71,7 @@ class RecordingWriter:
         overwrite: bool = False,
     ) -> None:
         self.path = Path(path)
-        # Only the clock's time() is used; importing tokenwatch.clock would drag asyncio into readers.
+        # Only the clock's time() is used; importing tokenwatch.base.clock would drag asyncio into readers.
         self._now = clock.time if clock is not None else time.monotonic
         self.flush_interval_s = flush_interval_s
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if overwrite else os.O_EXCL)

@@ -18,10 +18,10 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from tokenwatch.base.events import GpuBatch, GpuSample
 from tokenwatch.core import RackCore
 from tokenwatch.core.baseline import Baseline, RunIdentity
 from tokenwatch.core.baseline_freeze import freeze_summary
-from tokenwatch.events import GpuBatch, GpuSample
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.from_core import ingest_recording
 from tokenwatch.runs.result_folders import read_result_dirs
@@ -55,9 +55,9 @@ def simulated_baseline(
     profile_name: str, run: RunIdentity, progress: Callable[[float], None] | None = None
 ) -> Baseline:
     """The simulator's expected run of ``profile_name`` in the run's shape (see the module docstring)."""
-    from tokenwatch.sim.profile import load_profile
-    from tokenwatch.sim.rack_sim import RackSimulation, SimSettings
-    from tokenwatch.yaml_schema import SchemaError
+    from tokenwatch.base.yaml_schema import SchemaError
+    from tokenwatch.inputs.sim.profile import load_profile
+    from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
     if not profile_name:
         raise RunLoadError("sim: names no profile (e.g. sim:gb300-nvl72; see `tokenwatch profiles`)")

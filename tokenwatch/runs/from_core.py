@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokenwatch.base.events import GPU_METRICS
 from tokenwatch.core import CoreConfig, RackCore, RunSummary
-from tokenwatch.events import GPU_METRICS
 from tokenwatch.recording import RecordingFormatError, RecordingReader
 from tokenwatch.runs.errors import RunLoadError
 

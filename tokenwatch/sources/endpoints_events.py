@@ -25,7 +25,7 @@ import re
 import numpy as np
 import orjson
 
-from tokenwatch.events import Event, LatencyBatch, NodeStatus, Progress
+from tokenwatch.base.events import Event, LatencyBatch, NodeStatus, Progress
 from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, checked_tokens_per_sample, snippet
 
 # The head msgspec writes first: enough to read an event whose payload was cut at the line limit.

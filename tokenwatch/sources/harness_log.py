@@ -20,7 +20,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from tokenwatch.events import Event, LogLine, Progress
+from tokenwatch.base.events import Event, LogLine, Progress
+from tokenwatch.base.yaml_schema import Reader, load_yaml
 from tokenwatch.sources.lines import NoticeLog, snippet
 from tokenwatch.sources.log_rules import (
     KNOWN_GROUPS,
@@ -36,7 +37,6 @@ from tokenwatch.sources.log_rules import (
 from tokenwatch.sources.progress_spread import ProgressSpreader
 from tokenwatch.sources.rate_streams import StreamClock, StreamCounts, totals
 from tokenwatch.sources.terminal_lines import Piece, TerminalLineSplitter
-from tokenwatch.yaml_schema import Reader, load_yaml
 
 __all__ = [
     "KNOWN_GROUPS",

@@ -1,7 +1,7 @@
 """Cumulative Prometheus ``le`` buckets -> the latency observations added since the previous read.
 
 One rule for both ways a histogram arrives (a scraped ``/metrics`` page, a Prometheus query answer),
-so the same counts always give the same :class:`~tokenwatch.events.LatencyBatch`:
+so the same counts always give the same :class:`~tokenwatch.base.events.LatencyBatch`:
 
 * pairs with a NaN bound or a count that is not a finite number >= 0 are left out;
 * per-bucket counts are the differences of the cumulative ones; a cumulative count that falls as
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import FloatArray, IntArray
+from tokenwatch.base.events import FloatArray, IntArray
 
 # Counts above 2**53 are not whole numbers as floats (and far beyond any real run): a damaged read.
 MAX_BUCKET_COUNT = float(2**53)

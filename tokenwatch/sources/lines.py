@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tokenwatch.events import Event, Notice
+from tokenwatch.base.events import Event, Notice
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB: far above any real line of the formats we read
 MAX_NOTICES = 100  # per parser: after that one summary notice, then silence (counts are kept)

@@ -5,8 +5,8 @@ the ``effective_*`` settings the run really used, and every record LoadGen flagg
 error (``metadata.is_warning`` / ``is_error``). Values can be integers above 2**63 (RNG seeds), which
 the JSON reader keeps exact. A line that is not a record is skipped with a warning naming the file and
 line. :class:`DetailLogParser` reads the log while LoadGen writes it (Notices for its warnings/errors, and
-:class:`~tokenwatch.events.LoadGenDetail` events with the settings, the query plan and the result, which the
-MLPerf verdict is made from).
+:class:`~tokenwatch.base.events.LoadGenDetail` events with the settings, the query plan and the result,
+which the MLPerf verdict is made from).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from tokenwatch.events import Event, LoadGenDetail, Notice, NoticeLevel
+from tokenwatch.base.events import Event, LoadGenDetail, Notice, NoticeLevel
 from tokenwatch.sources.errors import SourceFormatError, read_bounded
 from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
 

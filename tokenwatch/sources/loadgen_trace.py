@@ -26,7 +26,7 @@ import math
 import numpy as np
 import orjson
 
-from tokenwatch.events import Event, LatencyBatch, NodeStatus, Progress
+from tokenwatch.base.events import Event, LatencyBatch, NodeStatus, Progress
 from tokenwatch.sources.lines import LineSplitter, NoticeLog, checked_tokens_per_sample, snippet
 
 _SAMPLE = b'{"name":"Sample"'

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 
+from tokenwatch.base.yaml_schema import Reader, SchemaError, duration_field, parse_yaml
 from tokenwatch.sources.errors import SourceFormatError
-from tokenwatch.yaml_schema import Reader, SchemaError, duration_field, parse_yaml
 
 COUNT_GROUPS = ("samples_done", "tokens_done", "prompt_tokens_done", "total_samples")
 RATE_GROUPS = ("tokens_per_s", "prompt_tokens_per_s")

@@ -1,7 +1,7 @@
 """The Prometheus metric names tokenwatch reads: one table per preset, for both ways of reading them.
 
 A scrape of a ``/metrics`` page (:mod:`tokenwatch.sources.prometheus_metrics`) matches these sample
-names; a query of a Prometheus server (:mod:`tokenwatch.collectors.prometheus_presets`) builds its
+names; a query of a Prometheus server (:mod:`tokenwatch.inputs.prometheus.presets`) builds its
 PromQL from the same names with :meth:`GpuRead.promql`, so a figure reads the same whichever way it
 arrives.
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tokenwatch.events import LatencyMetric
+from tokenwatch.base.events import LatencyMetric
 
 
 def _number(value: float) -> str:
@@ -217,7 +217,7 @@ PRESETS: Mapping[str, MetricPreset] = {
         },
         throttle_reasons=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
     ),
-    # tokenwatch's own /metrics (tokenwatch/exporter/families.py), in base units (Hz, bytes, ratios).
+    # tokenwatch's own /metrics (tokenwatch/frontends/metrics/families.py), in base units (Hz, bytes, ratios).
     "tokenwatch": MetricPreset(
         ServerNames(
             tokens=("tokenwatch_node_generated_tokens_total",),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tokenwatch.events import IntArray
+from tokenwatch.base.events import IntArray
 
 # A node's stream has one usual GPU set, a few more where a chunk tears a round; anything beyond
 # this many distinct sets is not being reused, so the cache starts over rather than grow.

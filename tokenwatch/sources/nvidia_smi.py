@@ -3,10 +3,10 @@
 Columns come in the order they were requested, so the parser is built with the same field list as
 the command (:func:`query_command`). ``[N/A]``, ``[Not Supported]``, ``[Unknown Error]`` and every other
 bracketed status become ``math.nan``; the clocks-event (throttle) bitmask becomes the batch's
-``throttle_reasons`` (names via :func:`tokenwatch.throttle.reason_names`). Rows captured with units
+``throttle_reasons`` (names via :func:`tokenwatch.base.throttle.reason_names`). Rows captured with units
 (``--format=csv``: ``631.95 W``, ``81559 MiB``) parse too, so saved captures can be replayed.
 
-What one :class:`~tokenwatch.events.GpuBatch` holds (a "read"): ``nvidia-smi -lms`` prints every GPU,
+What one :class:`~tokenwatch.base.events.GpuBatch` holds (a "read"): ``nvidia-smi -lms`` prints every GPU,
 in index order, once per period, and the rows of one period arrive together, so a read is the run of
 rows of one ``feed`` chunk that belong to one sampling round, stamped with that chunk's ``t``. A round
 ends where a GPU index comes again (the next period has begun) or where the chunk ends: a chunk cut
@@ -24,10 +24,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tokenwatch.events import GPU_METRICS, Event, GpuBatch
+from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch
+from tokenwatch.base.throttle import REASON_NAMES, reason_names
 from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
 from tokenwatch.sources.node_gpu_index import NodeGpuIndex
-from tokenwatch.throttle import REASON_NAMES, reason_names
 
 # Names nvidia-smi accepts (see `nvidia-smi --help-query-gpu`; 530+ drivers also take the older
 # "clocks_throttle_reasons.active" spelling, which this parser reads too).

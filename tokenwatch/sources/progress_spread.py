@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from tokenwatch.events import Event, Progress
+from tokenwatch.base.events import Event, Progress
 
 MAX_FILL_POINTS = 3600  # per record: a line covers seconds to minutes, never more than an hour
 

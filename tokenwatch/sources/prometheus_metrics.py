@@ -31,7 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.events import GPU_METRICS, EngineQueue, Event, GpuBatch, LatencyBatch, LatencyMetric, Progress
+from tokenwatch.base.events import (
+    GPU_METRICS,
+    EngineQueue,
+    Event,
+    GpuBatch,
+    LatencyBatch,
+    LatencyMetric,
+    Progress,
+)
 from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
 from tokenwatch.sources.lines import NoticeLog
 from tokenwatch.sources.metric_catalogue import ServerNames, dcgm_blank, preset, throttle_mask

@@ -1,0 +1,1 @@
+"""Foundations: events, the clock, pacing, durations, formatting and small shared helpers."""

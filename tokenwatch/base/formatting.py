@@ -1,0 +1,150 @@
+"""Formatting shared by every front end (plain text, no Rich): one way to print a figure, and the one
+function that makes text from outside safe to print (:func:`printable`)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tokenwatch.base.durations import format_clock
+
+__all__ = [
+    "BAND_UNKNOWN",
+    "DASH",
+    "format_clock",
+    "group",
+    "kilowatts",
+    "pct",
+    "printable",
+    "projection",
+    "rate",
+    "seconds_label",
+    "seconds_ms",
+    "si",
+    "verdict_word",
+]
+
+# C0 and C1 controls, DEL, line and paragraph separators, and the bidi overrides that reorder text.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped (ESC -> ``\\x1b``, a newline -> ``\\x0a``).
+
+    Run and node names, reasons, messages and log lines come from recordings and from nodes: printed
+    as they are, an ESC starts a terminal control sequence (colours, clearing the screen, OSC 52
+    clipboard writes). Everything from outside goes through this before a terminal or a text file.
+    """
+    return text if text.isprintable() else _CONTROL.sub(_escape, text)
+
+
+DASH = "—"
+_SI_PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _ok(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def group(value: float | None, decimals: int = 0) -> str:
+    """``1100948.3`` -> ``1,100,948`` (thousands separators)."""
+    return f"{value:,.{decimals}f}" if _ok(value) else DASH
+
+
+def rate(value: float | None) -> str:
+    return f"{group(value)} tok/s" if _ok(value) else DASH
+
+
+def kilowatts(watts: float | None, decimals: int = 1) -> str:
+    return f"{watts / 1000:.{decimals}f} kW" if _ok(watts) else DASH  # type: ignore[operator]
+
+
+def pct(value: float | None, decimals: int = 1) -> str:
+    return f"{value:.{decimals}f}%" if _ok(value) else DASH
+
+
+def seconds_ms(seconds: float | None) -> str:
+    """A latency for people: ``0.412`` -> ``412 ms``, ``3.2`` -> ``3.20 s``."""
+    if not _ok(seconds):
+        return DASH
+    assert seconds is not None
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def si(value: float, digits: int = 3, *, fixed: bool = False) -> str:
+    """Axis labels with a k/M/G prefix: ``digits`` significant digits (1,100,000 -> 1.1M, 62,000 -> 62k,
+    0.055 -> 0.055); with ``fixed``, ``digits`` decimals and none below 1,000 (61,759 -> 61.8k)."""
+    if not math.isfinite(value):
+        return DASH
+    style = "f" if fixed else "g"
+    for scale, prefix in _SI_PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}{style}}{prefix}"
+    return f"{value:.0f}" if fixed else f"{value:.{digits}g}"
+
+
+def seconds_label(seconds: float, space: str = " ") -> str:
+    """Latency axis labels: 0.005 -> ``5 ms``, 2 -> ``2 s`` (``space=""``: ``5ms``, for narrow axes)."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}{space}ms"
+    return f"{seconds:g}{space}s"
+
+
+# Why a projection's band is shown as unknown (the core states none wider than the figure itself).
+BAND_UNKNOWN = "band wider than the figure"
+
+
+def projection(value: float | None, low: float | None, high: float | None, why: bool = False) -> str:
+    """A projected tokens/s and its band: ``1,094k ±0.4 %`` (half the band's width, as a share).
+
+    A band the core could not state (NaN bounds) reads ``1,094k ±—``, with ``why`` followed by its reason;
+    an unknown figure reads ``—``."""
+    if not _ok(value) or not value:
+        return DASH
+    assert value is not None
+    figure = f"{group(value / 1000)}k" if abs(value) >= 10_000 else group(value)
+    if not (_ok(low) and _ok(high)):
+        return f"{figure} ±{DASH}" + (f" ({BAND_UNKNOWN})" if why else "")
+    assert low is not None
+    assert high is not None
+    half = 50.0 * ((high - low) / value)  # divided first: a figure near the float's top stays finite
+    return f"{figure} ±{half:.1f} %" if half < 10 else f"{figure} ±{half:.0f} %"
+
+
+def verdict_word(valid: bool | None) -> str:
+    """VALID, INVALID or UNDECIDED: a projected (or final) MLPerf verdict."""
+    return "VALID" if valid else "INVALID" if valid is False else "UNDECIDED"
+
+
+_FIRST_FIGURE = re.compile(r"(?<!\w)\d[\d,.]*(?:\s?%)?")  # a figure, not the digits of a name (node03)
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle with ``…`` at word boundaries: the start
+    is kept through its first figure (``node03 straggler: 14.8%``) and the end (often the cause, or
+    another figure) as far as it fits, so neither what happened nor why is lost to a narrow panel."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(0, width - 1)] + "…" if width > 0 else ""
+    found = _FIRST_FIGURE.search(text)
+    through_figure = found.end() if found is not None else 0
+    head = (width - 1) * 3 // 5
+    if through_figure <= width - 4:  # the figure fits with a few characters of the end
+        head = max(head, through_figure)
+    tail = text[len(text) - (width - 1 - head) :]
+    cut = tail.find(" ")
+    if not text[len(text) - len(tail) - 1].isspace() and 0 <= cut < len(tail) - 1:
+        tail = tail[cut + 1 :]  # from a word's start
+    start = text[: width - 1 - len(tail)]
+    space = start.rfind(" ")
+    if not text[len(start)].isspace() and space >= max(through_figure, len(start) // 2):
+        start = start[:space]  # to a word's end
+    return start.rstrip() + "…" + tail

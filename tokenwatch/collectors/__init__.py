@@ -1,1 +1,0 @@
-"""Collectors: sources of events behind one protocol (``async def run(self, emit)``)."""

@@ -1,0 +1,35 @@
+"""``summarize --baseline``: the run against its reference as text, after the rack table."""
+
+from __future__ import annotations
+
+from tokenwatch.base.formatting import group
+from tokenwatch.core.baseline_compare import BaselineComparison
+from tokenwatch.core.baseline_view import signed_pct
+
+_MATCHED = {
+    "name": "nodes matched by name",
+    "rank": "nodes matched by rank (the i-th against the i-th)",
+    "expected": "every node against the profile's expected node",
+    "none": "no per-node figures in the baseline",
+}
+
+
+def render_baseline(comparison: BaselineComparison) -> str:
+    """The rack figure and each node's against the baseline's, with how the nodes were matched."""
+    c = comparison
+    lines = [
+        f"Against the baseline {c.name} ({c.source}; {_MATCHED[c.matched_by]})",
+        f"{'':<16}{'tokens/s':>14}{'baseline':>14}{'vs baseline':>13}",
+        f"{'Total aggregate':<16}{group(c.run_tokens_per_s, 1):>14}{group(c.tokens_per_s, 1):>14}"
+        f"{signed_pct(c.delta_pct):>13}",
+    ]
+    for node in c.nodes:
+        label = (
+            node.name if node.baseline_node in (None, node.name) else f"{node.name} ~ {node.baseline_node}"
+        )
+        lines.append(
+            f"{label:<16}{group(node.tokens_per_s, 1):>14}{group(node.baseline_tokens_per_s, 1):>14}"
+            f"{signed_pct(node.delta_pct):>13}"
+        )
+    lines += [f"note: {note}" for note in c.notes]
+    return "\n".join(lines)

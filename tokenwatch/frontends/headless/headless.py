@@ -1,0 +1,113 @@
+"""Headless mode: one human line per interval of run time, optional JSONL snapshots, a summary at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import IO
+
+import orjson
+
+from tokenwatch.base.formatting import (
+    format_clock,
+    group,
+    kilowatts,
+    pct,
+    printable,
+    projection,
+    verdict_word,
+)
+from tokenwatch.core import RackCore, RackSnapshot
+from tokenwatch.core.snapshot_json import snapshot_json
+
+MAX_ALERTS_IN_LINE = 4
+
+
+def human_line(snap: RackSnapshot) -> str:
+    """One line: the window's figures while the run goes; once it has ended, the run's figures (final
+    aggregate, per GPU that took part, mean power) and what happened; then the active alerts."""
+    agg = snap.aggregate
+    figures = snap.run_figures
+    if figures is not None:
+        tokens, per_gpu, power = figures.tokens_per_s, figures.per_gpu_tokens_per_s, figures.power_mean_w
+    else:
+        tokens, per_gpu, power = agg.tokens_per_s, agg.per_gpu_tokens_per_s, agg.power_w
+    parts = [
+        format_clock(snap.t),
+        f"{pct(snap.progress_pct):>6}",
+        f"{group(tokens):>10} tok/s",
+        f"{group(per_gpu):>7} tok/s/GPU",
+        f"nodes {agg.nodes_up}/{agg.nodes}",
+        f"{kilowatts(power):>9}",
+        f"spread {pct(snap.node_spread.spread_pct)}",
+    ]
+    if snap.verdict is not None:
+        parts.append(verdict_part(snap))
+    if snap.baseline is not None:  # --baseline: the run against its reference at this run time
+        view = snap.baseline
+        parts.append(view.headline() if view.refused else f"vs base {view.delta_text()} {view.finish_text()}")
+    line = "  ".join(parts)
+    if figures is not None:
+        line = f"{line}  run figures; {printable(snap.banner)}"
+        if figures.note:
+            line = f"{line}; {printable(figures.note)}"
+    alerts = [printable(a.message) for a in snap.active_alerts[:MAX_ALERTS_IN_LINE]]
+    more = len(snap.active_alerts) - len(alerts)
+    if more > 0:
+        alerts.append(f"+{more} more")
+    return f"{line}  alerts: {'; '.join(alerts)}" if alerts else line
+
+
+def verdict_part(snap: RackSnapshot) -> str:
+    """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict; once
+    the run has ended ``FINAL INVALID`` (the line's figure is the final one)."""
+    assert snap.verdict is not None
+    if snap.ended and snap.summary is not None and snap.summary.verdict is not None:
+        return f"FINAL {verdict_word(snap.summary.verdict.valid)}"
+    band = snap.verdict.forecast.tokens_per_s
+    shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
+    return f"proj {shown} {verdict_word(snap.verdict.valid)}"
+
+
+class HeadlessLogger:
+    """Writes at each interval boundary; the session calls :meth:`at` with the boundary's run time."""
+
+    def __init__(
+        self,
+        core: RackCore,
+        out: IO[str] | None,
+        jsonl: IO[bytes] | None,
+        start_s: float = 0.0,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        """``start_s``: boundaries before it are not written (a replay that starts at 30m). ``warn``
+        hears, once, that the JSONL file could not be written (the lines go on without it)."""
+        self.core = core
+        self.start_s = start_s
+        self.out = out
+        self.jsonl = jsonl
+        self.warn = warn
+        self.last_t: float | None = None
+
+    def at(self, t: float) -> None:
+        if not self.core.started or t < self.start_s:
+            return
+        snap = self.core.snapshot(t)
+        self.last_t = t
+        if self.out is not None:
+            self.out.write(human_line(snap) + "\n")
+            self.out.flush()
+        if self.jsonl is not None:
+            try:
+                self.jsonl.write(orjson.dumps(snapshot_json(snap)) + b"\n")
+                self.jsonl.flush()
+            except BrokenPipeError:
+                raise  # stdout's reader left: the CLI ends quietly
+            except OSError as exc:  # a full disk: the snapshots stop, the watch goes on
+                self.jsonl = None
+                if self.warn is not None:
+                    self.warn(f"tokenwatch: --jsonl stopped at {format_clock(t)}: {exc.strerror or exc}")
+
+    def finish(self) -> None:
+        """The last line at the run's end time (when it fell between boundaries)."""
+        if self.core.started and (self.last_t is None or self.core.now > self.last_t):
+            self.at(self.core.now)

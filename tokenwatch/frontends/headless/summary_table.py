@@ -1,0 +1,46 @@
+"""The run summary as text, in the form of the published rack table."""
+
+from __future__ import annotations
+
+from tokenwatch.base.durations import format_clock
+from tokenwatch.base.formatting import group, printable
+from tokenwatch.core.summary import RunSummary, coverage_lines, rack_table_rows
+
+
+def _what(summary: RunSummary) -> str:
+    """How many results over how many GPUs, and whether one LoadGen ran the whole system."""
+    gpus = "GPUs unknown" if summary.gpus is None else f"{summary.gpus} GPUs"
+    if summary.layout == "system":
+        return f"system result: one LoadGen run for the whole system, {gpus}"
+    if summary.layout == "per-node":
+        return f"{len(summary.nodes)} per-node results (one LoadGen run each), {gpus}"
+    return f"{len(summary.nodes)} nodes, {gpus}"
+
+
+def render_summary(summary: RunSummary) -> str:
+    name, took = printable(summary.name), format_clock(summary.duration_s)
+    head = f"{name} · {summary.scenario} · {_what(summary)} · {took}"
+    rows = rack_table_rows(summary)
+    width = max(len(label) for label, _ in rows) + 2
+    lines = [summary.status] if summary.status else []
+    lines += [head, f"{'':{width}}{'tokens/s':>14}"]
+    lines += [f"{label:<{width}}{value:>14}" for label, value in rows]
+    lines += [printable(line) for line in coverage_lines(summary)]
+    if summary.latency_ms:
+        lines.append("")
+        lines.append(f"{'Latency (ms)':<{width}}{'p50':>10}{'p90':>10}{'p99':>10}")
+        for metric, pcts in summary.latency_ms.items():
+            cells = "".join(f"{group(pcts.get(k), 1):>10}" for k in ("p50", "p90", "p99"))
+            lines.append(f"{metric.upper():<{width}}{cells}")
+    flagged = [n.name for n in summary.nodes if n.valid is False]
+    if flagged:
+        lines.append(f"Flagged node results (see the warnings): {', '.join(printable(n) for n in flagged)}")
+    for run in summary.apart:
+        result = run.extra.get("result") or "no result"
+        lines.append(
+            f"Not in the aggregate: {printable(run.name)} ({run.extra.get('kind', 'other')} run, {result}, "
+            f"{group(run.tokens_per_s, 1)} tokens/s)"
+        )
+    for warning in summary.warnings:
+        lines.append(f"warning: {printable(warning)}")
+    return "\n".join(lines)

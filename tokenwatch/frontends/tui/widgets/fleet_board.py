@@ -1,0 +1,222 @@
+"""The fleet board: one row per rack, sortable by any column; Enter opens the rack's dashboard.
+
+Drawn line by line from the :class:`FleetTable`'s arrays (the Line API, like the node table): only the
+rows on screen cost anything, and a refresh re-sorts 64 numbers rather than rebuilding 64 rows of
+widgets. Rows keep the cursor on the same rack when the order changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.geometry import Region
+from textual.strip import Strip
+
+from tokenwatch.base.formatting import DASH, group, verdict_word
+from tokenwatch.core.fleet_table import FleetTable
+from tokenwatch.frontends.tui.palette import Palette
+from tokenwatch.frontends.tui.widgets.sorted_table import GAP, Column, SortedTable, name_rank, nan_last_order
+
+COLUMNS: tuple[Column, ...] = (
+    Column("rack", "Rack", 8, 0, right=False),
+    Column("nodes", "Nodes", 5, 0),
+    Column("now", "tok/s now", 10, 0),
+    Column("per_gpu", "per GPU", 7, 2),
+    Column("spread", "Spread", 6, 3),
+    Column("power", "Power kW", 8, 5),
+    Column("tpj", "tok/J", 5, 6),
+    Column("verdict", "Projected", 11, 1, right=False),
+    Column("proj", "proj tok/s", 10, 7),
+    Column("worst", "Worst node", 10, 1, right=False),
+    Column("worst_delta", "Δ median", 8, 1),
+    Column("cause", "Cause", 0, 4, right=False),
+)
+SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key != "cause")
+_MIN_CAUSE = 12
+VERDICT_LABEL = {"VALID": "✓ VALID", "INVALID": "✗ INVALID", "UNDECIDED": "? UNDECIDED"}
+
+
+def verdict_of(value: float) -> str:
+    """The projected verdict of a rack's ``projected_valid`` (1, 0, NaN) in words."""
+    return verdict_word(None if math.isnan(value) else bool(value))
+
+
+def fleet_order(table: FleetTable, key: str, descending: bool) -> np.ndarray:
+    """Row order by ``key``; missing values (NaN) always last, ties by rack order."""
+    position = np.arange(len(table), dtype=np.float64)
+    if key == "rack":
+        values = name_rank(table.racks).astype(np.float64)
+    else:
+        values = {
+            "nodes": table.nodes_up / np.maximum(table.nodes_total, 1),
+            "now": table.tokens_per_s,
+            "per_gpu": table.per_gpu_tokens_per_s,
+            "spread": table.spread_pct,
+            "power": table.power_w,
+            "tpj": table.tokens_per_joule,
+            # INVALID first, then undecided, then VALID: the racks that need a look come up first.
+            "verdict": np.where(np.isnan(table.projected_valid), 0.5, table.projected_valid),
+            "proj": table.projected_tokens_per_s,
+            "worst": np.array([name or "\uffff" for name in table.worst_node], dtype=object),
+            "worst_delta": table.worst_delta_pct,
+        }[key]
+        if key == "worst":
+            values = name_rank(values).astype(np.float64)
+        values = np.asarray(values, np.float64)
+    return nan_last_order(values, descending, position)
+
+
+class FleetBoard(SortedTable):
+    """Set the table with :meth:`update_fleet`; posts :class:`FleetBoard.RackSelected` on Enter or a
+    double click."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open_rack", "Rack", show=True)]
+    COLUMNS = COLUMNS
+    SORT_KEYS = SORT_KEYS
+
+    class RackSelected(SortedTable.Selected):
+        """The engineer asked for a rack's dashboard."""
+
+        @property
+        def rack(self) -> str:
+            return self.key
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__("rack", id=id, classes=classes)
+        self.table: FleetTable | None = None
+        self._widths: dict[str, int] = {c.key: c.width or _MIN_CAUSE for c in COLUMNS}
+        self._rack_width = 8
+
+    @property
+    def cursor_rack(self) -> str | None:
+        return self.cursor_key
+
+    @cursor_rack.setter
+    def cursor_rack(self, name: str | None) -> None:
+        self.cursor_key = name
+
+    # ------------------------------------------------------------------ data
+    def update_fleet(self, table: FleetTable) -> None:
+        self.table = table
+        self._resort()
+        self.refresh()
+
+    def _row_names(self) -> Sequence[str] | None:
+        return self.table.racks if self.table is not None else None
+
+    def _resort(self) -> None:
+        table = self.table
+        if table is None:
+            return
+        self._set_order(fleet_order(table, self.sort_key, self.descending))
+        if (self.cursor_rack is None or self.cursor_rack not in table.racks) and len(table):
+            self.cursor_rack = table.racks[int(self._order[0])]
+        self._rack_width = min(16, max([6, *(len(name) for name in table.racks)]))
+        self.border_subtitle = f"{self._sort_caption()} · s: next column · enter: the rack"
+        down = int(sum(state == "down" for state in table.state))
+        nodes_up, nodes = int(table.nodes_up.sum()), int(table.nodes_total.sum())
+        self.border_title = f"Fleet · {len(table)} racks · {nodes_up}/{nodes} nodes up" + (
+            f" · {down} racks down" if down else ""
+        )
+
+    def _selected(self, key: str) -> RackSelected:
+        return self.RackSelected(key)
+
+    def action_open_rack(self) -> None:
+        self.open_cursor_row()
+
+    def _width(self, col: Column) -> int:
+        return self._widths[col.key]
+
+    # ------------------------------------------------------------------ drawing
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._fit_columns(self.scrollable_content_region.width)
+        return super().render_lines(crop)
+
+    def _fit_columns(self, width: int) -> None:
+        """The columns that fit ``width``, the most important first; the cause takes what is left."""
+        fixed = {c.key: (self._rack_width if c.key == "rack" else c.width or _MIN_CAUSE) for c in COLUMNS}
+        chosen: set[str] = set()
+        used = 0
+        for col in sorted(COLUMNS, key=lambda c: c.priority):
+            if used + fixed[col.key] + GAP > width and col.priority > 0:
+                continue
+            chosen.add(col.key)
+            used += fixed[col.key] + GAP
+        if "cause" in chosen:
+            fixed["cause"] += max(0, width - used)
+        self._columns = tuple(c for c in COLUMNS if c.key in chosen)
+        self._widths = fixed
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base, pal = self.base, self.pal
+        if y == 0:
+            return self._header_strip(pal, base, width)
+        row = int(self.scroll_y) + y - 1
+        table = self.table
+        if table is None:
+            text = "waiting for the racks…" if y == 1 else ""
+            return Strip([Segment(text, base + pal.muted)]).adjust_cell_length(width, base)
+        if row >= len(self._order):
+            return Strip.blank(width, base)
+        return self._row_strip(table, int(self._order[row]), pal, base, width)
+
+    @staticmethod
+    def cells(table: FleetTable, i: int) -> dict[str, str]:
+        """Rack ``i``'s cells as the board shows them (a missing figure is a dash)."""
+
+        def num(value: float, fmt: str) -> str:
+            return format(value, fmt) if math.isfinite(value) else DASH
+
+        delta = float(table.worst_delta_pct[i])
+        state = table.state[i]
+        up, total = int(table.nodes_up[i]), int(table.nodes_total[i])
+        return {
+            "rack": table.racks[i],
+            "nodes": "DOWN" if state == "down" else f"{up}/{total}",
+            "now": group(table.tokens_per_s[i]),
+            "per_gpu": group(table.per_gpu_tokens_per_s[i]),
+            "spread": num(table.spread_pct[i], ".1f") + ("%" if math.isfinite(table.spread_pct[i]) else ""),
+            "power": num(table.power_w[i] / 1000.0, ",.1f"),
+            "tpj": num(table.tokens_per_joule[i], ".2f"),
+            "verdict": VERDICT_LABEL[verdict_of(float(table.projected_valid[i]))],
+            "proj": group(table.projected_tokens_per_s[i]),
+            "worst": table.worst_node[i] or DASH,
+            "worst_delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
+            "cause": table.worst_cause[i],
+        }
+
+    def _row_strip(self, table: FleetTable, i: int, pal: Palette, base: Style, width: int) -> Strip:
+        state = table.state[i]
+        row_style = base + (pal.bad_row if state == "down" else pal.warn_row if state == "stale" else Style())
+        short = int(table.nodes_up[i]) < int(table.nodes_total[i])
+        verdict = verdict_of(float(table.projected_valid[i]))
+        styles = {
+            "rack": Style(bold=True),
+            "nodes": pal.bad if short else pal.good,
+            "verdict": pal.good if verdict == "VALID" else pal.bad if verdict == "INVALID" else pal.warn,
+            "worst_delta": pal.warn,
+            "cause": pal.muted,
+        }
+        cells = self.cells(table, i)
+        selected = table.racks[i] == self.cursor_rack
+        segments = []
+        for col in self._columns:
+            w = self._widths[col.key]
+            text = cells[col.key]
+            fitted = text[: w - 1] + "…" if len(text) > w else text.ljust(w)  # a long cause is cut
+            text = text.rjust(w)[-w:] if col.right else fitted
+            style = row_style + (pal.muted if text.strip() == DASH else styles.get(col.key, Style()))
+            if selected:
+                style = style + (pal.cursor if self.has_focus else Style(reverse=True))
+            segments.append(Segment(text, style))
+            gap_style = row_style + pal.cursor if selected and self.has_focus else row_style
+            segments.append(Segment(" " * GAP, gap_style))
+        return Strip(segments).adjust_cell_length(width, row_style)

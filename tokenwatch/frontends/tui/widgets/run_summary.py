@@ -1,0 +1,64 @@
+"""The run's result in the form of the published rack table, as the dashboard shows it once a run ends.
+
+Every figure is the core's :class:`~tokenwatch.core.summary.RunSummary` (the same one ``summarize``
+prints); this module only lays it out, says which nodes the figures cover, and lists the summary's
+warnings.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from rich.text import Text
+
+from tokenwatch.base.formatting import format_clock, group, printable
+from tokenwatch.core.summary import RunSummary, coverage_lines, name_list, rack_table_rows
+from tokenwatch.frontends.tui.palette import Palette
+
+_LABEL = 27
+_VALUE = 13
+
+
+def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | None = None) -> Text:
+    """The published-table form: the rack figures, which nodes they cover, latency, flags, warnings.
+
+    Within ``height`` lines every warning is shown: wrapped where there is room, else one line each cut in
+    the middle, else as many as fit and ``+N more warnings`` (none is dropped without a word)."""
+    text = Text(no_wrap=True, overflow="crop")
+    head = f"{summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
+    text.append(f"{head} · {format_clock(summary.duration_s)}\n", style=pal.muted)
+    rows = rack_table_rows(summary)
+    text.append(f"{'':{_LABEL}}{'tokens/s':>{_VALUE}}\n", style=pal.muted)
+    for label, value in rows:
+        text.append(f"{label:<{_LABEL}}", style=pal.text)
+        text.append(f"{value:>{_VALUE}}\n", style="bold")
+    wrap = max(20, width)
+    for line in coverage_lines(summary):
+        text.append("\n".join(textwrap.wrap(printable(line), wrap)) + "\n", style=pal.muted)
+    if summary.latency_ms:
+        text.append(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}\n", style=pal.muted)
+        for metric, pcts in summary.latency_ms.items():
+            cells = "".join(f"{group(pcts.get(k), 1):>9}" for k in ("p50", "p90", "p99"))
+            text.append(f"{metric.upper():<{_LABEL - 9}}", style=pal.text)
+            text.append(cells + "\n", style="bold")
+    flagged = [n for n in summary.nodes if n.valid is False]
+    if flagged:
+        text.append(f"Flagged: {printable(name_list([n.name for n in flagged], 8))}\n", style=pal.warn)
+    room = None if height is None else height - len(text.plain.splitlines())
+    for line in warning_lines([printable(w) for w in summary.warnings], wrap, room):
+        text.append(line + "\n", style=pal.muted if line.startswith("+") else pal.warn)
+    return text
+
+
+def warning_lines(warnings: list[str], width: int, room: int | None) -> list[str]:
+    """The warnings as lines of ``width`` in ``room`` lines (None: as many as it takes)."""
+    wrapped = [line for w in warnings for line in textwrap.wrap(f"▲ {w}", width)]
+    if room is None or len(wrapped) <= room:
+        return wrapped
+    # A warning says what first (``node05 did not finish (stale since 02:59 ...``): its start is kept.
+    if len(warnings) <= room:
+        return [textwrap.shorten(f"▲ {w}", width, placeholder="…") for w in warnings]
+    shown = max(0, room - 1)
+    more = len(warnings) - shown
+    lines = [textwrap.shorten(f"▲ {w}", width, placeholder="…") for w in warnings[:shown]]
+    return [*lines, f"+{more} more warning{'s' if more > 1 else ''}: all in the summary printed on quitting"]

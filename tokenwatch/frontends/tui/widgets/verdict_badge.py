@@ -1,0 +1,58 @@
+"""The header's verdict badge: ``PROJECTED VALID 1,094k ±0.4 %`` (``FINAL ...`` once the run has ended)."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from tokenwatch.base.formatting import group, projection, verdict_word
+from tokenwatch.core.snapshot import RackSnapshot
+
+
+def badge_text(snap: RackSnapshot) -> str:
+    """What the badge says for ``snap`` ("" when the run has no verdict)."""
+    verdict = snap.verdict
+    if verdict is None or not snap.run.nodes:
+        return ""
+    fc = verdict.forecast
+    band = fc.tokens_per_s
+    valid = fc.valid
+    final = snap.summary.verdict if snap.ended and snap.summary is not None else None
+    if final is not None:
+        valid = final.valid
+    if snap.ended:  # the run's final figure, as the header and the rack table show it
+        figure = group(band.value) if band is not None else "—"
+    else:
+        figure = projection(band.value, band.low, band.high) if band is not None else "—"
+    return f"{'FINAL' if snap.ended else 'PROJECTED'} {verdict_word(valid)} {figure}"
+
+
+class VerdictBadge(Static):
+    """Coloured by the verdict: success VALID, error INVALID, warning UNDECIDED (and the word says it)."""
+
+    DEFAULT_CSS = """
+    VerdictBadge {
+        width: auto;
+        max-width: 40;
+        padding: 0 1;
+        margin-left: 1;
+        text-style: bold;
+        color: $background;
+        background: $warning;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    VerdictBadge.-valid { background: $success; }
+    VerdictBadge.-invalid { background: $error; color: $text; }
+    VerdictBadge.-none { display: none; }
+    """
+
+    _shown = ""
+
+    def show(self, snap: RackSnapshot) -> None:
+        text = badge_text(snap)
+        self.set_class(not text, "-none")
+        self.set_class(" VALID " in f"{text} ", "-valid")
+        self.set_class(" INVALID " in f"{text} ", "-invalid")
+        if text != self._shown:  # most refreshes say the same
+            self._shown = text
+            self.update(text)

@@ -1,0 +1,106 @@
+"""The MLPerf verdict panel, at the top of the dashboard: where the run will land, from its first minutes.
+
+Left, in large type: the projected final LoadGen figure (tokens/s, tail included) with its band, the
+projected end and the projected verdict; middle: each rule with ✓ / ✗ / ? and its margin
+(:class:`VerdictRules`); right: the forecast over time (:class:`ForecastLine`). Once the run has ended it
+shows the final figure and verdict (LoadGen's own where its detail log says).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from tokenwatch.base.formatting import BAND_UNKNOWN, DASH, format_clock, group, verdict_word
+from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.frontends.tui.palette import palette
+from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
+from tokenwatch.frontends.tui.widgets.forecast_line import ForecastLine
+from tokenwatch.frontends.tui.widgets.verdict_rules import VerdictRules
+
+
+class VerdictPanel(Horizontal):
+    DEFAULT_CSS = """
+    VerdictPanel {
+        height: 9;
+        border: round $accent 60%;
+        border-title-color: $accent;
+        border-title-style: bold;
+        padding: 0 1;
+    }
+    VerdictPanel #projection { width: auto; min-width: 30; height: 1fr; }
+    VerdictPanel #verdict-word { height: 1; text-style: bold; }
+    VerdictPanel #projected { color: $accent; }
+    VerdictPanel #band { height: 3; color: $text-muted; }
+    """
+
+    snapshot: reactive[RackSnapshot | None] = reactive(None, always_update=True)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="projection"):
+            yield Static("", id="verdict-word")
+            yield BigFigure("-", id="projected")
+            yield Static("", id="band")
+        yield VerdictRules(id="rules")
+        yield ForecastLine(id="forecast-line")
+
+    def on_mount(self) -> None:
+        self.border_title = "MLPerf verdict"
+
+    def watch_snapshot(self, snap: RackSnapshot | None) -> None:
+        if snap is None or not self.is_mounted:
+            return
+        view = snap.verdict
+        self.query_one(VerdictRules).view = view
+        line = self.query_one(ForecastLine)
+        line.nominal_s = snap.run.nominal_duration_s or 0.0
+        line.view = view
+        if view is None:
+            return
+        pal = palette(self.app)
+        fc = view.forecast
+        named = view.benchmark or (
+            f"unknown benchmark {view.benchmark_named!r}" if view.benchmark_named else ""
+        )
+        parts = [p for p in ("MLPerf verdict", named, view.scenario) if p]
+        self.border_title = " · ".join(parts)
+        self.border_subtitle = (
+            f"rules: {view.judged_by} settings" if view.judged_by else "no LoadGen settings"
+        )
+        note = snap.summary.left_out_note if snap.ended and snap.summary is not None else ""
+        if note:  # which nodes MLPerf's figure has no result for, as every surface says it
+            self.border_subtitle = note
+        final = snap.summary.verdict if snap.ended and snap.summary is not None else None
+        valid = final.valid if final is not None else fc.valid
+        word = Text()
+        word.append("FINAL " if snap.ended else "PROJECTED ", style=pal.muted)
+        word.append(verdict_word(valid), style=pal.good if valid else pal.bad if valid is False else pal.warn)
+        if final is not None and final.judged_by.startswith("LoadGen"):
+            word.append("  (LoadGen's own)", style=pal.muted)
+        self.query_one("#verdict-word", Static).update(word)
+        band = fc.tokens_per_s
+        self.query_one(BigFigure).value = group(band.value) if band is not None else "-"
+        if band is None:
+            detail = "waiting for progress on every node"
+        elif snap.ended:
+            detail = "tok/s, final: the nodes' sum"
+        elif not band.known:
+            detail = f"tok/s ±{DASH} ({BAND_UNKNOWN})"
+        else:
+            half = 100.0 * (band.high - band.low) / 2.0 / band.value
+            detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
+        end = fc.end_s
+        if end is not None and not snap.ended:
+            detail += f"\nend {format_clock(end.value)}  ({format_clock(end.low)} – {format_clock(end.high)})"
+        energy = view.energy_to_finish_j
+        if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
+            low, high = energy.low / 3.6e6, energy.high / 3.6e6
+            detail += f"\nto end {_kwh(energy.value)} ({low:,.1f}–{high:,.1f})"
+        self.query_one("#band", Static).update(detail)
+
+
+def _kwh(joules: float) -> str:
+    return f"{joules / 3.6e6:,.1f} kWh"

@@ -1,0 +1,111 @@
+"""The MLPerf rules as rows: ✓ / ✗ / ? with the value now, its projection, the limit and the margin.
+
+A rule that cannot be judged from the sources at hand says which source it needs, never a guess. Below
+the rules, when there is room, the start-of-run check's failures with the fix.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.app import RenderResult
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tokenwatch.core.verdict_view import VerdictView, format_rule_value
+from tokenwatch.frontends.tui.palette import Palette, palette
+from tokenwatch.mlperf.forecast import RuleForecast
+
+RULE_NAMES = {
+    "min_duration": "min duration",
+    "min_queries": "min queries",
+    "ttft_p99": "TTFT p99",
+    "tpot_p99": "TPOT p99",
+    "early_stopping_ttft": "early stop TTFT",
+    "early_stopping_tpot": "early stop TPOT",
+    "every_node": "every node",
+    "every_node_finished": "nodes finished",
+}
+
+
+def rule_symbol(ok: bool | None) -> str:
+    """✓ projected to pass, ✗ to fail, ? undecided (readable without colour)."""
+    return "✓" if ok else "✗" if ok is False else "?"
+
+
+def margin_text(margin: float | None) -> str:
+    if margin is None or not math.isfinite(margin):
+        return ""
+    pct = 100.0 * margin
+    if abs(pct) >= 1000:
+        return ">+999 %" if pct > 0 else "<-999 %"
+    return f"{pct:+.1f} %" if abs(pct) < 10 else f"{pct:+.0f} %"
+
+
+def rule_label(rule: RuleForecast) -> str:
+    if rule.name == "min_queries" and rule.unit == "samples":
+        return "min samples"
+    return RULE_NAMES.get(rule.name, rule.name)
+
+
+class VerdictRules(Widget):
+    DEFAULT_CSS = """
+    VerdictRules {
+        width: 2fr;
+        max-width: 64;
+        min-width: 36;
+        height: 1fr;
+        text-wrap: nowrap;
+        text-overflow: clip;
+        padding: 0 1;
+    }
+    """
+
+    view: reactive[VerdictView | None] = reactive(None, always_update=True)
+
+    def render(self) -> RenderResult:
+        view = self.view
+        if view is None:
+            return Text("waiting for a run…", style="dim")
+        pal = palette(self.app)
+        width, height = self.content_size
+        show_now = width >= 53
+        cols = (16, 9, 10, 9, 8) if show_now else (15, 0, 9, 8, 8)
+        text = Text(no_wrap=True, overflow="crop")
+        head = ["  rule".ljust(cols[0] + 2), "now".rjust(cols[1]) if show_now else ""]
+        head += ["projected".rjust(cols[2]), "limit".rjust(cols[3]), "margin".rjust(cols[4])]
+        text.append("".join(head), style=pal.muted)
+        rows = 1
+        for rule in view.forecast.rules:
+            if rows >= height:
+                break
+            text.append("\n")
+            text.append_text(self._row(rule, cols, show_now, pal))
+            rows += 1
+        failing = [c for c in view.settings if c.ok is False]
+        for check in failing:
+            if rows >= height:
+                break
+            text.append("\n")
+            text.append("✗ ", style=pal.bad)
+            text.append(f"setting {check.name}: {check.fix}", style=pal.bad)
+            rows += 1
+        return text
+
+    @staticmethod
+    def _row(rule: RuleForecast, cols: tuple[int, ...], show_now: bool, pal: Palette) -> Text:
+        style = pal.good if rule.ok else pal.bad if rule.ok is False else pal.warn
+        row = Text(no_wrap=True, overflow="crop")
+        row.append(rule_symbol(rule.ok) + " ", style=style)
+        row.append(rule_label(rule).ljust(cols[0]), style=pal.text)
+        if rule.missing:
+            row.append(f"needs {rule.missing}", style=pal.muted)
+            return row
+        if show_now:
+            row.append(format_rule_value(rule.now, rule).rjust(cols[1]), style=pal.muted)
+        row.append(format_rule_value(rule.projected, rule).rjust(cols[2]), style=pal.text + style)
+        row.append(format_rule_value(rule.limit, rule).rjust(cols[3]), style=pal.muted)
+        tight = rule.margin is not None and rule.margin < 0.10
+        row.append(margin_text(rule.margin).rjust(cols[4]), style=pal.warn if tight else pal.muted)
+        return row

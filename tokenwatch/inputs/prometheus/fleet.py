@@ -1,0 +1,357 @@
+"""Watches a fleet of racks through the Prometheus server that already scrapes it.
+
+Every interval the server aggregates each rack for us (:mod:`tokenwatch.sources.fleet_queries`: sums,
+counts, min/max, the median and the slowest node per rack) and one :class:`RackFiguresBatch` carries
+the answers, a dozen numbers per rack, instead of every node's and GPU's series. The nodes themselves
+(per-node counters, per-GPU telemetry, latency buckets, through :class:`PrometheusQueryCollector`'s
+event making) are fetched only for the racks on screen (:class:`FleetFocus`, which the dashboard sets
+when a rack is opened) and, for alerts, for the whole fleet every ``detail_interval``.
+
+Instant queries are evaluated on a grid of the interval in Unix time (``time=k * interval``, asked a
+moment after, once the scrapes before it are in), the same instants ``query_range`` steps on: a watch
+that attaches mid-run fills the timeline from the run's start (:meth:`history`) with exactly the figures
+a watch from the start saw live. An unreachable server or a failing query is a :class:`Notice`, once
+per problem; a rack whose series are gone (its exporter died) is marked down while the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from tokenwatch.base.clock import Clock, MonotonicClock
+from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
+from tokenwatch.base.gc_pause import gc_paused
+from tokenwatch.inputs.discovery import Discovered
+from tokenwatch.inputs.prometheus.api import (
+    PromApiError,
+    PrometheusApi,
+    Sample,
+    first_growth,
+)
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, natural_key
+from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
+from tokenwatch.sources.fleet_queries import (
+    FLEET_PRESETS,
+    FleetPreset,
+    node_metric_names,
+    query,
+    rack_matcher,
+    rack_queries,
+    scoped_names,
+)
+
+FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server for the node queries
+# The backfill's steps: more than 200 points (one per column of a 200-column terminal's timeline, whose chart
+# is 192 columns) however long the run, since rounding the step up to the interval can halve them; a run of
+# fewer than 400 intervals gets every interval. The server's time grows with the steps (its joins for the
+# running nodes' figures are most of a 64-rack backfill): an 80-minute run is 320 steps of 15 s, not 960 of 5.
+HISTORY_POINTS = 400
+MAX_RANGE_POINTS = 10_000
+
+
+class FleetFocus:
+    """The racks on screen, whose nodes and GPUs are fetched every interval. The dashboard sets it from
+    its own thread or loop (a frozenset is swapped whole, so a reader never sees half a change)."""
+
+    def __init__(self) -> None:
+        self._racks: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+
+    @property
+    def racks(self) -> frozenset[str]:
+        return self._racks
+
+    def show(self, racks: Iterable[str]) -> None:
+        with self._lock:
+            self._racks = frozenset(racks)
+
+    def clear(self) -> None:
+        self.show(())
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """``rack_label`` / ``node_label``: the labels naming a series' rack and node; ``window_s`` the
+    rate window of server presets; ``settle_s`` how long after a grid instant it is asked (scrapes
+    stamped before it are in by then); ``gpus_per_node`` where the config says (else discovered)."""
+
+    url: str
+    preset: str = "tokenwatch"
+    rack_label: str = "rack"
+    node_label: str = "node"
+    interval_s: float = 5.0
+    detail_interval_s: float = 30.0
+    lookback_s: float = 3 * 3600.0
+    window_s: float = 60.0
+    timeout_s: float = 5.0
+    settle_s: float = 0.5
+    gpus_per_node: int | None = None
+
+
+class PrometheusFleetCollector:
+    name = "prometheus-fleet"
+
+    def __init__(
+        self,
+        settings: FleetSettings,
+        *,
+        now: Callable[[], float],
+        clock: Clock | None = None,
+        focus: FleetFocus | None = None,
+        polls: int | None = None,
+    ) -> None:
+        """``now()`` gives run seconds for the events; ``polls`` stops after that many rounds."""
+        self.settings = settings
+        self.preset: FleetPreset = FLEET_PRESETS[settings.preset]
+        self.now = now
+        self.clock = clock or MonotonicClock()
+        self.focus = focus or FleetFocus()
+        self.polls = polls
+        self.templates = rack_queries(self.preset)
+        self.board = RackFigures(settings.rack_label, settings.node_label)
+        self.nodes: tuple[str, ...] = ()
+        self.node_reader: PrometheusQueryCollector | None = None
+        self._failing: set[str] = set()  # the errors queries fail with now (each said once)
+        self._said: dict[str, str] = {}  # problems found before the run started, said when it starts
+        self._last_instant = -math.inf  # Unix time of the last grid instant read (history or live)
+        self._last_detail = -math.inf
+
+    # ------------------------------------------------------------ queries
+    def _q(self, template: str, racks: frozenset[str] | None = None) -> str:
+        s = self.settings
+        return query(
+            template,
+            rack=s.rack_label,
+            node=s.node_label,
+            window_s=s.window_s,
+            matcher=rack_matcher(s.rack_label, racks),
+        )
+
+    async def _ask_all(
+        self, api: PrometheusApi, queries: Mapping[str, str], at: float | None
+    ) -> tuple[dict[str, list[Sample]], list[Event]]:
+        """Every query at once; the answers by field, and a notice when what fails changes (an
+        unreachable server fails every query: one notice, not one per query)."""
+        results, errors = await api.query_all(queries, at)
+        failed: dict[str, list[str]] = {}  # error -> the fields it hit
+        for field, error in errors.items():
+            failed.setdefault(str(error), []).append(field)
+        return results, self._problems(failed)
+
+    def _problems(self, failed: Mapping[str, list[str]]) -> list[Event]:
+        out: list[Event] = []
+        for error, fields in failed.items():
+            if error not in self._failing:
+                shown = ", ".join(fields[:3]) + (f" and {len(fields) - 3} more" if len(fields) > 3 else "")
+                message = f"prometheus fleet: {shown} failed: {error}"
+                out.append(Notice(self.now(), "warning", message, source=self.name))
+        if self._failing and not failed:
+            out.append(
+                Notice(self.now(), "info", "prometheus fleet: every query answers again", source=self.name)
+            )
+        self._failing = set(failed)
+        return out
+
+    @property
+    def racks(self) -> list[str]:
+        """Known racks: discovered, then any that appear."""
+        return self.board.racks
+
+    @property
+    def rack_nodes(self) -> dict[str, int]:
+        """The nodes each rack had when last listed."""
+        return self.board.rack_nodes
+
+    def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
+        """One batch from one instant's answers (see :meth:`RackFigures.figures`)."""
+        return self.board.figures(t, results)
+
+    # ---------------------------------------------------------- discovery
+    async def discover(self) -> Discovered | None:
+        """The fleet's racks and nodes (``group by (rack, node)`` of the per-node health series), nodes
+        named ``rack/node`` and grouped by rack in natural order; None if the server cannot say."""
+        s = self.settings
+        ask = {"nodes": self._q(f"group by ($rack, $node) ({self.preset.up})")}
+        if s.gpus_per_node is None:
+            ask["gpus"] = self._q(f"max({self.preset.gpus})")
+        async with PrometheusApi(s.url, s.timeout_s) as api:
+            answers = await asyncio.gather(*(api.query(q) for q in ask.values()), return_exceptions=True)
+        found, gpus_answer = answers[0], answers[1] if len(answers) > 1 else None
+        if isinstance(found, BaseException):
+            self._said["discover"] = f"prometheus fleet: cannot list the fleet's nodes: {found}"
+            return None
+        by_rack: dict[str, set[str]] = {}
+        for labels, _ in found:
+            rack, node = labels.get(s.rack_label), labels.get(s.node_label)
+            if rack and node:
+                by_rack.setdefault(rack, set()).add(node)
+        self.board.racks[:] = sorted(by_rack, key=natural_key)
+        nodes: list[str] = []
+        layout = []
+        for rack in self.racks:
+            members = sorted(by_rack[rack], key=natural_key)
+            layout.append([rack, len(nodes), len(members)])
+            nodes += [f"{rack}/{n}" for n in members]
+            self.rack_nodes[rack] = len(members)
+        gpus = s.gpus_per_node
+        if gpus is None and isinstance(gpus_answer, list) and gpus_answer:
+            value = gpus_answer[0][1]
+            gpus = int(value) if math.isfinite(value) and 1 <= value <= 1024 else None
+        self.nodes = tuple(nodes)
+        self.node_reader = self._node_reader(gpus or 1)
+        meta: dict[str, object] = {
+            # One rack name per node, as the fleet board groups a run (core/rack_groups.py).
+            "racks": [rack for rack in self.racks for _ in range(self.rack_nodes[rack])],
+            "fleet": {
+                "source": "prometheus",
+                "preset": s.preset,
+                "rack_label": s.rack_label,
+                "racks": layout,
+            },
+        }
+        return Discovered(self.nodes, gpus, meta)
+
+    def _node_reader(self, gpus_per_node: int) -> PrometheusQueryCollector:
+        """The per-node reader (counters, GPUs, latency buckets) over the fleet's ``rack/node`` names:
+        its queries group by rack and node, and the server joins the two into one label."""
+        s = self.settings
+        reader = PrometheusQueryCollector(
+            url=s.url,
+            nodes=self.nodes,
+            gpus_per_node=gpus_per_node,
+            node_label=f"{s.rack_label}, {s.node_label}",
+            gpu_label="gpu",
+            gpu_preset=self.preset.gpu_preset,
+            progress_preset=self.preset.progress_preset,
+            now=self.now,
+            clock=self.clock,
+            baseline=not self.preset.since_run_start,
+        )
+        reader.queries = {
+            field: f'label_join({promql}, "{FLEET_NODE_LABEL}", "/", "{s.rack_label}", "{s.node_label}")'
+            for field, promql in reader.queries.items()
+        }
+        reader.node_label = FLEET_NODE_LABEL
+        return reader
+
+    def _node_queries(self, racks: frozenset[str] | None) -> dict[str, str]:
+        """The node reader's queries, for the given racks only (None: the whole fleet). Each answer
+        keeps only the joined node label (and ``gpu`` or ``le``): the rack and node labels it was
+        joined from are dropped by the server, a third less JSON in a 50,000-sample alerting pass."""
+        assert self.node_reader is not None
+        s = self.settings
+        drop = f"max without ({s.rack_label}, {s.node_label})"
+        if racks is None:
+            return {f: f"{drop} ({q})" for f, q in self.node_reader.queries.items()}
+        # The rack's own series only (the selectors scoped), and the join keeps out any series a
+        # selector the catalogue does not name brought in.
+        matcher, names = rack_matcher(s.rack_label, racks), node_metric_names(self.preset)
+        members = self._q(f"group by ($rack) ({self.preset.up})", racks)
+        on = f"on ({s.rack_label})"
+        return {
+            f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))"
+            for f, q in self.node_reader.queries.items()
+        }
+
+    # ------------------------------------------------------------- figures
+    # -------------------------------------------------------------- history
+    def _step(self, start: float, end: float) -> float:
+        """A step that fits the screen: the poll interval, or coarser for a long run."""
+        interval = self.settings.interval_s
+        wanted = max(interval, (end - start) / HISTORY_POINTS, (end - start) / MAX_RANGE_POINTS)
+        return math.ceil(wanted / interval) * interval  # on the live grid, so the two agree
+
+    async def run_start(self, watch_wall: float) -> float | None:
+        """When the run began (Unix time): the first step in the last ``lookback`` at which the fleet's
+        generated-token counters grew; None with no growth or no answer."""
+        s = self.settings
+        if s.lookback_s <= 0:
+            return None
+        start = watch_wall - s.lookback_s
+        step = max(s.interval_s, s.lookback_s / MAX_RANGE_POINTS)
+        try:
+            async with PrometheusApi(s.url, s.timeout_s) as api:
+                series = await api.query_range(self._q(self.preset.fleet_tokens), start, watch_wall, step)
+        except PromApiError as exc:
+            self._said["history"] = f"prometheus fleet: no history: {exc}"
+            return None
+        grew = first_growth(series)
+        return None if grew is None else max(start, grew - step)
+
+    async def history(self, start_wall: float, end_wall: float) -> list[Event]:
+        """The rack figures from ``start_wall`` to ``end_wall`` on the live grid (Unix times as ``t``),
+        one batch per step: what a watch from the start saw at those instants."""
+        s = self.settings
+        step = self._step(start_wall, end_wall)
+        first = math.ceil(start_wall / step) * step
+        last = math.floor(end_wall / s.interval_s) * s.interval_s
+        if last < first:
+            return []
+        queries = {f: self._q(q) for f, q in self.templates.items()}
+        async with PrometheusApi(s.url, s.timeout_s * 4) as api:
+            answered, failed = await api.query_range_all(queries, first, last, step)
+        events: list[Event] = [
+            Notice(
+                end_wall, "warning", f"prometheus fleet: no history of {field!r}: {error}", source=self.name
+            )
+            for field, error in failed.items()
+        ]
+        with gc_paused():
+            events += self.board.from_history(answered, first, step)
+        self._last_instant = last
+        problem = self._said.pop("history", None)
+        if problem is not None:
+            events.append(Notice(end_wall, "warning", problem, source=self.name))
+        return events
+
+    # ----------------------------------------------------------------- live
+    async def run(self, emit: Emit) -> None:
+        s = self.settings
+        problem = self._said.pop("discover", None)
+        if problem is not None:
+            await emit(Notice(self.now(), "warning", problem, source=self.name))
+        done = 0
+        async with PrometheusApi(s.url, s.timeout_s) as api:
+            while self.polls is None or done < self.polls:
+                instant = self._next_instant()
+                await self.clock.sleep(instant + s.settle_s - self.clock.wall())
+                for event in await self.poll(api, instant):
+                    await emit(event)
+                done += 1
+
+    def _next_instant(self) -> float:
+        """The next grid instant after the last one read, and never one already past by a whole
+        interval (a slow round skips instants rather than falling behind)."""
+        interval = self.settings.interval_s
+        latest = math.floor((self.clock.wall() - self.settings.settle_s) / interval) * interval
+        return max(self._last_instant + interval, latest)
+
+    async def poll(self, api: PrometheusApi, instant: float) -> list[Event]:
+        """One round at the grid instant ``instant`` (Unix time): the rack figures, then the nodes of
+        the racks on screen, or of the whole fleet when the alerting pass is due."""
+        self._last_instant = instant
+        queries = {f: self._q(q) for f, q in self.templates.items()}
+        detail = instant - self._last_detail >= self.settings.detail_interval_s - 1e-6
+        focus = self.focus.racks
+        node_queries: dict[str, str] = {}
+        if self.node_reader is not None and (detail or focus):
+            node_queries = self._node_queries(None if detail else focus)
+            if detail:
+                self._last_detail = instant
+        ask = {**queries, **{f"node {f}": q for f, q in node_queries.items()}}
+        results, notices = await self._ask_all(api, ask, instant)
+        t = self.now()
+        events: list[Event] = []
+        batch = self.figures(t, {f: v for f, v in results.items() if not f.startswith("node ")})
+        if batch is not None:
+            events.append(batch)
+        if node_queries and self.node_reader is not None:
+            reader = self.node_reader
+            node_results = {f[5:]: v for f, v in results.items() if f.startswith("node ")}
+            with gc_paused():  # ~50,000 samples in an alerting pass
+                events += reader.node_events(t, node_results)
+        return events + notices

@@ -1,0 +1,145 @@
+"""Each rack's figures from the fleet's answers: one :class:`RackFiguresBatch` per instant.
+
+The live round hands :meth:`RackFigures.figures` one instant's samples; the backfill hands
+:meth:`RackFigures.from_history` whole ``query_range`` answers (64 racks x 13 queries x ~500 steps) and
+gets the same batches, built from arrays instead of one Python object per point. Both keep the racks in
+the order the board shows them (discovered, then any that appear) and each rack's node count, so a rack
+whose series are gone is shown down with the size it last had.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
+from tokenwatch.inputs.prometheus.api import RangeSeries, Sample
+
+_COL = {name: i for i, name in enumerate(RACK_FIGURES)}
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """rack2 before rack10."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p)
+
+
+class RackFigures:
+    """The rack figures' state across instants: ``racks`` in board order and ``rack_nodes`` (nodes
+    each rack had when last listed); ``rack_label`` / ``node_label`` name a series' rack and node."""
+
+    def __init__(self, rack_label: str, node_label: str) -> None:
+        self.rack_label, self.node_label = rack_label, node_label
+        self.racks: list[str] = []
+        self.rack_nodes: dict[str, int] = {}
+
+    def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
+        """One batch from one instant's answers; None when the server could not say which racks are
+        there (then nothing is known to be down, and the racks simply go stale)."""
+        if "nodes_total" not in results:
+            return None
+        label = self.rack_label
+        per_field: dict[str, dict[str, float]] = {}
+        worst: dict[str, tuple[str, float]] = {}
+        throttling: set[str] = set()
+        for field, samples in results.items():
+            for labels, value in samples:
+                rack = labels.get(label)
+                if not rack:
+                    continue
+                if field == "worst":
+                    worst[rack] = (labels.get(self.node_label, ""), value)
+                elif field == "worst_throttling":
+                    throttling.add(rack)
+                else:
+                    per_field.setdefault(field, {})[rack] = value
+        present = per_field.get("nodes_total", {})
+        for rack in sorted(set(present) - set(self.racks), key=natural_key):
+            self.racks.append(rack)  # a rack that appeared since the watch began
+        values = np.full((len(self.racks), len(RACK_FIGURES)), np.nan)
+        for col, field in enumerate(RACK_FIGURES):
+            answered = per_field.get(field, {})
+            if field == "worst_tokens_per_s":
+                answered = {rack: v for rack, (_, v) in worst.items()}
+            for row, rack in enumerate(self.racks):
+                if rack in answered:
+                    values[row, col] = answered[rack]
+        names = tuple(worst.get(rack, ("", 0.0))[0] for rack in self.racks)
+        causes = tuple("throttling" if rack in throttling else "" for rack in self.racks)
+        return self._batch(t, values, names, causes)
+
+    def _batch(
+        self, t: float, values: FloatArray, names: tuple[str, ...], causes: tuple[str, ...]
+    ) -> RackFiguresBatch:
+        """The batch of one instant's figures (rows: :attr:`racks`): a rack without a node count is
+        down, and a rack's size is what the server counts now, or what it had when last listed."""
+        total = _COL["nodes_total"]
+        down = np.isnan(values[:, total])
+        for row, rack in enumerate(self.racks):
+            known = self.rack_nodes.get(rack, 0)
+            if down[row] or values[row, total] < known:
+                values[row, total] = float(known) if known else values[row, total]
+            if not down[row]:
+                self.rack_nodes[rack] = max(known, int(values[row, total]))
+        return RackFiguresBatch(t, tuple(self.racks), values, down, names, causes)
+
+    def from_history(
+        self, answered: Mapping[str, list[RangeSeries]], first: float, step: float
+    ) -> list[RackFiguresBatch]:
+        """The batches :meth:`figures` would make of each step's answers, built from whole arrays: one
+        per step at which the node count answered, racks that appear later added at the step they do.
+        Per step and rack, the last series with a point there wins, as in :meth:`figures`."""
+        totals = answered.get("nodes_total")
+        if totals is None:
+            return []
+        label, node_label = self.rack_label, self.node_label
+        last_points = [times[-1] for series in answered.values() for _, times, _ in series if len(times)]
+        steps = 1 + max((int(np.rint((t - first) / step)) for t in last_points), default=-1)
+        if steps <= 0:
+            return []
+        stamps = np.full(steps, np.nan)
+        appeared: dict[str, int] = {}  # rack not known yet -> the first step it has a node count
+        for labels, times, _ in totals:
+            at, times, _ = self._on_steps(times, times, first, step)
+            stamps[at] = times
+            rack = labels.get(label)
+            if rack and rack not in self.racks and len(at):
+                appeared[rack] = min(appeared.get(rack, steps), int(at.min()))
+        order = self.racks + sorted(appeared, key=lambda r: (appeared[r], natural_key(r)))
+        rows = {rack: i for i, rack in enumerate(order)}
+        cube = np.full((steps, len(order), len(RACK_FIGURES)), np.nan)
+        names = np.full((steps, len(order)), "", dtype=object)
+        throttling = np.zeros((steps, len(order)), bool)
+        for field, series in answered.items():
+            col = _COL.get("worst_tokens_per_s" if field == "worst" else field)
+            for labels, times, values in series:
+                row = rows.get(labels.get(label) or "")
+                if row is None:
+                    continue
+                at, _, values = self._on_steps(times, values, first, step)
+                if field == "worst_throttling":
+                    throttling[at, row] = True
+                elif col is not None:
+                    cube[at, row, col] = values
+                    if field == "worst":
+                        names[at, row] = labels.get(node_label, "")
+        batches: list[RackFiguresBatch] = []
+        for k in np.flatnonzero(~np.isnan(stamps)).tolist():
+            while len(self.racks) < len(order) and appeared[order[len(self.racks)]] <= k:
+                self.racks.append(order[len(self.racks)])  # appeared at this step
+            n = len(self.racks)
+            causes = tuple("throttling" if hot else "" for hot in throttling[k, :n].tolist())
+            batch = self._batch(float(stamps[k]), cube[k, :n].copy(), tuple(names[k, :n].tolist()), causes)
+            batches.append(batch)
+        return batches
+
+    @staticmethod
+    def _on_steps(
+        times: FloatArray, values: FloatArray, first: float, step: float
+    ) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray]:
+        """Each point's step number from ``first``; points before it (never sent) are left out."""
+        at = np.rint((times - first) / step).astype(np.intp)
+        keep = at >= 0
+        return (at, times, values) if keep.all() else (at[keep], times[keep], values[keep])

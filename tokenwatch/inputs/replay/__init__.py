@@ -1,0 +1,1 @@
+"""Replay: a recording played back as a collector, with keyframes for seeking."""
