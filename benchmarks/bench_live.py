@@ -114,7 +114,8 @@ def measure_watch(config: Path, warmup: float, seconds: float) -> dict[str, floa
     out, err = proc.communicate(timeout=60)
     used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     lines = [line for line in out.splitlines() if " tok/s " in line]
-    if proc.returncode != 0 or not lines:
+    # Ctrl-C ends a watch as an interrupted run: exit 130 is the clean end here
+    if proc.returncode not in (0, 130) or not lines:
         raise SystemExit(f"watch failed ({proc.returncode}): {err[-2000:]}")
     return {
         "cpu_pct": 100 * used / (wall1 - wall0),

@@ -24,9 +24,9 @@ def main() -> None:
         Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "sample_runs" / "gb300-nvl72-offline.jsonl.zst"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "report.html"
         walls = []
-        for _ in range(3):
+        for attempt in range(3):
+            out = Path(tmp) / f"report-{attempt}.html"  # report refuses to overwrite a file
             start = time.perf_counter()
             subprocess.run(
                 [sys.executable, "-m", "tokenwatch", "report", str(recording), "-o", str(out)],
