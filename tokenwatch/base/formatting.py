@@ -11,6 +11,7 @@ from tokenwatch.base.durations import format_clock
 __all__ = [
     "format_clock",
     "group",
+    "json_number",
     "kilowatts",
     "pct",
     "printable",
@@ -52,6 +53,12 @@ def _ok(value: float | None) -> bool:
 def group(value: float | None, decimals: int = 0) -> str:
     """``1100948.3`` -> ``1,100,948`` (thousands separators)."""
     return f"{value:,.{decimals}f}" if _ok(value) else DASH
+
+
+def json_number(value: float | None, digits: int = 3) -> float | None:
+    """A figure for JSON: rounded to ``digits`` decimals; None (null) where it is missing or not finite
+    (JSON has no NaN or infinity)."""
+    return None if value is None or not math.isfinite(value) else round(float(value), digits)
 
 
 def rate(value: float | None) -> str:

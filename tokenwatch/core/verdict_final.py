@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenwatch.base.formatting import json_number
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_inputs import planned_totals, run_settings, start_times
@@ -63,10 +64,10 @@ class RunVerdict:
             "checks": [
                 {
                     "name": c.name,
-                    "value": _num(c.value),
-                    "limit": _num(c.limit),
+                    "value": json_number(c.value, 6),
+                    "limit": json_number(c.limit, 6),
                     "ok": c.ok,
-                    "margin": _num(c.margin),
+                    "margin": json_number(c.margin, 6),
                     "detail": c.detail,
                 }
                 for c in self.checks
@@ -82,10 +83,6 @@ class RunVerdict:
                 for n in self.nodes
             ],
         }
-
-
-def _num(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(float(value), 6)
 
 
 def node_from_detail(name: str, values: Mapping[str, Any]) -> NodeVerdict | None:
