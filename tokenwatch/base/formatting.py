@@ -13,6 +13,7 @@ __all__ = [
     "group",
     "json_number",
     "kilowatts",
+    "one_line",
     "pct",
     "printable",
     "projection",
@@ -40,6 +41,15 @@ def printable(text: str) -> str:
     clipboard writes). Everything from outside goes through this before a terminal or a text file.
     """
     return text if text.isprintable() else _CONTROL.sub(_escape, text)
+
+
+def one_line(detail: object) -> str:
+    """An error (an exception, or a piece of one) as one line of a message: its lines and runs of
+    white space folded to single spaces; an asyncssh error's ``reason`` rather than its longer text;
+    an exception that says nothing, by its type's name."""
+    reason = getattr(detail, "reason", None)
+    text = " ".join((reason if isinstance(reason, str) and reason else str(detail)).split())
+    return text or (type(detail).__name__ if isinstance(detail, BaseException) else "")
 
 
 DASH = "—"

@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.base.formatting import one_line
 from tokenwatch.base.gc_pause import gc_paused
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a 64-rack fleet's answer is a few MB; anything this big is wrong
@@ -44,10 +45,6 @@ RangeSeries = tuple[dict[str, str], FloatArray, FloatArray]
 
 class PromApiError(Exception):
     """A query that failed: unreachable server, HTTP error, a PromQL error or an answer we cannot read."""
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class PrometheusApi:
@@ -137,9 +134,9 @@ class PrometheusApi:
         except TimeoutError:
             raise PromApiError(f"no answer from {self.base_url} within {self.timeout_s:g} s") from None
         except aiohttp.ClientConnectionError as exc:
-            raise PromApiError(f"cannot reach {self.base_url}: {_one_line(exc)}") from None
+            raise PromApiError(f"cannot reach {self.base_url}: {one_line(exc)}") from None
         except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL aiohttp cannot use
-            raise PromApiError(f"query to {self.base_url} failed: {_one_line(exc)}") from None
+            raise PromApiError(f"query to {self.base_url} failed: {one_line(exc)}") from None
 
     async def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
         async with self._client().get(self.base_url + path, params=params) as response:
