@@ -22,6 +22,7 @@ from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import Worker
 
+from tokenwatch.base.events import RunMode
 from tokenwatch.base.formatting import printable
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.rack_snapshot import empty_snapshot
@@ -55,7 +56,7 @@ class TokenwatchApp(App[None]):
         self,
         session: Session,
         *,
-        mode: str = "sim",
+        mode: RunMode = "sim",
         player: ReplayPlayer | None = None,
         theme: str | None = None,
         speed: float | None = None,

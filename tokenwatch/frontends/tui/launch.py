@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tokenwatch.base.events import RunMode
 from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 def run_dashboard(
     session: Session,
     *,
-    mode: str = "sim",
+    mode: RunMode = "sim",
     theme: str | None = None,
     speed: float | None = None,
     player: ReplayPlayer | None = None,
