@@ -1,4 +1,4 @@
-"""The replay index beside a recording (issue 15, point 5): built on the first pass, used on the next open,
+"""The replay index beside a recording: built on the first pass, used on the next open,
 rebuilt when stale or foreign, ignored when damaged, and replaced by keyframes in memory where it cannot
 be written. Every seek through it must leave exactly the core a straight replay to that time leaves.
 
