@@ -17,7 +17,7 @@ to ``--run-s`` of run time, when those nodes are stragglers. Then, on that state
 
 "added per refresh" is judge + snapshot extras: the worst case, a refresh that includes a judgement.
 Medians of ``--repeat`` runs (CPU time of this process, so a shared machine's other work does not count);
-target (issue 13): under 3 ms at 72 GPUs and under 20 ms at 4,608.
+target: under 3 ms at 72 GPUs and under 20 ms at 4,608.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A 64-rack fleet watched through Prometheus (issue 15): what it costs us, and how close to the server's
+"""A 64-rack fleet watched through Prometheus: what it costs us, and how close to the server's
 own time our rounds are.
 
     python benchmarks/bench_fleet.py [--racks 64] [--nodes 18] [--seconds 60] [--warmup 15] [--rounds 20]

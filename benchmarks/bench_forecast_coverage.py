@@ -15,7 +15,7 @@ about 6 s each, tailed while LoadGen writes (trace and detail log, tokenwatch's 
 a 50-ms tick and the assumptions scaled to seconds); the band the core states at 25/50/75 % of each run is
 compared with LoadGen's own ``result_tokens_per_second`` / ``result_completed_tokens_per_second``.
 
-Targets (issue 12): coverage >= 95 % at each point; band at 50 % <= 2 % wide on a steady rack; the
+Targets: coverage >= 95 % at each point; band at 50 % <= 2 % wide on a steady rack; the
 forecast < 2 ms per interval for 72 GPUs.
 """
 

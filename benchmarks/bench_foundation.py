@@ -7,7 +7,7 @@ The headline figure is the child's CPU time (user + system), the best of --repea
 core spends, and unlike wall time it barely moves when other work shares the machine (wall time is
 printed beside it). Peak RSS is each child's own maximum resident set.
 
-Targets (issue 2): sim+record of the 80-minute 72-GPU run <= 5 s; summarize <= a bare json.loads pass
+Targets: sim+record of the 80-minute 72-GPU run <= 5 s; summarize <= a bare json.loads pass
 over the recording's lines; headless replay at --speed 0 <= 3 s; peak RSS < 200 MB each.
 """
 

@@ -7,7 +7,7 @@ What it measures, in one run:
 
 1. ``tokenwatch watch CONFIG --headless`` (the real CLI, one child process) against all nodes: its
    CPU time (user + system) over ``--seconds`` after ``--warmup``, as % of one core, and its RSS
-   (peak and mean of 1-s samples). Targets (issue 5): < 5 % of one core, < 150 MB RSS.
+   (peak and mean of 1-s samples). Targets: < 5 % of one core, < 150 MB RSS.
 2. A full sampling round across all nodes, side by side, interleaved ``--rounds`` times:
    ``pdsh -R ssh -f N -w bench[01-N] nvidia-smi --query-gpu=...`` (a fresh SSH handshake per node per
    round) against the same query run on tokenwatch's persistent connections (one new channel per node).

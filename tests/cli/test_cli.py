@@ -149,7 +149,7 @@ def test_summarize_json_contract_matches_raw_counters(run_cli, name: str) -> Non
     assert summary["aggregate"]["covers"] == {"nodes": 18, "gpus": 72, "left_out": []}
     assert summary["aggregate"]["per_gpu_tokens_per_s"] == pytest.approx(values.sum() / 72, rel=1e-6)
     # The single-node figures are over the nodes that finished (a node down since 30 minutes is not a
-    # node result: issue 11, it made the spread read 57 %).
+    # node result: it once made the spread read 57 %).
     finished = finished_nodes(path)
     whole = np.array([rate for node, rate in truth.items() if node in finished])
     spread = summary["node_spread"]

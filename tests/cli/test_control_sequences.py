@@ -1,4 +1,4 @@
-"""Terminal control sequences never reach the terminal or a file (issue 14, point 3).
+"""Terminal control sequences never reach the terminal or a file.
 
 A crafted recording names its run and a node with escape sequences (an OSC 52 clipboard write, a screen
 clear, a colour) and carries them in log lines, notices and a down reason. Every output is checked as

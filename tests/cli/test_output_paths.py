@@ -1,4 +1,4 @@
-"""A recording cannot be destroyed by a typo (issue 14, point 5).
+"""A recording cannot be destroyed by a typo.
 
 An output that is one of the inputs (by any path: another spelling, a symlink, a hard link) is always
 refused; two outputs on one file are refused; an output onto an existing file needs --force.

@@ -1,4 +1,4 @@
-"""An interrupted run says so (issue 11): Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal, issue 14)
+"""An interrupted run says so: Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal)
 sent to a real ``python -m tokenwatch`` process end the run as interrupted: ``RunEnded(reason=
 "interrupted")`` is the recording's last event, the partial summary is printed marked ``INTERRUPTED at
 MM:SS (x % of samples)``, and the exit status is 130, headless and in the dashboard.

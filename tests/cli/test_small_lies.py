@@ -1,4 +1,4 @@
-"""The small lies of issue 11 point 10, each pinned: a port in use, the port 0 bound, ``check`` against
+"""Small lies the CLI once told, each pinned: a port in use, the port 0 bound, ``check`` against
 ``watch``, progress of a watch stopped with work undone, error lines naming their command once, and an
 Offline run compared with a Server run."""
 

@@ -388,7 +388,7 @@ def test_a_straggler_hovering_at_the_threshold_is_one_alert_not_many() -> None:
 
 def test_a_node_wobbling_around_the_threshold_within_its_own_noise_is_not_a_straggler() -> None:
     """4.6 % / 5.4 % below every 20 s for 10 minutes: its 60-s deficit wanders across 5 % by its own
-    noise, never beyond it: no alert at all (issue 11: alerts do not flap on noise)."""
+    noise, never beyond it: no alert at all (alerts do not flap on noise)."""
     raised, _ = straggler_alerts(lambda t: 946.0 if (t // 20) % 2 == 0 else 954.0, 600)
     assert raised == []
 

@@ -1,4 +1,4 @@
-"""Down and stale nodes at the core (issue 11 points 1-3): no live-looking values, no distortion of the
+"""Down and stale nodes at the core: no live-looking values, no distortion of the
 rack figures, listed apart with their last figures; and once the run has ended, run figures.
 
 A small rack of four nodes, two GPUs each, is fed by hand: every node makes 1000 tokens/s (node04 500)

@@ -1,4 +1,4 @@
-"""Straggler alerts do not flap on noise (issue 11): a node is judged against the noise its own rate
+"""Straggler alerts do not flap on noise: a node is judged against the noise its own rate
 shows, so a healthy run raises nothing, and an injected slowdown is still caught within about a minute.
 
 Before, the default demo run flagged node13 (4.4 % below the median by its drawn figure) three minutes

@@ -167,7 +167,7 @@ RESULT_FOLDER_CASES = (
     ),
     # One whole-system Server result: its percentiles are the rack's.
     ResultFoldersCase("results-amd-server", (f"{LOADGEN}/amd-8xmi325x-server",), gpus_per_node=8),
-    # A published submission: its accuracy/ stub skipped, the GPUs from its systems/*.json (issue 10).
+    # A published submission: its accuracy/ stub skipped, the GPUs from its systems/*.json.
     ResultFoldersCase("results-dell-submission", (f"{LOADGEN}/submissions/dell-xe9680l-b200x8",), table=True),
     # A ranging run beside run_1: listed apart, never summed.
     ResultFoldersCase(

@@ -258,7 +258,7 @@ def expected_progress(facts: RecordingFacts, t: float) -> tuple[float, list[floa
         nodes = [min(100.0, d / (run.total_samples / n) * 100) for d in done]
     else:
         assert run.nominal_duration_s, "the simulator's runs have a sample count or a nominal duration"
-        # done only when every node said it finished (issue 11: a stop with work undone is not 100 %)
+        # done only when every node said it finished (a stop with work undone is not 100 %)
         every_node_finished = all(node.state(t) == "finished" for node in facts.nodes)
         rack = 100.0 if ended and every_node_finished else min(100.0, t / run.nominal_duration_s * 100)
         nodes = [min(100.0, t / run.nominal_duration_s * 100)] * n
@@ -295,7 +295,7 @@ def test_node_figures_follow_the_recording(produced: Produced, case: HeadlessCas
 def test_node_spread_is_over_the_measured_means_of_running_nodes(
     produced: Produced, case: HeadlessCase
 ) -> None:
-    """Down and stale nodes do not distort the spread (issue 11: one down node read 57 %)."""
+    """Down and stale nodes do not distort the spread (one down node once read 57 %)."""
     facts = facts_of(produced, case)
     for snap in snapshots(produced, case):
         t = snap["t"]
@@ -385,7 +385,7 @@ def clock(t: float) -> str:
 
 @each_case
 def test_the_end_carries_the_run_figures(produced: Produced, case: HeadlessCase) -> None:
-    """Once ended, the headline figures are the run's (issue 11: not the last 10 s of drain): the final
+    """Once ended, the headline figures are the run's (not the last 10 s of drain): the final
     aggregate and per GPU that took part, as ``summarize --json`` of the same recording says, mean power
     and tokens per joule over the run."""
     facts = facts_of(produced, case)

@@ -1,4 +1,4 @@
-"""Attaching to a run in progress (issue 10): a vLLM log that already holds minutes of lines and keeps
+"""Attaching to a run in progress: a vLLM log that already holds minutes of lines and keeps
 growing. The first snapshot shows what the lines say now (not their backlog spread over the first
 seconds), the run's t = 0 is its first line, and the summary equals the lines' own figures over the run."""
 

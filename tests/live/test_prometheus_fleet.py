@@ -1,4 +1,4 @@
-"""A 64-rack fleet watched through a real Prometheus (issue 15, points 1 and 4): 64 simulated racks, each
+"""A 64-rack fleet watched through a real Prometheus: 64 simulated racks, each
 served by its own tokenwatch exporter with its ``rack`` label (as 64 headless watches would), scraped
 every second. The per-rack figures the server aggregates equal each rack's own core; drill-down reads
 one rack's nodes and GPUs; a rack whose exporter dies is down while the others go on; ``tokenwatch

@@ -1,4 +1,4 @@
-"""History from the engine (issue 15, point 2): a fleet watch that attaches mid-run fills the timeline
+"""History from the engine: a fleet watch that attaches mid-run fills the timeline
 from the run's start with ``query_range`` and the figures it backfills are, instant for instant, the ones
 a watch from the start saw live; its recording holds the backfill as ordinary events, so a replay of it
 ends on the board the watch showed.

@@ -1,5 +1,5 @@
 """A watch that reads the rack through Prometheus and attaches 30 minutes into a run fills in the run's
-history with ``query_range`` (issue 10, point 2). The history is real Prometheus data: two vLLM nodes'
+history with ``query_range``. The history is real Prometheus data: two vLLM nodes'
 counters, TTFT histograms and dcgm-exporter power over the last 40 minutes, written as OpenMetrics with
 timestamps and turned into TSDB blocks by ``promtool tsdb create-blocks-from openmetrics``, then served by
 a real ``prometheus``. The expected figures are the rates the samples were made with."""

@@ -1,5 +1,5 @@
 """``gpu.source: prometheus`` / ``kind: prometheus-query``: the rack-wide Prometheus-query collector
-(issue 6) wired into ``watch``, against a real Prometheus scraping a real dcgm-exporter capture."""
+wired into ``watch``, against a real Prometheus scraping a real dcgm-exporter capture."""
 
 from __future__ import annotations
 

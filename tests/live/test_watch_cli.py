@@ -144,7 +144,7 @@ def test_ctrl_c_closes_output_and_recording_cleanly(healthy: LoopbackCluster, tm
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err  # interrupted: as a shell reports Ctrl-C (issue 11)
+    assert proc.returncode == 130, err  # interrupted: as a shell reports Ctrl-C
     assert "Traceback" not in err
     assert "Total aggregate" in out  # the summary table at the end
     assert "\nINTERRUPTED at " in out  # ...marked as the partial result it is

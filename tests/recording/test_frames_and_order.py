@@ -1,4 +1,4 @@
-"""Damage loses only what is damaged (issue 14, point 6).
+"""Damage loses only what is damaged.
 
 A ``.zst`` recording is written as independent zstandard frames (each ends on a line, carries a
 checksum and decodes alone), so a reader that meets a damaged frame skips to the next intact one and

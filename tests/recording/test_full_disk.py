@@ -1,4 +1,4 @@
-"""A full disk does not end the watch (issue 14, point 1).
+"""A full disk does not end the watch.
 
 The recording stops with one clear alert, monitoring and the headless output go on, and the summary at
 the end says the recording is partial. On a real 2 MB tmpfs where this machine allows mounting one; and

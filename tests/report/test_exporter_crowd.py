@@ -1,4 +1,4 @@
-"""The /metrics exporter holds a crowd (issue 14, point 8).
+"""The /metrics exporter holds a crowd.
 
 200 scrapers at once are all answered (the listen backlog was 5: connections beyond it waited for SYN
 retransmits, 94 of 5,236 requests timed out at 30 s); a client that stalls mid-request is let go; a

@@ -1,4 +1,4 @@
-"""Each rack can feed a fleet (issue 15, point 4): every series /metrics serves names its rack, so one
+"""Each rack can feed a fleet: every series /metrics serves names its rack, so one
 Prometheus scraping 64 racks' exporters tells them apart; ``--prometheus-host`` binds another address."""
 
 from __future__ import annotations

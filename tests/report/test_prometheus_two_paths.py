@@ -1,5 +1,5 @@
 """One histogram, two ways in: a scraped /metrics page and a Prometheus query answer must give the same
-latency batches (issue 9: the scrape path used to read bucket midpoints, the query path geometric ones)."""
+latency batches (the scrape path used to read bucket midpoints, the query path geometric ones)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Published MLPerf submission folders (issue 10, points 6 and 7), from real submissions copied into
+"""Published MLPerf submission folders, from real submissions copied into
 tests/data/sources/loadgen/submissions (README there): accuracy stubs skipped, ranging and compliance runs
 listed apart, SingleStream accepted, GPUs from the submission's systems/*.json, system results told from
 per-node ones. Expected figures are read here from the files themselves (regex, json), not from our

@@ -1,4 +1,4 @@
-"""The simulator is sane at every duration (issue 11): from 10 s to 8 h a run has a warm-up, a steady
+"""The simulator is sane at every duration: from 10 s to 8 h a run has a warm-up, a steady
 state and a drain scaled to its length, does all its samples, keeps every node's measured rate (and
 the rack's) inside the profile's range and every GPU at or under its power limit.
 

@@ -1,4 +1,4 @@
-"""Every server's metric names (issue 10, point 5): trtllm-serve's unprefixed families and Dynamo's prefixed
+"""Every server's metric names: trtllm-serve's unprefixed families and Dynamo's prefixed
 ones in the ``trtllm`` preset, vLLM V1 and V0 names, and a preset that recognises nothing saying so once.
 
 Scrapes come from real files where they exist (tests/data/sources/prometheus: a real vLLM V1 /metrics

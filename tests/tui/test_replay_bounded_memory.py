@@ -1,4 +1,4 @@
-"""The seekable replay holds a bounded window, not the recording (issue 14, point 9).
+"""The seekable replay holds a bounded window, not the recording.
 
 The dashboard's player used to keep every event to seek back (2.3 GB for 8 racks x 8 hours); it now
 keeps file positions and compressed keyframes and reads the file again when it seeks. Memory itself is

@@ -1,4 +1,4 @@
-"""Cause hints, tokens per joule and power-limit changes on the dashboard (issue 13), over a seeded
+"""Cause hints, tokens per joule and power-limit changes on the dashboard, over a seeded
 simulator recording with two faults of known cause (tests/tui/recordings.py CAUSE_FAULTS): node03
 throttled from 1:30, node05's power limit lowered 1,400 -> 1,200 W at 2:00. What is drawn is checked
 against the faults themselves and against figures computed straight from the recorded events. Pilot tests

@@ -156,7 +156,7 @@ def test_display_histogram_of_a_smooth_curve_has_no_comb(median_s: float, sigma:
 def test_spread_vs_median(failure_core: RackCore) -> None:
     snap = failure_core.snapshot()
     means = snap.nodes.mean_tokens_per_s
-    # The median of the nodes still running or finished (a down node is not in the spread: issue 11).
+    # The median of the nodes still running or finished (a down node is not in the spread).
     running = [m for m, s in zip(means, snap.nodes.state, strict=True) if s not in ("down", "stale")]
     assert len(running) == 17
     median_value = sorted(m for m in running if math.isfinite(m) and m > 0)[8]  # 17 nodes: the 9th

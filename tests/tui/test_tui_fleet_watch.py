@@ -1,6 +1,6 @@
-"""``watch`` of a fleet config in the dashboard, end to end through a real Prometheus (issue 15, points 1
-and 3): three simulated racks, each served by its own tokenwatch exporter (as one headless watch per
-rack serves it), scraped every second. The app is built as ``tokenwatch watch CONFIG`` builds it (the
+"""``watch`` of a fleet config in the dashboard, end to end through a real Prometheus: three
+simulated racks, each served by its own tokenwatch exporter (as one headless watch per rack serves it),
+scraped every second. The app is built as ``tokenwatch watch CONFIG`` builds it (the
 config loaded, :func:`build_collector`, the fleet focus handed to the session) and driven by Pilot.
 
 The board leads, each rack's row equal to that rack's own core; Enter on a rack points the watch's

@@ -54,7 +54,7 @@ async def test_s_cycles_the_sort_column_and_shift_s_reverses() -> None:
             range(18), key=lambda i: (not math.isfinite(rates[i]), rates[i], snap.nodes.names[i])
         )
         assert table_order(table) == [snap.nodes.names[i] for i in expected]
-        assert table_order(table)[-1] == "node07"  # down: no live rate (issue 11), sorted last
+        assert table_order(table)[-1] == "node07"  # down: no live rate, sorted last
         await pilot.press("S")
         assert table.descending
         assert table_order(table)[-1] == "node07"

@@ -24,7 +24,7 @@ def scrape(port: int) -> dict[str, float]:
 async def test_metrics_follow_the_dashboards_core_through_a_seek() -> None:
     app = replay_app(at_s=20 * 60)
     exporter = serve_metrics(lambda: app.session.core, 0)
-    app.on_loop = exporter.attach_loop
+    app.on_start = lambda _app: exporter.attach_loop(asyncio.get_running_loop())
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(pilot, app)

@@ -42,7 +42,7 @@ def test_the_cli_dashboard_quits_cleanly_while_recording(tmp_path: Path, run_cli
         assert b"SIM x60" in dash.screen, dash.screen[-2000:].decode(errors="replace")
         wait_until(lambda: (recorded_until(path) or 0.0) > 0, "some of the run recorded")
         os.write(dash.master, b"q")
-        assert dash.proc.wait(timeout=PATIENCE_S) == 130  # quit before the run's end: interrupted (issue 11)
+        assert dash.proc.wait(timeout=PATIENCE_S) == 130  # quit before the run's end: interrupted
     core, recording = ingest_recording(path)
     warnings = recording.warnings
     assert warnings == []

@@ -1,4 +1,4 @@
-"""The dashboard at the edges of a run (issue 11): it never states a wrong thing.
+"""The dashboard at the edges of a run: it never states a wrong thing.
 
 Down and stale nodes show no live-looking values, the end of a run reads as a result, an interrupted run
 says so, throttling is visible with its reasons, colour scales do not invent differences, the latency

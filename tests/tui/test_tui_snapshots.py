@@ -42,7 +42,7 @@ def test_node_screen(snap_compare: SnapCompare) -> None:
     assert snap_compare(app, terminal_size=(120, 40), run_before=ready(app, "down", "down", "enter"))
 
 
-# Issue 11: the screen never states a wrong thing at the edges of a run.
+# The edges of a run: the screen never states a wrong thing at the edges of a run.
 
 
 def test_fault_run_at_its_end(snap_compare: SnapCompare) -> None:

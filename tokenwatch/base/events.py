@@ -29,6 +29,7 @@ import numpy.typing as npt
 Scenario = Literal["Offline", "Server"]
 SCENARIOS: tuple[Scenario, ...] = ("Offline", "Server")
 SourceKind = Literal["sim", "live", "replay"]
+RunMode = SourceKind  # what a session runs as (sim, replay, a live watch): the kind of its source
 NodeState = Literal["up", "stale", "down", "finished"]
 NODE_STATES: tuple[NodeState, ...] = ("up", "stale", "down", "finished")
 LatencyMetric = Literal["ttft", "tpot", "e2e"]

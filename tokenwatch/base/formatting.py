@@ -13,7 +13,9 @@ __all__ = [
     "DASH",
     "format_clock",
     "group",
+    "json_number",
     "kilowatts",
+    "one_line",
     "pct",
     "printable",
     "projection",
@@ -43,6 +45,15 @@ def printable(text: str) -> str:
     return text if text.isprintable() else _CONTROL.sub(_escape, text)
 
 
+def one_line(detail: object) -> str:
+    """An error (an exception, or a piece of one) as one line of a message: its lines and runs of
+    white space folded to single spaces; an asyncssh error's ``reason`` rather than its longer text;
+    an exception that says nothing, by its type's name."""
+    reason = getattr(detail, "reason", None)
+    text = " ".join((reason if isinstance(reason, str) and reason else str(detail)).split())
+    return text or (type(detail).__name__ if isinstance(detail, BaseException) else "")
+
+
 DASH = "—"
 _SI_PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -54,6 +65,12 @@ def _ok(value: float | None) -> bool:
 def group(value: float | None, decimals: int = 0) -> str:
     """``1100948.3`` -> ``1,100,948`` (thousands separators)."""
     return f"{value:,.{decimals}f}" if _ok(value) else DASH
+
+
+def json_number(value: float | None, digits: int = 3) -> float | None:
+    """A figure for JSON: rounded to ``digits`` decimals; None (null) where it is missing or not finite
+    (JSON has no NaN or infinity)."""
+    return None if value is None or not math.isfinite(value) else round(float(value), digits)
 
 
 def rate(value: float | None) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 
 from tokenwatch.base.events import RunStarted
 from tokenwatch.cli.options import RunOptions
+from tokenwatch.cli.output_paths import same_file
 from tokenwatch.cli.parser import UsageError, print_warnings, stderr_line
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit
 from tokenwatch.core.summary import RunSummary
@@ -33,7 +33,7 @@ def load_checked_baseline(
         return None
     if not spec.startswith(SIM_PREFIX):
         for flag, path in outputs:
-            if path and path != "-" and _same_file(spec, path):
+            if path and path != "-" and same_file(spec, path):
                 raise UsageError(f"--baseline {spec}: is the output of {flag}; refusing to read and write it")
     from tokenwatch.cli.loading_note import LoadingNote
     from tokenwatch.runs.baseline import load_baseline
@@ -57,14 +57,6 @@ def load_checked_baseline(
     for note in fit.notes:
         stderr_line(f"warning: --baseline: {note}")
     return baseline
-
-
-def _same_file(a: str, b: str) -> bool:
-    """One file by any of its names (inode when both exist; the resolved path otherwise)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def start_identity(start: RunStarted, benchmark: str | None) -> RunIdentity:

@@ -10,12 +10,10 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass
-from typing import Literal
 
+from tokenwatch.base.events import RunMode
 from tokenwatch.core import CoreConfig
 from tokenwatch.core.baseline import Baseline
-
-RunMode = Literal["sim", "replay", "live"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ from tokenwatch.recording import RecordingWriter
 from tokenwatch.session import Session
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from tokenwatch.frontends.metrics.server import MetricsServer
     from tokenwatch.inputs.prometheus.fleet import FleetFocus
 
@@ -111,7 +113,7 @@ def run_session(
                 theme=options.theme,
                 speed=options.speed,
                 player=player,
-                on_loop=_dashboard_loop_hook(session, exporter),
+                on_start=_dashboard_start_hook(session, exporter),
             )
         finally:
             if exporter is not None:
@@ -200,31 +202,25 @@ def start_exporter(options: RunOptions, core: RackCore | Callable[[], RackCore])
     return server
 
 
-def _dashboard_loop_hook(
-    session: Session, exporter: MetricsServer | None
-) -> Callable[[asyncio.AbstractEventLoop], None]:
+def _dashboard_start_hook(session: Session, exporter: MetricsServer | None) -> Callable[[App[None]], None]:
     """What runs on the dashboard's loop once it starts: the /metrics server attaches, and a stop signal
     (SIGTERM, SIGHUP, a SIGINT sent from outside: Ctrl-C in the dashboard is a key) quits the dashboard
     as Ctrl-C does, the run ended as interrupted."""
 
-    def on_loop(loop: asyncio.AbstractEventLoop) -> None:
+    def on_start(app: App[None]) -> None:
+        loop = asyncio.get_running_loop()
         if exporter is not None:
             exporter.attach_loop(loop)
-        # on_loop runs inside the app's on_mount, so the app is Textual's active one. Textual (pinned)
-        # keeps that context variable in a private module; run_dashboard offers no quit hook of its own.
-        from textual._context import active_app
-
-        app = active_app.get()
 
         def quit_on_signal() -> None:
             session.stop()
-            loop.create_task(app.run_action("quit"))
+            app.call_later(app.run_action, "quit")
 
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, quit_on_signal)
 
-    return on_loop
+    return on_start
 
 
 async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> bool:

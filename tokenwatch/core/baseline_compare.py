@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray
+from tokenwatch.base.formatting import json_number
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline_view import BaselineView, MatchedBy
 from tokenwatch.core.state import RackState
@@ -167,19 +168,19 @@ class BaselineComparison:
         return {
             "name": self.name,
             "source": self.source,
-            "tokens_per_s": _num(self.tokens_per_s, 1),
-            "delta_pct": _num(self.delta_pct, 3),
+            "tokens_per_s": json_number(self.tokens_per_s, 1),
+            "delta_pct": json_number(self.delta_pct, 3),
             "matched_by": self.matched_by,
             "notes": list(self.notes),
             "nodes": [
-                {"name": node.name, "baseline_node": node.baseline_node, "delta_pct": _num(node.delta_pct, 3)}
+                {
+                    "name": node.name,
+                    "baseline_node": node.baseline_node,
+                    "delta_pct": json_number(node.delta_pct, 3),
+                }
                 for node in self.nodes
             ],
         }
-
-
-def _num(value: float, digits: int) -> float | None:
-    return round(value, digits) if math.isfinite(value) else None
 
 
 def summary_identity(summary: RunSummary) -> RunIdentity:

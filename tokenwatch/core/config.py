@@ -52,11 +52,11 @@ class CoreConfig:
     # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
     # live-view work (series, alerts) off and reads a recording several times faster.
     live_view: bool = True
-    # The MLPerf verdict (issue 12): the benchmark judged by (None: the run's own, if it names one), how
+    # The MLPerf verdict: the benchmark judged by (None: the run's own, if it names one), how
     # often the forecast is recorded and its alerts judged, and what the projection assumes.
     benchmark: str | None = None
     verdict_interval_s: float = 10.0
     forecast: Assumptions = field(default_factory=Assumptions)
-    # A reference run to compare with at every snapshot (``--baseline``, issue 13); immutable, shared by
+    # A reference run to compare with at every snapshot (``--baseline``); immutable, shared by
     # every copy of the core.
     baseline: Baseline | None = None

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from tokenwatch.base.events import FloatArray, IntArray
 
 RACK_STATES: tuple[str, ...] = ("up", "stale", "down")  # down: its source is gone (an exporter died)
@@ -58,8 +56,3 @@ class FleetTable:
         """The run's node indexes of rack ``i`` (empty where the fleet is known only rack by rack)."""
         start = int(self.first_node[i])
         return range(start, start + int(self.node_count[i]))
-
-
-def empty_fleet() -> FleetTable:
-    z, zi = np.zeros(0), np.zeros(0, np.int64)
-    return FleetTable((), (), zi, zi, zi, z, z, z, z, z, z, z, (), z, (), zi, zi)

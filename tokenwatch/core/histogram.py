@@ -1,8 +1,5 @@
-"""Mergeable log-bucketed latency histograms with a bounded relative error.
-
-Bucket ``i`` holds values in ``(GAMMA**(i-1), GAMMA**i] * MIN_VALUE_S``; a quantile is reported as
-the bucket's harmonic midpoint ``2*GAMMA**i/(GAMMA+1)``, whose relative error is at most
-``RELATIVE_ACCURACY`` (1 %) for every value inside the range (the DDSketch construction).
+"""Mergeable log-bucketed latency histograms with a bounded relative error (1 %), counted in the buckets
+of :mod:`tokenwatch.base.log_buckets` (the simulator's latency batches use the same ones).
 Two histograms merge by adding their count arrays, so per-node histograms sum to the rack's and
 deltas from any source (raw observations, simulator ticks, Prometheus buckets) add the same way.
 """
@@ -15,32 +12,33 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray
+from tokenwatch.base.log_buckets import (
+    GAMMA,
+    MAX_VALUE_S,
+    MIN_VALUE_S,
+    N_BUCKETS,
+    RELATIVE_ACCURACY,
+    bucket_index,
+    bucket_upper,
+    bucket_value,
+    compress,
+)
 
-RELATIVE_ACCURACY = 0.01
-GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
-_LOG_GAMMA = math.log(GAMMA)
-MIN_VALUE_S = 1e-6  # 1 µs: below that a latency is clamped to the first bucket
-MAX_VALUE_S = 1e5  # ~28 h: above that, to the last
-N_BUCKETS = math.ceil(math.log(MAX_VALUE_S / MIN_VALUE_S) / _LOG_GAMMA) + 1
-
-
-def bucket_index(values_s: FloatArray) -> IntArray:
-    """Bucket of each value (seconds); values outside the range clamp to the end buckets."""
-    clipped = np.clip(np.asarray(values_s, dtype=np.float64), MIN_VALUE_S, MAX_VALUE_S)
-    idx = np.ceil(np.log(clipped / MIN_VALUE_S) / _LOG_GAMMA - 1e-9).astype(np.int64)
-    return np.clip(idx, 0, N_BUCKETS - 1)
-
-
-def bucket_value(index: IntArray | int) -> FloatArray:
-    """The representative value (seconds) reported for bucket ``index``."""
-    i = np.asarray(index, dtype=np.float64)
-    return np.asarray(MIN_VALUE_S * 2.0 * GAMMA**i / (GAMMA + 1.0), dtype=np.float64)
-
-
-def bucket_upper(index: IntArray | int) -> FloatArray:
-    """Upper bound (seconds) of bucket ``index``."""
-    return np.asarray(MIN_VALUE_S * GAMMA ** np.asarray(index, dtype=np.float64), dtype=np.float64)
-
+__all__ = [  # the bucket scheme comes from base.log_buckets; the core's users find it here too
+    "GAMMA",
+    "MAX_VALUE_S",
+    "MIN_VALUE_S",
+    "N_BUCKETS",
+    "RELATIVE_ACCURACY",
+    "LogHistogram",
+    "bucket_index",
+    "bucket_upper",
+    "bucket_value",
+    "coarse_bins",
+    "compress",
+    "cumulative_at",
+    "quantiles_of",
+]
 
 _NO_COUNTS = np.zeros(N_BUCKETS, dtype=np.int64)
 _NO_COUNTS.flags.writeable = False
@@ -113,12 +111,6 @@ def quantiles_of(counts: IntArray, qs: Sequence[float]) -> list[float]:
     ranks = np.maximum(np.ceil(np.asarray(qs, dtype=np.float64) * total), 1)
     idx = np.searchsorted(cumulative, ranks, side="left")
     return [float(v) for v in bucket_value(np.minimum(idx, N_BUCKETS - 1))]
-
-
-def compress(counts: IntArray) -> tuple[FloatArray, IntArray]:
-    """The non-empty buckets as (representative values, counts): how histograms travel in events."""
-    nonzero = np.flatnonzero(counts)
-    return bucket_value(nonzero), counts[nonzero].copy()
 
 
 def cumulative_at(counts: IntArray, bounds_s: Sequence[float]) -> IntArray:

@@ -37,10 +37,6 @@ class RackGroups:
         start = int(self.first[r])
         return slice(start, start + int(self.count[r]))
 
-    def rack_of_node(self) -> IntArray:
-        """Each node's rack index (in node order)."""
-        return np.repeat(np.arange(len(self.names)), self.count)
-
     def padded_index(self) -> tuple[IntArray, np.ndarray]:
         """(racks, widest rack) node indexes and a mask of the real ones: per-rack figures of node
         arrays in one numpy pass (``values[index]`` where ``mask``, NaN elsewhere)."""

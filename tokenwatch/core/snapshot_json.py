@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from tokenwatch.base.formatting import json_number
 from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
 from tokenwatch.core.snapshot import RackSnapshot
@@ -12,16 +12,12 @@ from tokenwatch.core.summary import spread_json
 from tokenwatch.core.verdict_json import verdict_json
 
 
-def _num(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(float(value), digits)
-
-
 def cause_json(cause: Cause | None) -> dict[str, Any] | None:
     """A straggler's cause hint: ``{"kind", "text", "gpu", "since_t"}``; None for a node with nothing to
     explain."""
     if cause is None:
         return None
-    return {"kind": cause.kind, "text": cause.text, "gpu": cause.gpu, "since_t": _num(cause.since_t)}
+    return {"kind": cause.kind, "text": cause.text, "gpu": cause.gpu, "since_t": json_number(cause.since_t)}
 
 
 def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
@@ -31,26 +27,26 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
     agg = snap.aggregate
     nodes = snap.nodes
     out: dict[str, Any] = {
-        "t": _num(snap.t),
-        "progress_pct": _num(snap.progress_pct),
+        "t": json_number(snap.t),
+        "progress_pct": json_number(snap.progress_pct),
         "aggregate": {
-            "tokens_per_s": _num(agg.tokens_per_s),
-            "per_gpu_tokens_per_s": _num(agg.per_gpu_tokens_per_s),
+            "tokens_per_s": json_number(agg.tokens_per_s),
+            "per_gpu_tokens_per_s": json_number(agg.per_gpu_tokens_per_s),
             "nodes": agg.nodes,
             "nodes_up": agg.nodes_up,
             "gpus": agg.gpus,
             "gpus_reporting": agg.gpus_reporting,
-            "power_w": _num(agg.power_w),
+            "power_w": json_number(agg.power_w),
         },
         "node_spread": {**spread_json(snap.node_spread), "nodes": snap.node_spread.nodes},
         "stopped_nodes": [
             {
                 "name": s.name,
                 "state": s.state,
-                "since": _num(s.since_s),
+                "since": json_number(s.since_s),
                 "reason": s.reason,
-                "mean_tokens_per_s": _num(s.mean_tokens_per_s),
-                "progress_pct": _num(s.progress_pct),
+                "mean_tokens_per_s": json_number(s.mean_tokens_per_s),
+                "progress_pct": json_number(s.progress_pct),
             }
             for s in snap.stopped_nodes
         ],
@@ -58,19 +54,22 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             {
                 "name": name,
                 "status": nodes.state[i],
-                "tokens_per_s": _num(nodes.tokens_per_s[i]),
-                "progress_pct": _num(nodes.progress_pct[i]),
-                "power_w": _num(nodes.power_w[i]),
-                "sm_clock_mhz": _num(nodes.sm_clock_mhz[i]),
-                "hbm_used_mib": _num(nodes.hbm_used_mib[i]),
-                "temp_c": _num(nodes.temp_c[i]),
-                "tokens_per_joule": _num(nodes.tokens_per_joule[i]) if len(nodes.tokens_per_joule) else None,
+                "tokens_per_s": json_number(nodes.tokens_per_s[i]),
+                "progress_pct": json_number(nodes.progress_pct[i]),
+                "power_w": json_number(nodes.power_w[i]),
+                "sm_clock_mhz": json_number(nodes.sm_clock_mhz[i]),
+                "hbm_used_mib": json_number(nodes.hbm_used_mib[i]),
+                "temp_c": json_number(nodes.temp_c[i]),
+                "tokens_per_joule": json_number(nodes.tokens_per_joule[i])
+                if len(nodes.tokens_per_joule)
+                else None,
                 "cause": cause_json(nodes.causes[i]) if nodes.causes else None,
             }
             for i, name in enumerate(nodes.names)
         ],
         "alerts": [
-            {"t": _num(a.t), "node": a.node, "kind": a.kind, "message": a.message} for a in snap.active_alerts
+            {"t": json_number(a.t), "node": a.node, "kind": a.kind, "message": a.message}
+            for a in snap.active_alerts
         ],
         "verdict": None if snap.verdict is None else verdict_json(snap.verdict),
     }
@@ -82,11 +81,11 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             "reason": snap.end_reason,
             "banner": snap.banner,
             "complete": figures.complete,
-            "tokens_per_s": _num(figures.tokens_per_s),
-            "per_gpu_tokens_per_s": _num(figures.per_gpu_tokens_per_s),
+            "tokens_per_s": json_number(figures.tokens_per_s),
+            "per_gpu_tokens_per_s": json_number(figures.per_gpu_tokens_per_s),
             "gpus": figures.gpus,
-            "power_mean_w": _num(figures.power_mean_w),
-            "tokens_per_joule": _num(figures.tokens_per_joule),
+            "power_mean_w": json_number(figures.power_mean_w),
+            "tokens_per_joule": json_number(figures.tokens_per_joule),
             "nodes_finished": figures.nodes_finished,
         }
         if figures.note:
@@ -100,14 +99,14 @@ def baseline_json(view: BaselineView, names: tuple[str, ...]) -> dict[str, Any]:
     """The run against its baseline at the record's run time (``--baseline``); ``names``: the run's nodes."""
     return {
         "name": view.name,
-        "tokens_per_s": _num(view.baseline_tokens_per_s),
-        "delta_pct": _num(view.delta_pct),
+        "tokens_per_s": json_number(view.baseline_tokens_per_s),
+        "delta_pct": json_number(view.delta_pct),
         "matched_by": view.matched_by,
         "refused": view.refused or None,
-        "projected_delta_pct": _num(view.projected_delta_pct),
-        "finish_gap_s": _num(view.finish_gap_s),
+        "projected_delta_pct": json_number(view.projected_delta_pct),
+        "finish_gap_s": json_number(view.finish_gap_s),
         "nodes": [
-            {"name": name, "baseline_node": other or None, "delta_pct": _num(view.node_delta_pct[i])}
+            {"name": name, "baseline_node": other or None, "delta_pct": json_number(view.node_delta_pct[i])}
             for i, (name, other) in enumerate(zip(names, view.counterpart, strict=True))
         ],
     }

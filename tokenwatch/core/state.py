@@ -150,8 +150,8 @@ class RackState:
     # per metric (s).
     node_latency_max: dict[LatencyMetric, FloatArray]
     fleet: FleetMemo | None  # a run of more than one rack: its racks and their forecasts (core/fleet.py)
-    # Issue 13: energy counters and integrated power per node, power-limit changes, XID / NVLink errors,
-    # the engines' queues, and the stragglers' cause hints (core/causes.py).
+    # Energy and causes: energy counters and integrated power per node, power-limit changes, XID /
+    # NVLink errors, the engines' queues, and the stragglers' cause hints (core/causes.py).
     energy: EnergyCounters
     power_limits: PowerLimitLog
     gpu_errors: GpuErrors

@@ -17,7 +17,7 @@ import numpy as np
 
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import LATENCY_METRICS
-from tokenwatch.base.formatting import DASH, group
+from tokenwatch.base.formatting import DASH, group, json_number
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import run_energy
 from tokenwatch.core.final_figure import did_work as figure_counts
@@ -122,12 +122,12 @@ class RunSummary:
         out: dict[str, Any] = {
             "name": self.name,
             "scenario": self.scenario,
-            "duration_s": _num(self.duration_s),
+            "duration_s": json_number(self.duration_s, 6),
             "complete": self.complete,
             "end_reason": self.end_reason,
             "aggregate": {
-                "tokens_per_s": _num(self.tokens_per_s),
-                "per_gpu_tokens_per_s": _num(self.per_gpu_tokens_per_s),
+                "tokens_per_s": json_number(self.tokens_per_s, 6),
+                "per_gpu_tokens_per_s": json_number(self.per_gpu_tokens_per_s, 6),
                 "nodes": len(self.nodes),
                 "gpus": self.gpus,
                 "covers": {
@@ -148,12 +148,12 @@ class RunSummary:
         }
         if self.latency_ms:
             out["latency_ms"] = {
-                m: {k: _num(v) for k, v in pcts.items()} for m, pcts in self.latency_ms.items()
+                m: {k: json_number(v, 6) for k, v in pcts.items()} for m, pcts in self.latency_ms.items()
             }
         if self.power_mean_w is not None:
             out["power"] = {
-                "mean_w": _num(self.power_mean_w),
-                "tokens_per_joule": _num(self.tokens_per_joule),
+                "mean_w": json_number(self.power_mean_w, 6),
+                "tokens_per_joule": json_number(self.tokens_per_joule, 6),
             }
             if self.energy_source:
                 out["power"]["energy_source"] = self.energy_source
@@ -167,27 +167,25 @@ class RunSummary:
         return out
 
 
-def _num(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(float(value), 6)
-
-
 def spread_json(spread: NodeSpread) -> dict[str, float | None]:
-    return {k: _num(getattr(spread, k)) for k in ("max", "min", "mean", "median", "spread_pct")}
+    return {k: json_number(getattr(spread, k), 6) for k in ("max", "min", "mean", "median", "spread_pct")}
 
 
 def _node_json(node: NodeResult) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": node.name,
         "gpus": node.gpus,
-        "tokens_per_s": _num(node.tokens_per_s),
-        "samples_per_s": _num(node.samples_per_s),
+        "tokens_per_s": json_number(node.tokens_per_s, 6),
+        "samples_per_s": json_number(node.samples_per_s, 6),
     }
     if node.valid is not None:
         out["valid"] = node.valid
     if not node.finished:
         out["finished"] = False
     if node.latency_ms:
-        out["latency_ms"] = {m: {k: _num(v) for k, v in p.items()} for m, p in node.latency_ms.items()}
+        out["latency_ms"] = {
+            m: {k: json_number(v, 6) for k, v in p.items()} for m, p in node.latency_ms.items()
+        }
     out.update(node.extra)
     return out
 

@@ -16,12 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenwatch.base.formatting import json_number
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s, left_out, left_out_note
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_inputs import planned_totals, run_settings, start_times
 from tokenwatch.mlperf.figures import Count, FinalFigures, RunSettings, figures_from_detail
-from tokenwatch.mlperf.verdict import Check, Verdict, judge, loadgen_result_lines, result_lines
+from tokenwatch.mlperf.verdict import Check, Verdict, all_met, judge, loadgen_result_lines, result_lines
 
 _FINISHED = STATE_CODE["finished"]
 
@@ -72,10 +73,10 @@ class RunVerdict:
             "checks": [
                 {
                     "name": c.name,
-                    "value": _num(c.value),
-                    "limit": _num(c.limit),
+                    "value": json_number(c.value, 6),
+                    "limit": json_number(c.limit, 6),
                     "ok": c.ok,
-                    "margin": _num(c.margin),
+                    "margin": json_number(c.margin, 6),
                     "detail": c.detail,
                 }
                 for c in self.checks
@@ -91,10 +92,6 @@ class RunVerdict:
                 for n in self.nodes
             ],
         }
-
-
-def _num(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(float(value), 6)
 
 
 def node_from_detail(name: str, values: Mapping[str, Any]) -> NodeVerdict | None:
@@ -115,7 +112,7 @@ def combine(benchmark: str | None, scenario: str, nodes: Sequence[NodeVerdict]) 
     """The rack's verdict from its nodes'."""
     verdicts = [n.verdict for n in nodes if n.verdict is not None]
     flags = [n.valid for n in nodes]
-    valid = _all(flags) if nodes else None
+    valid = all_met(flags) if nodes else None
     own = [n.loadgen_valid is not None for n in nodes]
     judged_by = "LoadGen" if own and all(own) else "tokenwatch" if not any(own) else "LoadGen and tokenwatch"
     checks = _worst_checks(verdicts)
@@ -126,19 +123,13 @@ def combine(benchmark: str | None, scenario: str, nodes: Sequence[NodeVerdict]) 
             result_lines(
                 scenario,
                 valid,
-                _all([v.perf_constraints_met for v in verdicts]) if verdicts else None,
-                _all([v.min_duration_met for v in verdicts]) if verdicts else None,
-                _all([v.min_queries_met for v in verdicts]) if verdicts else None,
-                _all([v.early_stopping_met for v in verdicts]) if verdicts else None,
+                all_met([v.perf_constraints_met for v in verdicts]) if verdicts else None,
+                all_met([v.min_duration_met for v in verdicts]) if verdicts else None,
+                all_met([v.min_queries_met for v in verdicts]) if verdicts else None,
+                all_met([v.early_stopping_met for v in verdicts]) if verdicts else None,
             )
         )
     return RunVerdict(benchmark, scenario, valid, judged_by, checks, lines, tuple(nodes))
-
-
-def _all(flags: Sequence[bool | None]) -> bool | None:
-    if any(f is False for f in flags):
-        return False
-    return None if any(f is None for f in flags) else True
 
 
 def _worst_checks(verdicts: Sequence[Verdict]) -> tuple[Check, ...]:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from tokenwatch.base.formatting import json_number
 from tokenwatch.core.verdict_view import VerdictView
-
-
-def _num(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(float(value), digits)
 
 
 def verdict_json(view: VerdictView) -> dict[str, Any]:
@@ -24,20 +20,28 @@ def verdict_json(view: VerdictView) -> dict[str, Any]:
         "benchmark": view.benchmark,
         "projected": None
         if band is None
-        else {"tokens_per_s": _num(band.value), "low": _num(band.low), "high": _num(band.high)},
-        "end_s": None if end is None else _num(end.value),
+        else {
+            "tokens_per_s": json_number(band.value),
+            "low": json_number(band.low),
+            "high": json_number(band.high),
+        },
+        "end_s": None if end is None else json_number(end.value),
         "energy_to_finish_j": None
         if energy is None
-        else {"value": _num(energy.value, 0), "low": _num(energy.low, 0), "high": _num(energy.high, 0)},
+        else {
+            "value": json_number(energy.value, 0),
+            "low": json_number(energy.low, 0),
+            "high": json_number(energy.high, 0),
+        },
         "valid": fc.valid,
         "checks": [
             {
                 "name": r.name,
-                "now": _num(r.now, 6),
-                "projected": _num(r.projected, 6),
-                "limit": _num(r.limit, 6),
+                "now": json_number(r.now, 6),
+                "projected": json_number(r.projected, 6),
+                "limit": json_number(r.limit, 6),
                 "ok": r.ok,
-                "margin": _num(r.margin, 4),
+                "margin": json_number(r.margin, 4),
                 **({"missing": r.missing} if r.missing else {}),
             }
             for r in fc.rules

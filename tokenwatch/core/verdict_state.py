@@ -1,4 +1,4 @@
-"""What the MLPerf verdict needs that the rest of the core does not keep (issue 12).
+"""What the MLPerf verdict needs that the rest of the core does not keep.
 
 Per node: the records of its LoadGen detail log (settings, the query plan, at the end the result) and,
 for each latency metric LoadGen judges against a limit (TTFT, TPOT), how many samples were judged and

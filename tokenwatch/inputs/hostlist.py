@@ -20,6 +20,8 @@ import subprocess
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException, NodeSetParseRangeError
 
+from tokenwatch.base.formatting import one_line
+
 MAX_HOSTS = 100_000  # a rack is 18 nodes and a large fleet a few thousand: beyond this it is a typo
 _ITEM_COMMA = re.compile(r",(?![^\[]*\])")  # a comma outside brackets
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
@@ -95,18 +97,14 @@ def _letters_as_numbers(item: str, text: str) -> str:
     return _BRACKET.sub(replace, item)
 
 
-def _one_line(detail: object) -> str:
-    return " ".join(str(detail).split())  # NodeSet quotes the input, line breaks and all
-
-
 def _expand(item: str, text: str) -> list[str]:
     marked = _letters_as_numbers(item, text)
     try:
         names = list(NodeSet(marked, resolver=RESOLVER_NOGROUP))
-    except NodeSetParseRangeError as exc:
-        raise HostListError(f"bad range in {text!r}: {_one_line(exc.part)}") from None
+    except NodeSetParseRangeError as exc:  # NodeSet quotes the input, line breaks and all
+        raise HostListError(f"bad range in {text!r}: {one_line(exc.part)}") from None
     except (NodeSetException, ValueError) as exc:
-        raise HostListError(f"bad host list {text!r}: {_one_line(exc)}") from None
+        raise HostListError(f"bad host list {text!r}: {one_line(exc)}") from None
     if marked == item:
         return names
     return [_MARKED.sub(lambda m: chr(int(m[1])), name) for name in names]

@@ -52,7 +52,7 @@ def resolved_targets(config: WatchConfig, slurm_job: str | None) -> list[NodeTar
 def rack_collectors(
     config: WatchConfig, targets: list[NodeTarget], gpus_per_node: int, now: Callable[[], float]
 ) -> list[Collector]:
-    """The rack-wide Prometheus-query collectors (issue 6): one for ``gpu.source: prometheus``, one per
+    """The rack-wide Prometheus-query collectors: one for ``gpu.source: prometheus``, one per
     ``kind: prometheus-query``. ``now`` gives the live run's time, so their events share its clock."""
     from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 

@@ -20,7 +20,7 @@ with the reason in ``detail``: the overall result is then None unless another ch
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,7 +126,9 @@ def loadgen_result_lines(values: Mapping[str, Any]) -> list[str] | None:
     )
 
 
-def _all(flags: list[bool | None]) -> bool | None:
+def all_met(flags: Sequence[bool | None]) -> bool | None:
+    """Whether every check is met: False if one is not, None (not known yet) if one is not known,
+    else True."""
     if any(f is False for f in flags):
         return False
     return None if any(f is None for f in flags) else True
@@ -266,10 +268,10 @@ def judge(settings: RunSettings, figures: FinalFigures) -> Verdict:
             "early_stopping_ttft", n, figures.ttft_over, settings.ttft_limit_ns, "per-sample TTFT"
         )
         checks += [ttft, tpot, es_ttft, es_tpot]
-        perf = _all([ttft.ok, tpot.ok])
-        early = _all([es_tpot.ok, es_ttft.ok])
-        checker = _all([_strictly_under(ttft), _strictly_under(tpot)])
-    valid = _all([duration_ok, queries_ok, perf if settings.scenario == "Server" else True, early])
+        perf = all_met([ttft.ok, tpot.ok])
+        early = all_met([es_tpot.ok, es_ttft.ok])
+        checker = all_met([_strictly_under(ttft), _strictly_under(tpot)])
+    valid = all_met([duration_ok, queries_ok, perf if settings.scenario == "Server" else True, early])
     return Verdict(
         settings.scenario,
         figures.tokens_per_s,

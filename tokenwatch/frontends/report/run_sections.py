@@ -198,12 +198,12 @@ def power_section(run: RunData) -> str:
     e = run.efficiency
     rows = [
         ("Aggregate throughput", f"{group(e.tokens_per_s, 1)} tokens/s"),
-        ("Measured tokens/s per W (tokens ÷ energy)", _num(e.measured_tokens_per_s_per_w, 2)),
+        ("Measured tokens/s per W (tokens ÷ energy)", group(e.measured_tokens_per_s_per_w, 2)),
         ("Mean rack power (measured)", _kw(e.mean_power_w)),
         ("Mean power per GPU (measured)", _w(e.mean_power_per_gpu_w)),
         ("GPU TDP", f"{_w(e.tdp_w)} ({e.tdp_source})"),
         (f"Rack TDP ({e.gpus if e.gpus is not None else '?'} GPUs x TDP)", _kw(e.rack_tdp_w)),
-        ("TDP-based tokens/s per W (published method)", _num(e.tdp_tokens_per_s_per_w, 2)),
+        ("TDP-based tokens/s per W (published method)", group(e.tdp_tokens_per_s_per_w, 2)),
     ]
     parts = [
         table(["Power and efficiency", "value"], rows, table_id="efficiency-table"),
@@ -363,10 +363,6 @@ def _energy_words(source: str | None) -> str:
 def _clock(seconds: float) -> str:
     whole = int(seconds)
     return f"{whole // 60:02d}:{whole % 60:02d}"
-
-
-def _num(value: float | None, decimals: int) -> str:
-    return f"{value:,.{decimals}f}" if value is not None and math.isfinite(value) else "—"
 
 
 def _kw(watts: float | None) -> str:

@@ -24,6 +24,7 @@ from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import Worker
 
+from tokenwatch.base.events import RunMode
 from tokenwatch.base.formatting import printable
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.rack_snapshot import empty_snapshot
@@ -59,19 +60,19 @@ class TokenwatchApp(App[None]):
         self,
         session: Session,
         *,
-        mode: str = "sim",
+        mode: RunMode = "sim",
         player: ReplayPlayer | None = None,
         theme: str | None = None,
         speed: float | None = None,
         theme_dirs: list[Path] | None = None,
         refresh_hz: float = REFRESH_HZ,
-        on_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None,
+        on_start: Callable[[TokenwatchApp], None] | None = None,
     ) -> None:
-        """``on_loop`` is called with the app's event loop once it runs (a /metrics server
+        """``on_start`` is called with the app once it runs, on the app's event loop (a /metrics server
         (``--prometheus-port``) attaches there, so its scrapes read the core between events)."""
         super().__init__()
         self.session = session
-        self.on_loop = on_loop
+        self.on_start = on_start
         self.mode = mode
         self.player = player
         self.speed = speed
@@ -116,8 +117,8 @@ class TokenwatchApp(App[None]):
         self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
             self.notify(printable(problem), title="Theme", severity="warning", timeout=15)
-        if self.on_loop is not None:
-            self.on_loop(asyncio.get_running_loop())
+        if self.on_start is not None:
+            self.on_start(self)
         self.session.on_recording_stopped(self._recording_stopped)
         self._session_worker = self.run_worker(self.session.run(), name="session", group="session")
         self._refresh_timer = self.set_interval(1.0 / self.refresh_hz, self.refresh_data)

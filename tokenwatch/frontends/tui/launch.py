@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from tokenwatch.base.events import RunMode
 from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
+
+if TYPE_CHECKING:
+    from tokenwatch.frontends.tui.app import TokenwatchApp
 
 
 def run_dashboard(
     session: Session,
     *,
-    mode: str = "sim",
+    mode: RunMode = "sim",
     theme: str | None = None,
     speed: float | None = None,
     player: ReplayPlayer | None = None,
-    on_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None,
+    on_start: Callable[[TokenwatchApp], None] | None = None,
 ) -> None:
     """Run the dashboard until the engineer quits; the session runs inside it.
 
     ``player``: a replay's player, bound here to the session so the dashboard can pause, change speed
-    and seek. ``on_loop``: called with the app's event loop once it runs (the /metrics server attaches).
+    and seek. ``on_start``: called with the app once it runs, on its event loop (the /metrics server
+    attaches, stop signals quit it).
     """
     from tokenwatch.frontends.tui.app import TokenwatchApp
 
     if player is not None:
         player.bind(session)
-    app = TokenwatchApp(session, mode=mode, player=player, theme=theme, speed=speed, on_loop=on_loop)
+    app = TokenwatchApp(session, mode=mode, player=player, theme=theme, speed=speed, on_start=on_start)
     try:
         app.run()
     finally:

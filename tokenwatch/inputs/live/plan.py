@@ -21,7 +21,7 @@ from tokenwatch.inputs.live.node_sources import (
 from tokenwatch.inputs.live.nvml_source import NvmlSource
 from tokenwatch.inputs.live.targets import NodeTarget
 
-# Sources another collector serves for the whole rack (issue 6), not per node.
+# Sources another collector serves for the whole rack (a Prometheus server), not per node.
 RACK_WIDE_GPU = ("prometheus",)
 RACK_WIDE_PROGRESS = ("prometheus-query",)
 

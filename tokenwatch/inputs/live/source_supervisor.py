@@ -16,6 +16,7 @@ import asyncio
 import random
 from collections.abc import Sequence
 
+from tokenwatch.base.formatting import one_line
 from tokenwatch.core.cadence import STALE_CADENCE_FACTOR
 from tokenwatch.inputs.live.backoff import STABLE_S, Backoff
 from tokenwatch.inputs.live.node_sources import NodeContext, NodeSource, SourceEnded
@@ -75,7 +76,7 @@ class SourceSupervisor:
             except SourceEnded as exc:
                 why = str(exc)
             except Exception as exc:  # a channel that failed to open, a dropped stream
-                why = f"{source.name}: {_one_line(exc)}"
+                why = f"{source.name}: {one_line(exc)[:200]}"
             finally:
                 self._running.pop(source.name, None)
             raise_if_cancelling()  # a source that swallowed our cancel must not keep us running
@@ -108,9 +109,3 @@ class SourceSupervisor:
         """Seconds of silence after which ``source`` makes its node stale."""
         interval = self.ctx.cadence(source.name) or source.periodic_s or 0.0
         return max(self.stale_after_s, STALE_CADENCE_FACTOR * interval)
-
-
-def _one_line(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None)  # asyncssh errors carry a reason
-    text = reason if isinstance(reason, str) and reason else str(exc)
-    return (text.splitlines() or [type(exc).__name__])[0][:200] or type(exc).__name__

@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.base.formatting import one_line
 from tokenwatch.base.gc_pause import gc_paused
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a 64-rack fleet's answer is a few MB; anything this big is wrong
@@ -36,6 +37,7 @@ MAX_CONNECTIONS = 32  # a 64-rack round asks 28 queries at once: none waits for 
 # Answers uncompressed: gzip cost Prometheus its own time and us the inflating (a 64-rack 5-s round took
 # 60 ms instead of 33 on the same server), to save bandwidth a cluster's network does not lack.
 ACCEPT_ENCODING = "identity"
+MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
 
 Sample = tuple[dict[str, str], float]
 # labels, the points' Unix times and their values (NaN points left out), as float64 arrays
@@ -44,10 +46,6 @@ RangeSeries = tuple[dict[str, str], FloatArray, FloatArray]
 
 class PromApiError(Exception):
     """A query that failed: unreachable server, HTTP error, a PromQL error or an answer we cannot read."""
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class PrometheusApi:
@@ -137,9 +135,9 @@ class PrometheusApi:
         except TimeoutError:
             raise PromApiError(f"no answer from {self.base_url} within {self.timeout_s:g} s") from None
         except aiohttp.ClientConnectionError as exc:
-            raise PromApiError(f"cannot reach {self.base_url}: {_one_line(exc)}") from None
+            raise PromApiError(f"cannot reach {self.base_url}: {one_line(exc)}") from None
         except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL aiohttp cannot use
-            raise PromApiError(f"query to {self.base_url} failed: {_one_line(exc)}") from None
+            raise PromApiError(f"query to {self.base_url} failed: {one_line(exc)}") from None
 
     async def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
         async with self._client().get(self.base_url + path, params=params) as response:
@@ -245,6 +243,22 @@ def first_growth(series: list[RangeSeries]) -> float | None:
     grew = [times[1:][values[1:] > values[:-1]] for _, times, values in series if len(values) > 1]
     found = [float(g.min()) for g in grew if len(g)]
     return min(found) if found else None
+
+
+async def counters_start(
+    url: str, timeout_s: float, counters: str, watch_wall: float, lookback_s: float, interval_s: float
+) -> float | None:
+    """When a run began (Unix time) as Prometheus can tell: the start of the first step in the last
+    ``lookback_s`` at which a counter that the query ``counters`` answers grew; None with no lookback or
+    no growth. A server that cannot answer raises :class:`PromApiError`."""
+    if lookback_s <= 0:
+        return None
+    start = watch_wall - lookback_s
+    step = max(interval_s, lookback_s / MAX_RANGE_POINTS)
+    async with PrometheusApi(url, timeout_s) as api:
+        series = await api.query_range(counters, start, watch_wall, step)
+    grew = first_growth(series)
+    return None if grew is None else max(start, grew - step)
 
 
 def _vector_columns(result: list[Any]) -> list[Sample] | None:

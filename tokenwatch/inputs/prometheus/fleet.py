@@ -27,10 +27,11 @@ from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.inputs.discovery import Discovered
 from tokenwatch.inputs.prometheus.api import (
+    MAX_RANGE_POINTS,
     PromApiError,
     PrometheusApi,
     Sample,
-    first_growth,
+    counters_start,
 )
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, natural_key
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -50,7 +51,6 @@ FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server fo
 # fewer than 400 intervals gets every interval. The server's time grows with the steps (its joins for the
 # running nodes' figures are most of a 64-rack backfill): an 80-minute run is 320 steps of 15 s, not 960 of 5.
 HISTORY_POINTS = 400
-MAX_RANGE_POINTS = 10_000
 
 
 class FleetFocus:
@@ -269,18 +269,12 @@ class PrometheusFleetCollector:
         """When the run began (Unix time): the first step in the last ``lookback`` at which the fleet's
         generated-token counters grew; None with no growth or no answer."""
         s = self.settings
-        if s.lookback_s <= 0:
-            return None
-        start = watch_wall - s.lookback_s
-        step = max(s.interval_s, s.lookback_s / MAX_RANGE_POINTS)
+        tokens = self._q(self.preset.fleet_tokens)
         try:
-            async with PrometheusApi(s.url, s.timeout_s) as api:
-                series = await api.query_range(self._q(self.preset.fleet_tokens), start, watch_wall, step)
+            return await counters_start(s.url, s.timeout_s, tokens, watch_wall, s.lookback_s, s.interval_s)
         except PromApiError as exc:
             self._said["history"] = f"prometheus fleet: no history: {exc}"
             return None
-        grew = first_growth(series)
-        return None if grew is None else max(start, grew - step)
 
     async def history(self, start_wall: float, end_wall: float) -> list[Event]:
         """The rack figures from ``start_wall`` to ``end_wall`` on the live grid (Unix times as ``t``),

@@ -41,11 +41,12 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.inputs.prometheus.api import (
+    MAX_RANGE_POINTS,
     PromApiError,
     PrometheusApi,
     RangeSeries,
     Sample,
-    first_growth,
+    counters_start,
 )
 from tokenwatch.inputs.prometheus.presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
@@ -53,7 +54,6 @@ from tokenwatch.sources.metric_catalogue import throttle_masks
 
 MAX_NOTICES_PER_KIND = 20
 DEFAULT_LOOKBACK_S = 3 * 3600.0
-MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
 
 
 class PrometheusQueryCollector:
@@ -166,18 +166,16 @@ class PrometheusQueryCollector:
         """When the run began (Unix time) as Prometheus can tell: the start of the first step in the last
         ``lookback_s`` at which any node's generated-token counter grew; None without a token query, with
         no growth, or when Prometheus cannot answer (a notice says why)."""
-        if "tokens" not in self.queries or self.lookback_s <= 0:
+        tokens = self.queries.get("tokens")
+        if tokens is None:
             return None
-        start = watch_wall - self.lookback_s
-        step = self._step(start, watch_wall)
         try:
-            async with PrometheusApi(self.url, self.timeout_s) as api:
-                series = await api.query_range(self.queries["tokens"], start, watch_wall, step)
+            return await counters_start(
+                self.url, self.timeout_s, tokens, watch_wall, self.lookback_s, self.interval_s
+            )
         except PromApiError as exc:
             self._failing["history"] = f"prometheus: no history: {exc}"
             return None
-        grew = first_growth(series)
-        return None if grew is None else max(start, grew - step)
 
     async def history(self, start_wall: float, end_wall: float) -> list[Event]:
         """Every query's answers from ``start_wall`` to ``end_wall`` at the poll interval, as the events a

@@ -36,7 +36,7 @@ from tokenwatch.base.events import (
     RunStarted,
     Scenario,
 )
-from tokenwatch.core.histogram import N_BUCKETS, bucket_index, compress
+from tokenwatch.base.log_buckets import N_BUCKETS, bucket_index, compress
 from tokenwatch.inputs.sim.faults import Fault
 from tokenwatch.inputs.sim.gpu_model import HOT_CLOCK_FACTOR, THROTTLE_CLOCK_FACTOR, RackGpuModel
 from tokenwatch.inputs.sim.loadgen_plan import latency_limits_of, simulated_details

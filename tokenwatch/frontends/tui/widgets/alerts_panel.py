@@ -14,6 +14,7 @@ from tokenwatch.core.alerts import Alert
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.line_pass import LinePass
 from tokenwatch.frontends.tui.palette import Palette
+from tokenwatch.frontends.tui.panel_css import panel_css
 
 
 def alert_symbol(alert: Alert) -> str:
@@ -26,15 +27,12 @@ def alert_symbol(alert: Alert) -> str:
 
 
 class AlertsPanel(LinePass, ScrollView, can_focus=True):
-    DEFAULT_CSS = """
-    AlertsPanel {
-        overflow-x: hidden;
-        border: round $primary 50%;
-        border-title-color: $primary;
-        height: 1fr;
-        min-height: 4;
-    }
+    DEFAULT_CSS = (
+        panel_css("AlertsPanel", min_height=4)
+        + """
+    AlertsPanel { overflow-x: hidden; }
     """
+    )
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

@@ -23,6 +23,7 @@ from tokenwatch.core.snapshot import DOWN_GPU, NEVER_REPORTED, STALE_GPU, RackSn
 from tokenwatch.core.views import HEAT_METRICS, MIN_SPANS, NO_NODE, HeatGrid, heat_grid
 from tokenwatch.frontends.tui.line_pass import LinePass
 from tokenwatch.frontends.tui.palette import Palette
+from tokenwatch.frontends.tui.panel_css import panel_css
 
 # metric -> (label, unit, divisor for display)
 HEAT_LABELS: dict[str, tuple[str, str, float]] = {
@@ -50,15 +51,12 @@ def format_value(metric: str, value: float) -> str:
 
 
 class GpuHeatmap(LinePass, ScrollView, can_focus=True):
-    DEFAULT_CSS = """
-    GpuHeatmap {
-        overflow-x: hidden;
-        border: round $primary 50%;
-        border-title-color: $primary;
-        height: 1fr;
-        min-height: 6;
-    }
+    DEFAULT_CSS = (
+        panel_css("GpuHeatmap")
+        + """
+    GpuHeatmap { overflow-x: hidden; }
     """
+    )
 
     METRICS: ClassVar[tuple[str, ...]] = HEAT_METRICS
 

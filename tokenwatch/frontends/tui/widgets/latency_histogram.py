@@ -27,6 +27,7 @@ from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.core.views import display_histogram
 from tokenwatch.frontends.tui.charts import column_rows, log_ticks
 from tokenwatch.frontends.tui.palette import Palette, palette
+from tokenwatch.frontends.tui.panel_css import panel_css
 
 METRIC_NAMES: dict[LatencyMetric, str] = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "End-to-end"}
 
@@ -52,16 +53,12 @@ def axis_lines(edges_lo_s: float, edges_hi_s: float, bins: int) -> tuple[str, st
 
 
 class LatencyHistogram(Widget):
-    DEFAULT_CSS = """
-    LatencyHistogram {
-        text-wrap: nowrap;
-        text-overflow: clip;
-        border: round $primary 50%;
-        border-title-color: $primary;
-        height: 1fr;
-        min-height: 6;
-    }
+    DEFAULT_CSS = (
+        panel_css("LatencyHistogram")
+        + """
+    LatencyHistogram { text-wrap: nowrap; text-overflow: clip; }
     """
+    )
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

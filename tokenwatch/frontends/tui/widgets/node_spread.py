@@ -20,6 +20,7 @@ from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.views import spread_vs_median_pct
 from tokenwatch.frontends.tui.charts import hbar, hbar_left
 from tokenwatch.frontends.tui.palette import Palette, palette
+from tokenwatch.frontends.tui.panel_css import panel_css
 from tokenwatch.frontends.tui.widgets.run_summary import summary_text
 
 _SCALES_PCT = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
@@ -37,16 +38,12 @@ def bar_scale_pct(deviations: np.ndarray) -> float:
 
 
 class NodeSpreadPanel(Widget):
-    DEFAULT_CSS = """
-    NodeSpreadPanel {
-        text-wrap: nowrap;
-        text-overflow: clip;
-        border: round $primary 50%;
-        border-title-color: $primary;
-        height: 1fr;
-        min-height: 6;
-    }
+    DEFAULT_CSS = (
+        panel_css("NodeSpreadPanel")
+        + """
+    NodeSpreadPanel { text-wrap: nowrap; text-overflow: clip; }
     """
+    )
 
     snapshot: reactive[RackSnapshot | None] = reactive(None, always_update=True)
 

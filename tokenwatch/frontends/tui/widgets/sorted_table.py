@@ -24,6 +24,7 @@ from textual.strip import Strip
 
 from tokenwatch.frontends.tui.line_pass import LinePass
 from tokenwatch.frontends.tui.palette import Palette
+from tokenwatch.frontends.tui.panel_css import panel_css
 
 GAP = 1  # cells between two columns
 
@@ -53,16 +54,13 @@ def nan_last_order(values: np.ndarray, descending: bool, ties: np.ndarray) -> np
 class SortedTable(LinePass, ScrollView, can_focus=True):
     """Base of a sortable table: one header line, then one line per row in ``_order``."""
 
-    DEFAULT_CSS = """
-    SortedTable {
-        overflow-x: hidden;
-        border: round $primary 50%;
-        border-title-color: $primary;
-        height: 1fr;
-        min-height: 6;
-    }
+    DEFAULT_CSS = (
+        panel_css("SortedTable")
+        + """
+    SortedTable { overflow-x: hidden; }
     SortedTable:focus { border: round $primary; }
     """
+    )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "cursor(-1)", "Up", show=False),

@@ -1,0 +1,103 @@
+"""The import contracts bite: one forbidden import added to a copy of the package breaks the contract that
+forbids it, and ``lint-imports`` fails there (while the unchanged copy passes, so the failure is the
+import's). Also: every ``ignore_imports`` exception names the function that needs it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, cli_env
+
+CONTRACTS = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+NAMES: list[str] = [str(contract["name"]) for contract in CONTRACTS]
+FUNCTION_NAMED = re.compile(r"#.*\b[A-Za-z_][\w.]*\(\)")  # a comment naming a function: `# mod.func()`
+
+
+def _contract(word: str) -> str:
+    """The one contract whose name starts with ``word``."""
+    (name,) = [name for name in NAMES if name.startswith(word)]
+    return name
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    shutil.copytree(
+        REPO_ROOT / "tokenwatch",
+        tmp_path / "tokenwatch",
+        symlinks=True,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def _lint_imports(root: Path) -> tuple[int, str]:
+    """``lint-imports`` over the package in ``root`` (its exit status, its report with white space
+    folded: long contract names wrap)."""
+    lint = shutil.which("lint-imports")
+    if lint is None:
+        pytest.skip("lint-imports (import-linter) is not installed")
+    env = {**cli_env(), "PYTHONPATH": str(root)}  # the copy, not the checkout, is `tokenwatch` there
+    result = subprocess.run(
+        [lint, "--no-cache"], capture_output=True, text=True, cwd=root, env=env, timeout=600, check=False
+    )
+    return result.returncode, " ".join((result.stdout + result.stderr).split())
+
+
+def test_the_unchanged_copy_keeps_every_contract(tmp_path: Path) -> None:
+    status, report = _lint_imports(_package_copy(tmp_path))
+    assert status == 0, report
+    for name in NAMES:
+        assert f"{name} KEPT" in report
+
+
+@pytest.mark.parametrize(
+    ("module", "forbidden_import", "contract"),
+    [
+        # Rich in a front end that is not the dashboard
+        ("frontends/tables/__init__.py", "import rich", "Textual and Rich only"),
+        # one front end reaching into another
+        ("frontends/report/__init__.py", "import tokenwatch.frontends.tui", "Front ends are independent"),
+        # a back-arrow inside inputs: one kind of input importing the watch wiring above it
+        ("inputs/live/__init__.py", "import tokenwatch.inputs.watch", "Inputs:"),
+        # a back-arrow across layers: the core importing the session that drives it
+        ("core/__init__.py", "import tokenwatch.session", "Layers:"),
+    ],
+)
+def test_a_forbidden_import_breaks_its_contract(
+    tmp_path: Path, module: str, forbidden_import: str, contract: str
+) -> None:
+    root = _package_copy(tmp_path)
+    with (root / "tokenwatch" / module).open("a") as source:
+        source.write(f"\n{forbidden_import}  # added by the test\n")
+    status, report = _lint_imports(root)
+    assert status != 0, report
+    broken = _contract(contract)
+    assert f"{broken} BROKEN" in report
+    assert [name for name in NAMES if f"{name} BROKEN" in report] == [broken]
+
+
+def test_every_ignored_import_names_the_function_that_needs_it() -> None:
+    """harlequin's rule: an exception to a contract says, in a comment on its line, which function makes
+    the import (``# pkg.mod.func()``), so it can be checked, and dropped with that function."""
+    lines = (REPO_ROOT / "pyproject.toml").read_text().splitlines()
+    entries = [entry for contract in CONTRACTS for entry in contract.get("ignore_imports", [])]
+    unexplained = [
+        entry
+        for entry in entries
+        if not any(
+            FUNCTION_NAMED.search(line.split(f'"{entry}"', 1)[1]) for line in lines if f'"{entry}"' in line
+        )
+    ]
+    assert unexplained == []
+
+
+def test_the_rule_for_ignored_imports_reads_a_function_in_the_comment() -> None:
+    assert FUNCTION_NAMED.search(",  # tokenwatch.cli.running.run_session() builds the app")
+    assert not FUNCTION_NAMED.search(",  # the CLI needs it")
+    assert not FUNCTION_NAMED.search(",")
