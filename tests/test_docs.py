@@ -207,6 +207,41 @@ def test_the_readme_stands_alone_in_a_clone() -> None:
     assert absent == []
 
 
+_PATH = re.compile(r"`([\w.*-]+(?:/[\w.*-]+)+)")
+_REPO_FOLDERS = ("tokenwatch", "tests", "benchmarks", "scripts", "examples", "sample_runs", "docs", "grafana")
+
+
+def named_paths(markdown: str) -> list[str]:
+    """The repository paths a page names in code spans: from the top (``tests/golden/cases.py``), or inside
+    the package (``core/rack.py``, ``frontends/tui/app.py``)."""
+    paths: list[str] = []
+    for match in _PATH.finditer(markdown):
+        path = match.group(1)
+        top = path.split("/")[0]
+        if top in _REPO_FOLDERS or (REPO_ROOT / "tokenwatch" / top).is_dir():
+            paths.append(path)
+    return paths
+
+
+def test_every_path_the_manual_names_exists() -> None:
+    """A module that moves takes its mentions along: the manual names no file the repository lacks."""
+    named = [
+        (page, path) for page in manual_pages() for path in named_paths(page.read_text(encoding="utf-8"))
+    ]
+    assert len(named) >= 40
+    absent = [
+        f"{page.relative_to(REPO_ROOT)}: {path}"
+        for page, path in named
+        if not any(root.glob(path) for root in (REPO_ROOT, REPO_ROOT / "tokenwatch"))
+    ]
+    assert absent == [], "paths the manual names that do not exist:\n" + "\n".join(absent)
+
+
+def test_named_paths_reads_package_and_repository_paths() -> None:
+    page = "See `core/rack.py`, `tests/live/test_x*.py`, `rack/node`, `b/2` and `/api/v1/query_range`."
+    assert named_paths(page) == ["core/rack.py", "tests/live/test_x*.py"]
+
+
 def _mkdocs_build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
