@@ -242,6 +242,19 @@ def test_named_paths_reads_package_and_repository_paths() -> None:
     assert named_paths(page) == ["core/rack.py", "tests/live/test_x*.py"]
 
 
+@pytest.mark.parametrize("config", sorted((REPO_ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_watch_config_passes_check(config: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenwatch", "check", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{config}: ok")
+
+
 def _mkdocs_build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
