@@ -1,5 +1,5 @@
 """Staleness follows each node's own cadence: stale after max(stale_after, 3 x the median of its last
-five gaps between events), for the node states and its GPUs' freshness alike (README, "stale")."""
+five gaps between events), for the node states and its GPUs' freshness alike (docs/headless.md, "stale")."""
 
 from __future__ import annotations
 

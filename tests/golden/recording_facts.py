@@ -1,6 +1,6 @@
 """Figures computed straight from a recording's events, independently of the core, to check the contracts.
 
-The rules are the README's, re-implemented here in plain Python and numpy: a node's tokens/s now is its
+The rules are the docs', re-implemented here in plain Python and numpy: a node's tokens/s now is its
 generated-token counter over the last 10 s of run time (sampled on 1-s ticks); its measured mean is its
 tokens over its own first-to-last-change span; a node is down / finished as its source last said, and
 stale when it has sent nothing for 5 s; node power and HBM are sums over its GPUs' latest values, SM clock
@@ -31,9 +31,9 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.recording import read_events
 
-WINDOW_S = 10.0  # README: "tokens_per_s is over the last 10 s of run time"
+WINDOW_S = 10.0  # docs: "tokens_per_s is over the last 10 s of run time"
 TICK_S = 1.0  # the core samples counters once per second of run time
-STALE_AFTER_S = 5.0  # README: "stale when a node has sent nothing for stale_after (5 s)"
+STALE_AFTER_S = 5.0  # docs: "stale when a node has sent nothing for stale_after (5 s)"
 _POWER, _SM, _HBM, _TEMP = (
     GPU_METRICS.index(m) for m in ("power_w", "sm_clock_mhz", "hbm_used_mib", "temp_c")
 )
@@ -119,7 +119,7 @@ class RecordingFacts:
 
     def gpu_tables_at(self, times: Sequence[float]) -> list[np.ndarray]:
         """The fresh telemetry per (node, GPU, metric) at each of ``times`` (ascending): a GPU's latest
-        reading if it is at most STALE_AFTER_S old, else NaN (README: a value older than the staleness
+        reading if it is at most STALE_AFTER_S old, else NaN (docs: a value older than the staleness
         limit is shown as missing)."""
         shape = (len(self.names), self.run.gpus_per_node, len(GPU_METRICS))
         table = np.full(shape, np.nan)
@@ -142,7 +142,7 @@ class RecordingFacts:
         return energy / covered
 
     def run_energy_j(self) -> tuple[float, float]:
-        """(energy J, seconds covered). Per node (README, energy): from its GPUs' energy counters when every
+        """(energy J, seconds covered). Per node (docs, energy): from its GPUs' energy counters when every
         GPU of it that reported has one (each counter's growth from its first reading; a reading below the
         last one restarted from zero), else its power integrated on 1-s ticks: every GPU with a reading at
         most STALE_AFTER_S old, on a node that is neither down nor reported stale (a finished node idling

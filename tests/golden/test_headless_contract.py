@@ -31,7 +31,7 @@ LINE = re.compile(
     r"(?:  alerts: (?P<alerts>.*))?$"
 )
 ROW = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ()/-]*?)\s{2,}(?P<value>[\d,.]+)(?: (?P<unit>%|kW))?$")
-MAX_ALERTS_IN_LINE = 4  # README example line; more become "+N more"
+MAX_ALERTS_IN_LINE = 4  # the docs' example line (docs/headless.md); more become "+N more"
 
 each_case = pytest.mark.parametrize("case", HEADLESS_CASES, ids=[c.name for c in HEADLESS_CASES])
 

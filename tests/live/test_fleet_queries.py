@@ -79,7 +79,7 @@ def test_labels_and_window_are_filled_in() -> None:
 
 
 def test_the_unsharded_queries_are_the_ones_that_rank() -> None:
-    """What the README tells Mimir users: only quantile and bottomk are evaluated unsharded."""
+    """What docs/watch-fleet.md tells Mimir users: only quantile and bottomk are evaluated unsharded."""
     for preset in FLEET_PRESETS.values():
         for field, text in rack_queries(preset).items():
             ranks = text.split("(")[0].strip().startswith(("quantile", "bottomk"))

@@ -1,5 +1,5 @@
 """A node's stream is stale after max(stale_after, 3 x its observed interval): a scrape every 10 s is not
-stale after 5 s of silence, nvidia-smi every 200 ms still is (README, live collection)."""
+stale after 5 s of silence, nvidia-smi every 200 ms still is (docs/watch-rack.md)."""
 
 from __future__ import annotations
 

@@ -332,8 +332,8 @@ async def test_redraws_only_when_something_changed() -> None:
         assert app.latest.t == 900
 
 
-def test_the_readme_lists_every_key() -> None:
+def test_the_dashboard_page_lists_every_key() -> None:
     from tests.conftest import REPO_ROOT
     from tokenwatch.frontends.tui.keys import markdown_table
 
-    assert markdown_table() in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert markdown_table() in (REPO_ROOT / "docs" / "dashboard.md").read_text(encoding="utf-8")

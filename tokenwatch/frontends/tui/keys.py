@@ -1,4 +1,4 @@
-"""Every key the dashboard answers to, in one table: the help screen and the README are made from it."""
+"""Every key the dashboard answers to, in one table: the help screen and docs/dashboard.md come from it."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 
 
 def markdown_table() -> str:
-    """The key table as Markdown, for the README."""
+    """The key table as Markdown, for the docs (docs/dashboard.md)."""
     lines = ["| key | what it does |", "|---|---|"]
     for section, keys in KEY_TABLE:
         lines.append(f"| **{section}** | |")
