@@ -61,7 +61,7 @@ class RunVerdict:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        figure = {} if self.tokens_per_s is None else {"tokens_per_s": json_number(self.tokens_per_s)}
+        figure = {} if self.tokens_per_s is None else {"tokens_per_s": json_number(self.tokens_per_s, 6)}
         return {
             "benchmark": self.benchmark,
             "scenario": self.scenario,
