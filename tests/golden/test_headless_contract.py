@@ -26,7 +26,8 @@ LINE = re.compile(
     r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
     r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
     r"  (?:(?P<final>FINAL)|proj (?:—|(?P<proj>[\d,]+)(?P<k>k?) ±"
-    r"(?:(?P<half>[\d.]+) %|— \(band wider than the figure\)))) (?P<verdict>VALID|INVALID|UNDECIDED)"
+    r"(?:(?P<half>[\d.]+) %|— \(band wider than the figure\)))) (?P<decided>DECIDED )?"
+    r"(?P<verdict>VALID|INVALID|UNDECIDED)(?: \((?P<reason>[^()]*)\))?"
     r"(?:  run figures; (?P<banner>.*?)(?:; (?P<note>left out by MLPerf .*?))?)?"
     r"(?:  alerts: (?P<alerts>.*))?$"
 )
@@ -106,6 +107,7 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
             assert shown(m["kw"], agg["power_w"], 1e-3), line
         verdict = snap["verdict"]
         assert m["verdict"] == {True: "VALID", False: "INVALID", None: "UNDECIDED"}[verdict["valid"]]
+        assert (m["decided"] is not None, m["reason"]) == ("decided" in verdict, verdict.get("decided")), line
         projected = verdict["projected"]
         assert (m["proj"] is None) == (projected is None), line
         if projected is not None:

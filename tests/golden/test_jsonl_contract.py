@@ -101,6 +101,7 @@ ALERT_KINDS = {
     "warning",
     "error",
     "verdict_invalid",
+    "verdict_decided",
     *(f"margin_{rule}" for rule in ("min_duration", "min_queries", "ttft_p99", "tpot_p99")),
     *(f"margin_early_stopping_{m}" for m in ("ttft", "tpot")),
 }
@@ -194,7 +195,10 @@ def check_cause(cause: dict[str, Any] | None, node: str, snap: dict[str, Any]) -
 
 def check_verdict(verdict: dict[str, Any]) -> None:
     """The verdict's keys and types; the band around its projection; VALID only when every rule is."""
-    assert set(verdict) == VERDICT_KEYS
+    assert VERDICT_KEYS <= set(verdict) <= {*VERDICT_KEYS, "decided"}
+    if "decided" in verdict:  # decided before the end: INVALID, and the sentence that says why
+        assert verdict["valid"] is False
+        assert verdict["decided"].startswith("cannot be VALID: ")
     assert isinstance(verdict["benchmark"], str | type(None))
     projected = verdict["projected"]
     if projected is not None:

@@ -71,7 +71,7 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
             {"t": json_number(a.t), "node": a.node, "kind": a.kind, "message": a.message}
             for a in snap.active_alerts
         ],
-        "verdict": None if snap.verdict is None else verdict_json(snap.verdict),
+        "verdict": None if snap.verdict is None else verdict_json(snap.verdict, snap.ended),
     }
     if snap.baseline is not None:  # only with --baseline: the golden contracts without one are unchanged
         out["baseline"] = baseline_json(snap.baseline, nodes.names)

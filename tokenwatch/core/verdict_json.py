@@ -8,11 +8,12 @@ from tokenwatch.base.formatting import json_number
 from tokenwatch.core.verdict_view import VerdictView
 
 
-def verdict_json(view: VerdictView) -> dict[str, Any]:
+def verdict_json(view: VerdictView, ended: bool = False) -> dict[str, Any]:
     """``{"benchmark", "projected": {"tokens_per_s", "low", "high"}, "end_s", "energy_to_finish_j":
-    {"value", "low", "high"}, "valid", "checks": [...]}``; ``projected`` and ``end_s`` are null until every
-    node has made progress, ``energy_to_finish_j`` (the GPU energy from now to the projected end at the
-    rack's power now) also while no GPU reports power and once the run has ended."""
+    {"value", "low", "high"}, "valid", "decided", "checks": [...]}``; ``projected`` and
+    ``end_s`` are null until every node has made progress, ``energy_to_finish_j`` (the GPU energy from now
+    to the projected end at the rack's power now) also while no GPU reports power and once the run has
+    ended."""
     fc = view.forecast
     band, end = fc.tokens_per_s, fc.end_s
     energy = view.energy_to_finish_j
@@ -34,6 +35,8 @@ def verdict_json(view: VerdictView) -> dict[str, Any]:
             "high": json_number(energy.high, 0),
         },
         "valid": fc.valid,
+        # Only while the verdict is decided before the end (it can no longer change): why, in a sentence.
+        **({"decided": fc.decided} if fc.decided and not ended else {}),
         "checks": [
             {
                 "name": r.name,

@@ -19,6 +19,7 @@ from tokenwatch.base.formatting import group, seconds_ms
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_decided import decide, decided_reason, lost_nodes
 from tokenwatch.core.verdict_ingest import NOT_CHECKED
 from tokenwatch.core.verdict_inputs import (
     limits_origin,
@@ -74,11 +75,14 @@ class VerdictView:
 
 def current_forecast(state: RackState, now: float) -> Forecast:
     """The forecast at ``now`` over the nodes that have run; a node down without any progress is left out,
-    named in a rule of its own, and keeps the verdict from being VALID."""
+    named in a rule of its own, and keeps the verdict from being VALID. A node down for good decides the
+    verdict INVALID before the run ends (:mod:`tokenwatch.core.verdict_decided`)."""
     memo = state.verdict.forecast_memo
     if memo is not None and memo[0] == (now, state.version):
         return memo[1]
     fc = _forecast(state, now)
+    if not state.ended:  # once ended the verdict is FINAL: an unfinished node fails it in _forecast
+        fc = decide(state, now, fc)
     state.verdict.forecast_memo = ((now, state.version), fc)
     return fc
 
@@ -184,10 +188,21 @@ def _verdict_alerts(state: RackState, t: float, fc: Forecast) -> None:
         t,
         None,
         "verdict_invalid",
-        bool(failing),
+        bool(failing) and not fc.decided,  # a decided verdict has an alert of its own, below
         "projected INVALID: " + "; ".join(describe_rule(r) for r in failing[:2]),
         "critical",
-        "projected verdict no longer INVALID",
+        "projected INVALID is now decided" if fc.decided else "projected verdict no longer INVALID",
+    )
+    # A decided verdict is its own alert, its reason in words (the verdict itself adds what stopping saves).
+    lost = lost_nodes(state, t)
+    alerts.condition(
+        t,
+        None,
+        "verdict_decided",
+        bool(fc.decided) and bool(lost.any()),
+        f"DECIDED INVALID: {decided_reason(state, lost) if lost.any() else ''}",
+        "critical",
+        "verdict no longer decided",
     )
     if fc.valid is True and verdict.last_valid is not True:
         alerts.event(t, None, "verdict", "projected VALID: every rule projected to pass", "info")

@@ -110,6 +110,9 @@ class Forecast:
     end_s: Band | None
     rules: tuple[RuleForecast, ...]
     valid: bool | None  # projected VALID / INVALID / undecided
+    # Why the verdict can no longer change, as a sentence ("" while it is a projection): a state that
+    # makes VALID impossible (a node down for good) decides it before the run ends.
+    decided: str = ""
 
     def rule(self, name: str) -> RuleForecast:
         for r in self.rules:

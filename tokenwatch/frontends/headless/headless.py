@@ -59,12 +59,16 @@ def human_line(snap: RackSnapshot) -> str:
 
 def verdict_part(snap: RackSnapshot) -> str:
     """``proj 1,094k ±0.4 % VALID``: the projected LoadGen figure, its band and the projected verdict; once
-    the run has ended ``FINAL INVALID`` (the line's figure is the final one)."""
+    the run has ended ``FINAL INVALID`` (the line's figure is the final one); once a state makes VALID
+    impossible ``proj ... DECIDED INVALID (cannot be VALID: ...)``."""
     assert snap.verdict is not None
     if snap.ended and snap.summary is not None and snap.summary.verdict is not None:
         return f"FINAL {verdict_word(snap.summary.verdict.valid)}"
     band = snap.verdict.forecast.tokens_per_s
     shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
+    decided = snap.verdict.forecast.decided
+    if decided:  # VALID is out of reach: say so, why, and what stopping now saves
+        return f"proj {shown} DECIDED {verdict_word(snap.verdict.valid)} ({printable(decided)})"
     return f"proj {shown} {verdict_word(snap.verdict.valid)}"
 
 

@@ -1,4 +1,5 @@
-"""The header's verdict badge: ``PROJECTED VALID 1,094k ±0.4 %`` (``FINAL ...`` once the run has ended)."""
+"""The header's verdict badge: ``PROJECTED VALID 1,094k ±0.4 %`` (``FINAL ...`` once the run has ended,
+``DECIDED INVALID`` once a state makes VALID impossible)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def badge_text(snap: RackSnapshot) -> str:
         figure = group(band.value) if band is not None else "—"
     else:
         figure = projection(band.value, band.low, band.high) if band is not None else "—"
-    return f"{'FINAL' if snap.ended else 'PROJECTED'} {verdict_word(valid)} {figure}"
+    stage = "FINAL" if snap.ended else "DECIDED" if fc.decided else "PROJECTED"
+    return f"{stage} {verdict_word(valid)} {figure}"
 
 
 class VerdictBadge(Static):

@@ -76,7 +76,8 @@ class VerdictPanel(Horizontal):
         final = snap.summary.verdict if snap.ended and snap.summary is not None else None
         valid = final.valid if final is not None else fc.valid
         word = Text()
-        word.append("FINAL " if snap.ended else "PROJECTED ", style=pal.muted)
+        stage = "FINAL " if snap.ended else "DECIDED " if fc.decided else "PROJECTED "
+        word.append(stage, style=pal.muted)
         word.append(verdict_word(valid), style=pal.good if valid else pal.bad if valid is False else pal.warn)
         if final is not None and final.judged_by.startswith("LoadGen"):
             word.append("  (LoadGen's own)", style=pal.muted)
@@ -99,6 +100,8 @@ class VerdictPanel(Horizontal):
         if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
             low, high = energy.low / 3.6e6, energy.high / 3.6e6
             detail += f"\nto end {_kwh(energy.value)} ({low:,.1f}–{high:,.1f})"
+        if fc.decided and not snap.ended:  # why VALID is out of reach, and what stopping now saves
+            detail = f"{fc.decided}\n{detail}"
         self.query_one("#band", Static).update(detail)
 
 
