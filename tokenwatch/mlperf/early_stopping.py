@@ -18,7 +18,8 @@ and a loop waiting for a NaN term to get small never ends), so it is never summe
 LoadGen's lower bound fails, one above its upper bound passes (the answers LoadGen's search gives), and
 :func:`odds` itself, asked about such a point, sums the complementary series ``1 - I_{1-p}(t + 1, h)``,
 whose terms shrink exactly where LoadGen's grow. Every loop has a bound fixed before it starts: a series
-at most ``min(t, h) + 1`` terms, a search at most ``log2`` of its range in probes
+at most ``t + 1`` terms where LoadGen sums it (``h`` where the complement is), a search at
+most ``log2`` of its range in probes
 (:class:`SeriesSum.terms`, :func:`budget_search`'s probe count).
 
 Speed: :func:`passes` sums one series of about ``7 sqrt(t)`` terms (they fall below LoadGen's tolerance long
@@ -45,7 +46,8 @@ _Z_99 = 2.3263478740408408  # one-sided 99 % normal quantile: the starting guess
 
 @dataclass(frozen=True, slots=True)
 class SeriesSum:
-    """A probability and how many series terms it took (the work, bounded by ``min(t, h) + 1``)."""
+    """A probability and how many series terms it took (the work: ``t + 1`` terms at most, ``h`` on the
+    complement's side)."""
 
     value: float
     terms: int

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
+from rich.style import Style
 from rich.text import Text
 
 from tokenwatch.base.formatting import format_clock, group, printable
@@ -33,18 +34,28 @@ def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | No
         text.append(f"{label:<{_LABEL}}", style=pal.text)
         text.append(f"{value:>{_VALUE}}\n", style="bold")
     wrap = max(20, width)
+    tail: list[
+        list[tuple[str, Style | str]]
+    ] = []  # lines of (text, style) after the table, before the warnings
     for line in coverage_lines(summary):
-        text.append("\n".join(textwrap.wrap(printable(line), wrap)) + "\n", style=pal.muted)
+        tail += [[(part, pal.muted)] for part in textwrap.wrap(printable(line), wrap)]
     if summary.latency_ms:
-        text.append(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}\n", style=pal.muted)
+        tail.append([(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}", pal.muted)])
         for metric, pcts in summary.latency_ms.items():
             cells = "".join(f"{group(pcts.get(k), 1):>9}" for k in ("p50", "p90", "p99"))
-            text.append(f"{metric.upper():<{_LABEL - 9}}", style=pal.text)
-            text.append(cells + "\n", style="bold")
+            tail.append([(f"{metric.upper():<{_LABEL - 9}}", pal.text), (cells, "bold")])
     flagged = [n for n in summary.nodes if n.valid is False]
     if flagged:
-        text.append(f"Flagged: {printable(name_list([n.name for n in flagged], 8))}\n", style=pal.warn)
-    room = None if height is None else height - len(text.plain.splitlines())
+        tail.append([(f"Flagged: {printable(name_list([n.name for n in flagged], 8))}", pal.warn)])
+    room = None if height is None else height - len(text.plain.splitlines()) - len(tail)
+    if room is not None and room < 1 and summary.warnings:
+        # the warnings (or their count) are never pushed off the panel: the lines above them give way
+        tail = tail[: max(0, len(tail) - (1 - room))]
+        room = 1
+    for segments in tail:
+        for part, style in segments:
+            text.append(part, style=style)
+        text.append("\n")
     for line in warning_lines([printable(w) for w in summary.warnings], wrap, room):
         text.append(line + "\n", style=pal.muted if line.startswith("+") else pal.warn)
     return text

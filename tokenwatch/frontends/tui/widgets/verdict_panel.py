@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from tokenwatch.base.formatting import BAND_UNKNOWN, DASH, format_clock, group, verdict_word
+from tokenwatch.base.formatting import BAND_UNKNOWN, DASH, format_clock, group, printable, verdict_word
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
@@ -72,7 +72,9 @@ class VerdictPanel(Horizontal):
         )
         note = snap.summary.left_out_note if snap.ended and snap.summary is not None else ""
         if note:  # which nodes MLPerf's figure has no result for, as every surface says it
-            self.border_subtitle = note
+            self.border_subtitle = Text(
+                printable(note)
+            )  # node names come from the source: no markup, no escapes
         final = snap.summary.verdict if snap.ended and snap.summary is not None else None
         valid = final.valid if final is not None else fc.valid
         word = Text()
