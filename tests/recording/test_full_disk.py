@@ -83,8 +83,9 @@ def test_a_full_tmpfs_stops_the_recording_not_the_run(tiny_disk: Path, suffix: s
     assert clock_s(ends_at) <= clock_s(failed_at)
 
 
-async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> None:
-    path = tmp_path / "run.jsonl.zst"
+async def run_until_the_disk_fills_at_300_s(path: Path) -> tuple[Session, RecordingWriter, list[str]]:
+    """A 20-minute simulated run recorded to ``path`` whose disk fills at 5:00: what was flushed then
+    stays, every later write is ENOSPC. Returns the session, its recorder and the recording-stopped alerts."""
     recorder = RecordingWriter(path)
     settings = SimSettings(load_profile("gb300-nvl72"), duration_s=1200.0)
     session = Session(
@@ -96,14 +97,20 @@ async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> No
 
     def fill_the_disk(t: float) -> None:
         if t == 300.0:
-            recorder.flush()
-            os.dup2(full, recorder.fileno())  # from now on every write is ENOSPC
+            recorder.flush()  # the file holds the run up to here...
+            os.dup2(full, recorder.fileno())  # ...and not a byte more: every later write is ENOSPC
 
     session.every(100.0, fill_the_disk)
     try:
         await asyncio.wait_for(session.run(), 120)
     finally:
         os.close(full)
+    return session, recorder, stopped
+
+
+async def test_enospc_mid_run_keeps_monitoring_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl.zst"
+    session, recorder, stopped = await run_until_the_disk_fills_at_300_s(path)
     assert session.core.ended  # the run went on to its end
     assert session.core.now > 1000
     assert len(stopped) == 1
@@ -128,25 +135,7 @@ async def test_the_alert_names_where_the_file_ends_when_a_buffer_of_minutes_is_l
     The alert said 'disk full at <now>; everything before is readable' though the file ended minutes
     earlier."""
     path = tmp_path / "run.jsonl"
-    recorder = RecordingWriter(path)
-    settings = SimSettings(load_profile("gb300-nvl72"), duration_s=1200.0)
-    session = Session(
-        RackCore(), [SimulatorCollector(settings, speed=0)], recorder=recorder, flush_interval_s=None
-    )
-    stopped: list[str] = []
-    session.on_recording_stopped(stopped.append)
-    full = os.open("/dev/full", os.O_WRONLY)
-
-    def fill_the_disk(t: float) -> None:
-        if t == 300.0:
-            recorder.flush()  # the file holds the run up to here...
-            os.dup2(full, recorder.fileno())  # ...and not a byte more: the next flush comes minutes later
-
-    session.every(100.0, fill_the_disk)
-    try:
-        await asyncio.wait_for(session.run(), 120)
-    finally:
-        os.close(full)
+    _, _, stopped = await run_until_the_disk_fills_at_300_s(path)
     assert len(stopped) == 1
     alert = STOPPED.fullmatch(stopped[0])
     assert alert is not None, stopped[0]
