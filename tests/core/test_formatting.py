@@ -62,3 +62,13 @@ def test_one_line_folds_an_error_to_one_line(detail, expected):
     got = one_line(detail)
     assert got == expected
     assert "\n" not in got
+
+
+def test_energy_is_never_a_false_zero() -> None:
+    from tokenwatch.base.formatting import energy
+
+    assert energy(30_000) == "8.3 Wh"  # one H200 for a minute: 0.0 kWh would be a zero that is not true
+    assert energy(359_640) == "100 Wh"
+    assert energy(360_000) == "0.1 kWh"
+    assert energy(134.2 * 3.6e6) == "134.2 kWh"  # a rack's 80 minutes
+    assert energy(float("nan")) == energy(None) == "—"

@@ -81,6 +81,17 @@ def kilowatts(watts: float | None, decimals: int = 1) -> str:
     return f"{watts / 1000:.{decimals}f} kW" if _ok(watts) else DASH  # type: ignore[operator]
 
 
+def energy(joules: float | None) -> str:
+    """GPU energy for people: kWh for a rack's run, Wh below a tenth of one (a single GPU's minute of
+    work is 8 Wh, which one decimal of kWh would show as 0.0, a zero that is not true)."""
+    if not _ok(joules):
+        return DASH
+    wh = joules / 3600  # type: ignore[operator]
+    if wh >= 100:
+        return f"{wh / 1000:,.1f} kWh"
+    return f"{wh:,.1f} Wh" if wh < 10 else f"{wh:,.0f} Wh"
+
+
 def pct(value: float | None, decimals: int = 1) -> str:
     return f"{value:.{decimals}f}%" if _ok(value) else DASH
 

@@ -13,7 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tokenwatch.base.formatting import DASH, format_clock, group, kilowatts, printable
+from tokenwatch.base.formatting import DASH, energy, format_clock, group, kilowatts, printable
 from tokenwatch.core.energy import SOURCE_MARK
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.palette import palette
@@ -172,7 +172,7 @@ class RunHeader(Widget):
             ("samples", self._samples(snap)),
             ("GPUs", self._reporting(snap)),
             # The mark says what the energy is: the GPUs' counters (∑) or integrated power (∫).
-            (f"energy {SOURCE_MARK.get(agg.energy_source, '')}".rstrip(), f"{agg.energy_j / 3.6e6:,.1f} kWh"),
+            (f"energy {SOURCE_MARK.get(agg.energy_source, '')}".rstrip(), energy(agg.energy_j)),
         )
 
     def _result(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
@@ -196,7 +196,7 @@ class RunHeader(Widget):
             (f"tok/J {SOURCE_MARK.get(summary.energy_source or '', '')}".rstrip(), _tpj(tpj)),
             ("samples", self._samples(snap)),
             ("GPUs", self._reporting(snap)),
-            ("energy", f"{snap.aggregate.energy_j / 3.6e6:,.1f} kWh"),
+            ("energy", energy(snap.aggregate.energy_j)),
         )
 
     @staticmethod
