@@ -19,7 +19,7 @@ import zstandard
 from tests.conftest import SAMPLE_RUNS, run_tokenwatch, unzstd
 from tokenwatch.base.events import Event, Heartbeat, RunStarted
 from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
-from tokenwatch.recording.codec import dumps, loads
+from tokenwatch.recording.codec import Decoder, dumps, loads
 from tokenwatch.runs.from_core import summarize_recording
 
 SERVER = SAMPLE_RUNS / "gb300-nvl72-server.jsonl.zst"
@@ -41,11 +41,14 @@ def frames_of(data: bytes) -> list[tuple[int, int, bytes]]:
 
 
 def events_in(content: bytes) -> list[bytes]:
-    """The events of one frame's lines, as their canonical encoding (the header line is no event)."""
+    """The events of one frame's lines, as their canonical encoding (the header line is no event).
+
+    One decoder per frame: a frame is read on its own (GPU energy differences chain within it)."""
     out = []
+    decoder = Decoder()
     for line in content.split(b"\n"):
         if line and not line.startswith(b'{"tokenwatch_recording"'):
-            out.append(dumps(loads(line)))
+            out.append(dumps(decoder.loads(line)))
     return out
 
 

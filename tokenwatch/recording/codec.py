@@ -41,6 +41,7 @@ from tokenwatch.base.events import (
     RunEnded,
     RunStarted,
 )
+from tokenwatch.recording.energy_deltas import DELTA_KEY, EnergyDeltaReader
 
 SCHEMA_VERSION = 1
 # Bounds on what one record may hold (the run's size and clock are bounded in tokenwatch.base.events). A value
@@ -538,16 +539,27 @@ class Decoder:
     and decoding one column of nine is most of its speed.
     """
 
-    __slots__ = ("_decoders", "_index", "gpu_metrics")
+    __slots__ = ("_decoders", "_energy", "_index", "gpu_metrics")
 
     def __init__(self, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> None:
         self.gpu_metrics = gpu_metrics
         self._index = index = _IndexArrays()
+        self._energy = energy = EnergyDeltaReader()
+        if "energy_j" in gpu_metrics:
+            gpu_batch: Callable[[Mapping[str, Any]], Event] = lambda r: _d_gpu_batch(  # noqa: E731
+                energy.restore(r), index, gpu_metrics
+            )
+        else:
+            gpu_batch = lambda r: _d_gpu_batch(r, index, gpu_metrics)  # noqa: E731
         self._decoders: dict[str, Callable[[Mapping[str, Any]], Event]] = {
             **_DECODERS,
-            "gpu_batch": lambda r: _d_gpu_batch(r, index, gpu_metrics),
+            "gpu_batch": gpu_batch,
             "progress_batch": lambda r: _d_progress_batch(r, index),
         }
+
+    def new_frame(self) -> None:
+        """The records that follow begin a zstd frame: energy differences start afresh there."""
+        self._energy.new_frame()
 
     def decode(self, record: Any) -> Event:
         """The event in a parsed record; :class:`CodecError` says what is wrong with it."""
@@ -605,7 +617,7 @@ def _some_gpu_columns(line: bytes, gpu_metrics: tuple[str, ...]) -> dict[str, An
         return None
     record = orjson.loads(line[:columns_at] + b"}")
     columns = {}
-    for name in gpu_metrics:
+    for name in (*gpu_metrics, DELTA_KEY) if "energy_j" in gpu_metrics else gpu_metrics:
         key = b'"' + name.encode() + b'":['
         start = line.find(key, columns_at, throttle_at)
         if start >= 0:

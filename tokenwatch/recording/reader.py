@@ -206,6 +206,7 @@ class RecordingReader:
                 if point is not None:
                     self.point = ReadPoint(point, number - 1, self._order.copy())
                     self.since_point = 0
+                    self._decoder.new_frame()
                 if not line.strip():
                     continue
                 if line.startswith(_HEADER_PREFIX):

@@ -22,8 +22,9 @@ import orjson
 import zstandard
 
 from tokenwatch import __version__
-from tokenwatch.base.events import Event
-from tokenwatch.recording.codec import SCHEMA_VERSION, dumps
+from tokenwatch.base.events import Event, GpuBatch
+from tokenwatch.recording.codec import SCHEMA_VERSION, dumps, encode
+from tokenwatch.recording.energy_deltas import EnergyDeltaWriter
 
 if TYPE_CHECKING:
     from tokenwatch.base.clock import Clock
@@ -84,6 +85,8 @@ class RecordingWriter:
         self._compressor = zstandard.ZstdCompressor(level=zstd_level, write_checksum=True)
         self._zstd = self._compressor.compressobj() if self.path.suffix == ".zst" else None
         self._frame_bytes = 0  # lines in the open frame
+        # GPU energy counters as differences, chained within a frame (see recording.energy_deltas).
+        self._energy = EnergyDeltaWriter() if self._zstd is not None else None
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._last_flush = self._now()
@@ -106,7 +109,11 @@ class RecordingWriter:
         has stopped: later events are dropped."""
         if self._fd is None:
             return
-        self._append(dumps(event))
+        if self._energy is not None and type(event) is GpuBatch:
+            record = self._energy.rewrite(event, encode(event))
+            self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        else:
+            self._append(dumps(event))
         self.events_written += 1
         if self._buffered_until_t is None or event.t > self._buffered_until_t:
             self._buffered_until_t = event.t
@@ -130,6 +137,8 @@ class RecordingWriter:
                 data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
                 self._zstd = self._compressor.compressobj()
                 self._frame_bytes = 0
+                if self._energy is not None:
+                    self._energy.new_frame()
             else:
                 data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         self._write_all(data)

@@ -1,0 +1,135 @@
+"""GPU energy counters as differences in .zst recordings: smaller, and every counter back bit for bit."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from tests.conftest import unzstd
+from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch, Heartbeat
+from tokenwatch.recording import ReadPoint, RecordingReader, RecordingWriter
+from tokenwatch.recording.codec import Decoder, dumps
+from tokenwatch.recording.writer import FRAME_BYTES
+
+ENERGY = GPU_METRICS.index("energy_j")
+POWER = GPU_METRICS.index("power_w")
+
+
+def batches(n: int, gpus: int = 72, decimals: int = 3, seed: int = 0) -> list[GpuBatch]:
+    """A rack's GPUs once a second: power near 1,400 W, counters from weeks of work, to ``decimals``."""
+    rng = np.random.default_rng(seed)
+    counters = rng.uniform(1e8, 5e8, gpus).round(decimals)
+    out = []
+    for t in range(n):
+        values = np.full((gpus, len(GPU_METRICS)), np.nan)
+        values[:, POWER] = rng.normal(1385, 6, gpus).round(1)
+        counters = (counters + values[:, POWER] * rng.uniform(0.999, 1.001, gpus)).round(decimals)
+        values[:, ENERGY] = counters
+        nodes = np.repeat(np.arange(gpus // 4), 4)
+        out.append(
+            GpuBatch(float(t), nodes, np.tile(np.arange(4), gpus // 4), values, np.zeros(gpus, np.uint64))
+        )
+    return out
+
+
+def write(path: Path, events: Sequence[Event]) -> None:
+    with RecordingWriter(path) as writer:
+        for event in events:
+            writer.write(event)
+
+
+def read_batches(path: Path, **kwargs: object) -> list[GpuBatch]:
+    return [e for e in RecordingReader(path, **kwargs).events() if isinstance(e, GpuBatch)]  # type: ignore[arg-type]
+
+
+def test_every_counter_comes_back_exactly_and_the_file_is_smaller(tmp_path: Path) -> None:
+    events = batches(600)
+    write(tmp_path / "deltas.jsonl.zst", events)
+    write(tmp_path / "whole.jsonl", events)  # plain recordings keep whole values
+    back = read_batches(tmp_path / "deltas.jsonl.zst")
+    assert len(back) == len(events)
+    for want, got in zip(events, back, strict=True):
+        assert np.array_equal(want.values, got.values, equal_nan=True)
+    lines = unzstd((tmp_path / "deltas.jsonl.zst").read_bytes()).splitlines()
+    assert sum(b'"energy_j_delta"' in line for line in lines) >= 590  # all but each frame's first
+    assert b"energy_j_delta" not in (tmp_path / "whole.jsonl").read_bytes()
+    whole_zst = tmp_path / "whole-compressed.zst"
+    import zstandard
+
+    whole_zst.write_bytes(zstandard.ZstdCompressor(level=3).compress((tmp_path / "whole.jsonl").read_bytes()))
+    assert (tmp_path / "deltas.jsonl.zst").stat().st_size < 0.8 * whole_zst.stat().st_size
+
+
+def test_a_counter_with_more_than_millijoule_digits_is_written_whole(tmp_path: Path) -> None:
+    events = batches(50, gpus=8, decimals=6)
+    write(tmp_path / "fine.jsonl.zst", events)
+    lines = unzstd((tmp_path / "fine.jsonl.zst").read_bytes()).splitlines()
+    assert not any(b"energy_j_delta" in line for line in lines)
+    for want, got in zip(events, read_batches(tmp_path / "fine.jsonl.zst"), strict=True):
+        assert np.array_equal(want.values, got.values, equal_nan=True)
+
+
+def test_a_reader_starting_at_any_frame_reads_exact_counters(tmp_path: Path) -> None:
+    events: list[Event] = []
+    for batch in batches(3000):
+        events += [batch, Heartbeat(batch.t + 0.5)]
+    path = tmp_path / "long.jsonl.zst"
+    write(path, events)
+    assert path.stat().st_size > 0
+    assert len(unzstd(path.read_bytes())) > 3 * FRAME_BYTES
+    reader = RecordingReader(path)
+    points: list[ReadPoint] = []
+    for _ in reader.events():
+        if not points or reader.point != points[-1]:
+            points.append(reader.point)
+    assert len(points) >= 3
+    by_t = {b.t: b.values for b in events if isinstance(b, GpuBatch)}
+    for point in points[1:]:
+        got = read_batches(path, start=point)
+        assert got, point
+        for batch in got:
+            assert np.array_equal(by_t[batch.t], batch.values, equal_nan=True)
+
+
+def test_a_difference_whose_base_was_lost_is_unknown_not_wrong(tmp_path: Path) -> None:
+    path = tmp_path / "lost.jsonl.zst"
+    events = batches(5, gpus=8)
+    write(path, events)
+    lines = [line for line in unzstd(path.read_bytes()).splitlines()[1:] if line]
+    decoder = Decoder()
+    kept = [decoder.loads(line) for i, line in enumerate(lines) if i != 2]  # batch 2 lost to damage
+    assert isinstance(kept[2], GpuBatch)
+    assert kept[2].t == 3.0
+    assert np.isnan(kept[2].values[:, ENERGY]).all()  # counted from batch 2, which this reader never saw
+    assert np.array_equal(kept[2].values[:, POWER], events[3].values[:, POWER])  # the rest of it is kept
+    before = kept[1]
+    assert isinstance(before, GpuBatch)
+    assert np.array_equal(before.values, events[1].values, equal_nan=True)
+
+
+def test_a_gpu_without_a_reading_in_one_batch_is_missing_there_and_exact_after(tmp_path: Path) -> None:
+    events = batches(6, gpus=4)
+    gap = events[3].values.copy()
+    gap[1, ENERGY] = math.nan
+    events[3] = GpuBatch(3.0, events[3].node_index, events[3].gpu, gap, events[3].throttle_reasons)
+    write(tmp_path / "gap.jsonl.zst", events)
+    for want, got in zip(events, read_batches(tmp_path / "gap.jsonl.zst"), strict=True):
+        assert np.array_equal(want.values, got.values, equal_nan=True)
+
+
+@pytest.mark.parametrize("wanted", [("power_w",), ("power_w", "energy_j")])
+def test_the_fast_column_reader_restores_counters_too(tmp_path: Path, wanted: tuple[str, ...]) -> None:
+    events = batches(20, gpus=8)
+    write(tmp_path / "fast.jsonl.zst", events)
+    for want, got in zip(events, read_batches(tmp_path / "fast.jsonl.zst", gpu_metrics=wanted), strict=True):
+        assert np.array_equal(want.values[:, POWER], got.values[:, POWER])
+        if "energy_j" in wanted:
+            assert np.array_equal(want.values[:, ENERGY], got.values[:, ENERGY])
+        else:
+            assert np.isnan(got.values[:, ENERGY]).all()
+    assert orjson.loads(dumps(events[0]))["k"] == "gpu_batch"
