@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokenwatch.cli.parser import UsageError
 from tokenwatch.inputs.notify_config import NotifyConfig, load_notify_file, receiver_from_arg
 
 
@@ -21,4 +22,9 @@ def notify_from_args(values: Sequence[str] | None, base: NotifyConfig | None = N
             extra.append(receiver_from_arg(value))
     if extra:
         config = (config or NotifyConfig()).with_receivers(tuple(extra))
+    if config is not None and not config.receivers:
+        raise UsageError(
+            "notify: no receiver: give one (alertmanager, webhook, slack or command) in the notify section "
+            "or with --notify [KIND=]URL"
+        )
     return config

@@ -132,7 +132,7 @@ def run_session(
         logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
         session.every(options.interval_s, logger.at)
         try:
-            signalled = asyncio.run(_run_until_signal(session, exporter))
+            signalled = asyncio.run(_run_until_signal(session, exporter, notifier))
         finally:
             if exporter is not None:
                 exporter.close()
@@ -157,7 +157,7 @@ def start_notifying(options: RunOptions, session: Session) -> Notifier | None:
 
 def finish_notifying(notifier: Notifier | None) -> None:
     """What is still queued goes out (a bounded wait), on a loop of its own: the run's has ended."""
-    if notifier is None:
+    if notifier is None or notifier.closed:
         return
     notifier.courier.warn = _notify_warning  # the screen is gone: stderr from here on
     with contextlib.suppress(KeyboardInterrupt):
@@ -250,8 +250,11 @@ def _dashboard_start_hook(session: Session, exporter: MetricsServer | None) -> C
     return on_start
 
 
-async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> bool:
-    """Run the session; True when a stop signal ended it."""
+async def _run_until_signal(
+    session: Session, exporter: MetricsServer | None = None, notifier: Notifier | None = None
+) -> bool:
+    """Run the session, then let the notifier finish (on this loop: what it is sending is not cut off);
+    True when a stop signal ended it."""
     loop = asyncio.get_running_loop()
     if exporter is not None:
         exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
@@ -271,6 +274,8 @@ async def _run_until_signal(session: Session, exporter: MetricsServer | None = N
             loop.add_signal_handler(sig, stop_once)
     try:
         await session.run()
+        if notifier is not None:
+            await notifier.close()
     finally:
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError):

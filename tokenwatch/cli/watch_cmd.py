@@ -130,7 +130,8 @@ def _checked_notify(config: WatchConfig) -> str:
         at, why = problems[0]
         raise Reader(config.path, lines).error(("notify", *at), why)
     kinds = ", ".join(sorted(notify.wanted_kinds))
+    receivers = describe(runtime_receivers(notify)) or "no receiver here (watch --notify gives them)"
     return (
-        f"{describe(runtime_receivers(notify))}; {kinds}; {notify.min_severity} and up; "
+        f"{receivers}; {kinds}; {notify.min_severity} and up; "
         f"hold {notify.hold_s:g} s"
     )

@@ -130,10 +130,9 @@ def expand_env(text: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def check_notify(reader: Reader, config: NotifyConfig, at: KeyPath) -> None:
-    """Every problem :func:`load_notify_file`, the watch config and ``check`` refuse (see the module)."""
+    """Every problem :func:`load_notify_file`, the watch config and ``check`` refuse (see the module). A
+    section without receivers is one: its filters apply to the receivers ``--notify`` gives."""
     receivers = config.receivers
-    if not receivers:
-        raise reader.error(at, f"no receiver: give one of {', '.join(RECEIVER_KINDS)} (or a list in 'to')")
     for i, receiver in enumerate(config.to):
         check_receiver(reader, receiver, (*at, "to", i), config.base_dir)
     if len(receivers) > len(config.to):

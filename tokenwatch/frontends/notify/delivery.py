@@ -35,6 +35,7 @@ class _Outbox:
     pending: deque[Notification]
     wake: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None
+    in_flight: list[Notification] = field(default_factory=list)  # taken from pending, not yet done
     dropped: int = 0  # overflowed, or given up on, since the last warning
     warned: bool = False  # a warning stands for the current outage
     delivered: int = 0
@@ -118,14 +119,16 @@ class Courier:
             box.wake.clear()
             if self.config.group_wait_s > 0 and not self._closing:
                 await asyncio.sleep(self.config.group_wait_s)  # let the rest of a group arrive
-            batch = list(box.pending)
+            box.in_flight = list(box.pending)
             box.pending.clear()
             try:
-                await self._send_batch(box, batch)
+                await self._send_batch(box, list(box.in_flight))
             except asyncio.CancelledError:
-                # The loop is ending (the dashboard quit): what was in flight goes out at close.
-                box.pending.extendleft(reversed(batch))
+                # The loop is ending (the dashboard quit): what was not sent yet goes out at close.
+                box.pending.extendleft(reversed(box.in_flight))
                 raise
+            finally:
+                box.in_flight = []
 
     def _until_resend(self, box: _Outbox) -> float | None:
         if box.receiver.kind != "alertmanager" or not box.active:
@@ -144,10 +147,13 @@ class Courier:
             alerts = [self._am_alert(box, note, now) for note in batch]
             if await self._deliver(box, alerts, len(batch)):
                 box.next_resend = time.monotonic() + self.config.resend_s
+            box.in_flight.clear()
             return
         for group in grouped(batch):
             body: object = {"text": group.slack_text()} if receiver.kind == "slack" else group.to_json()
             await self._deliver(box, body, 1)
+            done = {id(note) for note in group.notes}  # delivered or given up: never sent twice
+            box.in_flight = [note for note in box.in_flight if id(note) not in done]
 
     def _am_alert(self, box: _Outbox, note: Notification, now: float) -> dict[str, object]:
         started = box.active.get(note.key, (note, now))[1]

@@ -39,6 +39,7 @@ class Notifier:
         self._reason = ""
         self._ended = False
         self.sent = 0  # notifications handed to the courier
+        self.closed = False
 
     def attach(self, session: Session) -> None:
         session.on_event(lambda event: self.observe(session.core, event))
@@ -110,6 +111,7 @@ class Notifier:
         """Held clearings and what is queued go out (bounded), Alertmanager's firing alerts resolve."""
         self._send(self.policy.release_all())
         await self.courier.close(wait_s)
+        self.closed = True
 
 
 def start_notifier(

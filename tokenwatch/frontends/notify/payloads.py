@@ -79,12 +79,20 @@ class Group:
 
 
 def grouped(notes: Sequence[Notification]) -> list[Group]:
-    """``notes`` in groups of one alert and state, in the order each group first appears."""
-    groups: dict[tuple[str, str, bool], list[Notification]] = {}
+    """``notes`` in groups of one alert and state, in the order each group first appears. A group never
+    holds one condition twice: a node that went stale, recovered and went stale again within one batch
+    is two groups' worth, in order, not one message that loses the recovery in between."""
+    open_groups: dict[tuple[str, str, bool], list[Notification]] = {}
+    groups: list[list[Notification]] = []
     for note in notes:
         core_kind = note.key.rsplit("/", 1)[-1]
-        groups.setdefault((note.alertname, core_kind, note.firing), []).append(note)
-    return [Group(tuple(members)) for members in groups.values()]
+        kind = (note.alertname, core_kind, note.firing)
+        members = open_groups.get(kind)
+        if members is None or any(m.key == note.key for m in members):
+            members = open_groups[kind] = []
+            groups.append(members)
+        members.append(note)
+    return [Group(tuple(members)) for members in groups]
 
 
 def rfc3339(epoch_s: float) -> str:
