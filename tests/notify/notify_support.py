@@ -60,7 +60,9 @@ def _handler(receiver: Receiver) -> type[http.server.BaseHTTPRequestHandler]:
                 attempt = receiver.attempts
             if receiver.mode == "hang":
                 receiver.release.wait(PATIENCE_S * 2)
-            failing = receiver.mode == "fail" or (receiver.mode == "fail_first" and attempt <= receiver.failures)
+            failing = receiver.mode == "fail" or (
+                receiver.mode == "fail_first" and attempt <= receiver.failures
+            )
             if failing:
                 self.send_response(500)
                 self.send_header("Content-Length", "0")
@@ -120,7 +122,8 @@ def alertmanager(tmp: Path, hook_url: str) -> Iterator[Alertmanager]:
     config.write_text(
         "route:\n  receiver: hook\n  group_by: [alertname, node]\n  group_wait: 0s\n  group_interval: 1s\n"
         "  repeat_interval: 1h\n"
-        f"receivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}/am\n        send_resolved: true\n"
+        f"receivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}/am\n"
+        "        send_resolved: true\n"
     )
     log = open(tmp / "alertmanager.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(

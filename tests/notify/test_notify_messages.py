@@ -95,7 +95,9 @@ def test_twelve_nodes_going_stale_together_are_one_message_not_twelve(tmp_path: 
     stale = ",".join(f"node{n:02d}:stale@4m" for n in range(1, 13))
     config = notify_file(tmp_path, "  kinds: [node-down]\n  group_wait: 1s\n")
     with receiving() as hook:
-        result = run_tokenwatch(*RUN, "--faults", stale, "--notify", f"{hook.url}/hook", "--notify", str(config))
+        result = run_tokenwatch(
+            *RUN, "--faults", stale, "--notify", f"{hook.url}/hook", "--notify", str(config)
+        )
         assert result.returncode == 0, result.stderr
         bodies = hook.bodies()
     firing = [b for b in bodies if b["alertname"] == "TokenwatchNodeStale" and b["status"] == "firing"]
@@ -110,7 +112,9 @@ def test_a_flapping_node_pages_once_within_the_hold_and_twice_without_it(tmp_pat
     flaps = "node05:stale@4m-5m,node05:stale@6m-7m"
 
     def stale_messages(hold: str) -> list[tuple[str, str]]:
-        config = notify_file(tmp_path, f"  kinds: [node-down]\n  hold: {hold}\n  group_wait: 0s\n", f"{hold}.yaml")
+        config = notify_file(
+            tmp_path, f"  kinds: [node-down]\n  hold: {hold}\n  group_wait: 0s\n", f"{hold}.yaml"
+        )
         with receiving() as hook:
             result = run_tokenwatch(
                 *RUN, "--faults", flaps, "--notify", f"{hook.url}/hook", "--notify", str(config)
@@ -131,7 +135,9 @@ def test_a_flapping_node_pages_once_within_the_hold_and_twice_without_it(tmp_pat
 
 
 def test_min_severity_and_kinds_choose_what_goes_out(tmp_path: Path) -> None:
-    config = notify_file(tmp_path, "  min_severity: critical\n  kinds: [node-down, run-end]\n  group_wait: 0s\n")
+    config = notify_file(
+        tmp_path, "  min_severity: critical\n  kinds: [node-down, run-end]\n  group_wait: 0s\n"
+    )
     with receiving() as hook:
         result = run_tokenwatch(
             *RUN,
