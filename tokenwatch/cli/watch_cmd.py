@@ -131,7 +131,4 @@ def _checked_notify(config: WatchConfig) -> str:
         raise Reader(config.path, lines).error(("notify", *at), why)
     kinds = ", ".join(sorted(notify.wanted_kinds))
     receivers = describe(runtime_receivers(notify)) or "no receiver here (watch --notify gives them)"
-    return (
-        f"{receivers}; {kinds}; {notify.min_severity} and up; "
-        f"hold {notify.hold_s:g} s"
-    )
+    return f"{receivers}; {kinds}; {notify.min_severity} and up; hold {notify.hold_s:g} s"

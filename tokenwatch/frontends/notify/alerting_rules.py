@@ -74,7 +74,7 @@ def alerting_rules(settings: RuleSettings) -> dict[str, object]:
             "straggler",
             f"tokenwatch_node_delta_vs_median_percent{{}} < -{settings.straggler_pct:g}",
             "warning",
-            f'{node} of {where} is {{{{ $value | printf "%.1f" }}}} % off the median node\'s tokens/s',
+            f'{node} of {where}: tokens/s {{{{ $value | printf "%.1f" }}}} % against the median node\'s',
             settings.for_s,
         ),
         rule(
