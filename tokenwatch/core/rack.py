@@ -106,6 +106,10 @@ class RackCore:
         """How many alerts (starts, clearings, one-off events) the run has raised so far."""
         return self._alerts.total
 
+    def active_alerts(self) -> tuple[Alert, ...]:
+        """The conditions holding now (started, not cleared), newest first."""
+        return self._alerts.active_newest_first()
+
     def alerts_since(self, raised: int) -> tuple[Alert, ...]:
         """The alerts raised after the first ``raised`` of them, oldest first (what a notifier has not
         seen yet; at most the alert log's size of them)."""

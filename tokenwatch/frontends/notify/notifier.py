@@ -42,13 +42,18 @@ class Notifier:
         self.closed = False
 
     def attach(self, session: Session) -> None:
+        self.follow(session.core)
         session.on_event(lambda event: self.observe(session.core, event))
+
+    def follow(self, core: RackCore) -> None:
+        """Notify what ``core`` raises from now on (every alert of a run it has not started yet)."""
+        self._core, self._seen = core, core.alerts_raised
+        self._open = {(a.node, a.kind): a for a in core.active_alerts()}
 
     def observe(self, core: RackCore, event: Event) -> None:
         """After ``event`` was ingested by ``core``."""
         if core is not self._core:
-            self._core, self._seen = core, core.alerts_raised  # a new core (a seek): nothing new yet
-            self._open = {(a.node, a.kind): a for a in core.snapshot().active_alerts} if core.started else {}
+            self.follow(core)  # a new core (a replay's seek): what it holds already is not news
         if core.alerts_raised != self._seen:
             self._take(core)
         elif self.policy.hold_s > 0:
