@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,7 @@ def test_a_node_down_in_the_simulator_fires_in_a_real_prometheus_and_a_stopped_r
         named = set(re.findall(r"tokenwatch_\w+", rules.read_text()))
         assert named >= {"tokenwatch_node_up", "tokenwatch_rack_projected_valid", "tokenwatch_run_ended"}
         for name in sorted(named):
-            wait_until(lambda name=name: bool(prometheus_query(url, f"count({name})")), f"{name} scraped")
+            wait_until(_has_series(url, name), f"{name} scraped")
         sim.kill()  # the rack's tokenwatch is gone mid-run
         sim.communicate(timeout=PATIENCE_S)
         wait_until(lambda: bool(_firing(url, "TokenwatchRackStale")), "TokenwatchRackStale firing")
@@ -203,6 +204,10 @@ def test_a_node_down_in_the_simulator_fires_in_a_real_prometheus_and_a_stopped_r
             if proc.poll() is None:
                 proc.kill()
             proc.communicate(timeout=PATIENCE_S)
+
+
+def _has_series(url: str, name: str) -> Callable[[], bool]:
+    return lambda: bool(prometheus_query(url, f"count({name})"))
 
 
 def _firing(url: str, name: str) -> list[dict[str, Any]]:

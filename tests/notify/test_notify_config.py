@@ -4,11 +4,13 @@ tries each HTTP receiver's host and port) and on every run command's ``--notify`
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tokenwatch
+from tests.conftest import cli_env, run_tokenwatch
 from tests.notify.notify_support import closed_url, receiving
 
 LOCAL = (
@@ -24,7 +26,14 @@ def config(tmp_path: Path, notify: str) -> Path:
 
 
 def check_line(path: Path, **env: str) -> str:
-    result = run_tokenwatch("check", str(path), **env)
+    result = subprocess.run(
+        [sys.executable, "-m", "tokenwatch", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(**env),
+        check=False,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()

@@ -109,10 +109,11 @@ def test_secrets_in_a_url_or_header_never_appear_in_output_recording_or_report(t
         + "  to:\n    - webhook: 'http://127.0.0.1:{port}/hooks/${TW_HOOK_PATH}'\n"
         + "      headers: {Authorization: 'Bearer ${TW_HOOK_TOKEN}'}\n"
     )
-    env = {"TW_HOOK_PATH": SECRET_PATH, "TW_HOOK_TOKEN": SECRET_TOKEN}
     with receiving() as hook:
         config.write_text(config.read_text().replace("{port}", str(hook.port)))
-        result = run_tokenwatch(*RUN, "--notify", str(config), **env)
+        result = run_tokenwatch(
+            *RUN, "--notify", str(config), TW_HOOK_PATH=SECRET_PATH, TW_HOOK_TOKEN=SECRET_TOKEN
+        )
         assert result.returncode == 0, result.stderr
         (first, *_) = hook.requests
     # The receiver gets them: they work.
@@ -124,7 +125,15 @@ def test_secrets_in_a_url_or_header_never_appear_in_output_recording_or_report(t
     down = config.read_text().replace(f"127.0.0.1:{hook.port}", closed_url().removeprefix("http://"))
     config.write_text(down)
     failed = run_tokenwatch(
-        *RUN, "--notify", str(config), "--record", str(recording), "--jsonl", str(jsonl), **env
+        *RUN,
+        "--notify",
+        str(config),
+        "--record",
+        str(recording),
+        "--jsonl",
+        str(jsonl),
+        TW_HOOK_PATH=SECRET_PATH,
+        TW_HOOK_TOKEN=SECRET_TOKEN,
     )
     assert failed.returncode == 0, failed.stderr
     (warning,) = notify_warnings(failed.stderr)

@@ -185,3 +185,30 @@ def test_slack_gets_text_and_a_command_gets_the_json_on_stdin_with_its_own_argv(
     assert paged[0]["node"] == "node07"
     # argv as given, no shell: the ';' is part of an argument, not a second command.
     assert (tmp_path / "argv.txt").read_text().splitlines() == ["--team infra; rm -rf /"] * 2
+
+
+def test_a_fleets_alerts_carry_each_nodes_own_rack(tmp_path: Path) -> None:
+    config = notify_file(tmp_path, "  kinds: [node-down]\n  group_wait: 0s\n")
+    with receiving() as hook:
+        result = run_tokenwatch(
+            "sim",
+            "--racks",
+            "3",
+            "--speed",
+            "0",
+            "--headless",
+            "--duration",
+            "8m",
+            "--faults",
+            "node20:down@3m,node40:down@4m",
+            "--notify",
+            f"{hook.url}/hook",
+            "--notify",
+            str(config),
+        )
+        assert result.returncode == 0, result.stderr
+        downs = [
+            (a["node"], a["rack"]) for b in hook.bodies() for a in b["alerts"] if a["status"] == "firing"
+        ]
+    # 18 nodes a rack: node20 is rack02's second node, node40 rack03's fourth.
+    assert downs == [("node20", "rack02"), ("node40", "rack03")]
