@@ -396,8 +396,9 @@ def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "check",
         help="validate a watch config without connecting",
         description="Validate CONFIG.yaml: every check `watch` makes before it connects (host ranges, a "
-        "Slurm job's nodes, SSH keys, the GPU source here in local mode); exit status 2 where `watch` "
-        "would refuse it.",
+        "Slurm job's nodes, SSH keys, the GPU source here in local mode, the notify section's receivers: "
+        "each HTTP receiver's host and port must answer a TCP connection, nothing is sent); exit status 2 "
+        "where `watch` would refuse it.",
     )
     check.add_argument("config", metavar="CONFIG.yaml")
 
