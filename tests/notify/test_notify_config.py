@@ -65,6 +65,11 @@ def check_line(path: Path, **env: str) -> str:
         ),
         ("  command: [./no-such-pager.sh]\n", "notify.command", "no such program"),
         (
+            "  webhook: http://127.0.0.1/\n  base_dir: /tmp\n",
+            "notify.base_dir",
+            "unknown key (known: alertmanager,",
+        ),
+        (
             "  webhook: http://127.0.0.1/\n  headers: {Authorization: 'Bearer abc123'}\n",
             "notify.headers.Authorization",
             "credential does not belong in the file",
@@ -119,6 +124,7 @@ def test_check_passes_a_reachable_receiver_and_says_what_goes_where(tmp_path: Pa
         ("ftp://example.com/", "only http:// and https://"),
         ("command=/no/such/pager", "no such program"),
         ("alertmanager=http://", "no host"),
+        ("no-such-notify.yaml", "no such file"),
     ],
 )
 def test_a_bad_notify_option_is_one_line_and_exit_2(value: str, why: str) -> None:

@@ -199,8 +199,6 @@ def _check(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -> None
     for i, source in enumerate(config.progress):
         _check_progress(reader, source, ("progress", i), data["progress"][i])
     if config.notify is not None:
-        if isinstance(data.get("notify"), Mapping) and "base_dir" in data["notify"]:
-            raise reader.error(("notify", "base_dir"), "unknown key")
         check_notify(reader, config.notify, ("notify",))
     alerts = config.alerts
     if alerts.stale_after_s <= 0:

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from tokenwatch.base.yaml_schema import KeyPath, Reader, SchemaError, duration_field, load_yaml
+from tokenwatch.base.yaml_schema import (
+    KeyPath,
+    Reader,
+    SchemaError,
+    duration_field,
+    internal_field,
+    load_yaml,
+)
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
@@ -92,7 +99,7 @@ class NotifyConfig:
     retry_for_s: float = duration_field(120.0, key="retry_for")
     timeout_s: float = duration_field(10.0, key="timeout")
     queue: int = 1000
-    base_dir: str = ""  # where relative command paths are found (not a YAML key: set by the loader)
+    base_dir: str = internal_field("")  # where relative command paths are found (set by the loader)
 
     @property
     def receivers(self) -> tuple[ReceiverConfig, ...]:
@@ -244,8 +251,6 @@ def load_notify_file(path: str | Path) -> NotifyConfig:
 
 def read_notify(reader: Reader, raw: Any, at: KeyPath, base_dir: str) -> NotifyConfig:
     config = reader.build(NotifyConfig, raw, at)
-    if isinstance(raw, Mapping) and "base_dir" in raw:
-        raise reader.error((*at, "base_dir"), "unknown key")
     config = dataclasses.replace(config, base_dir=base_dir)
     check_notify(reader, config, at)
     return config
@@ -254,6 +259,8 @@ def read_notify(reader: Reader, raw: Any, at: KeyPath, base_dir: str) -> NotifyC
 def receiver_from_arg(text: str) -> ReceiverConfig:
     """``--notify [KIND=]TARGET`` (KIND alertmanager, webhook (the default), slack or command). Raises
     SchemaError (one line, naming --notify) for a target that cannot be used."""
+    if text.endswith((".yaml", ".yml")) and "://" not in text:
+        raise SchemaError(f"--notify {text}: no such file (a notify file, or [KIND=]URL)")
     kind, sep, target = text.partition("=")
     if not sep or kind not in RECEIVER_KINDS:
         kind, target = "webhook", text

@@ -36,7 +36,7 @@ class _Outbox:
     wake: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None
     in_flight: list[Notification] = field(default_factory=list)  # taken from pending, not yet done
-    dropped: int = 0  # overflowed, or given up on, since the last warning
+    dropped: int = 0  # alerts overflowed, or given up on, since the last warning
     warned: bool = False  # a warning stands for the current outage
     delivered: int = 0
     # Alertmanager: the firing alerts it must keep hearing (key -> (notification, first sent, epoch)).
@@ -151,7 +151,7 @@ class Courier:
             return
         for group in grouped(batch):
             body: object = {"text": group.slack_text()} if receiver.kind == "slack" else group.to_json()
-            await self._deliver(box, body, 1)
+            await self._deliver(box, body, len(group.notes))
             done = {id(note) for note in group.notes}  # delivered or given up: never sent twice
             box.in_flight = [note for note in box.in_flight if id(note) not in done]
 
@@ -183,7 +183,7 @@ class Courier:
         box.active.clear()
         await self._deliver(box, body, 0)
 
-    async def _deliver(self, box: _Outbox, body: object, messages: int) -> bool:
+    async def _deliver(self, box: _Outbox, body: object, alerts: int) -> bool:
         """One body, retried with backoff while it may still arrive; True once it has."""
         receiver = box.receiver
         retry_until = time.monotonic() + self.config.retry_for_s
@@ -198,13 +198,13 @@ class Courier:
             except SendError as exc:
                 left = give_up - time.monotonic()
                 if not exc.retry or left <= 0:
-                    box.dropped += messages
+                    box.dropped += alerts
                     self._warn(box, receiver.scrub(str(exc)), box.dropped)
                     return False
                 await asyncio.sleep(min(backoff, left))
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
                 continue
-            box.delivered += messages
+            box.delivered += alerts
             box.warned = False  # arriving again: a later outage is news
             box.dropped = 0
             return True
@@ -213,7 +213,7 @@ class Courier:
         if box.warned:
             return
         box.warned = True
-        lost_text = f"{lost} message{'s' * (lost != 1)} not delivered" if lost else "not delivered"
+        lost_text = f"{lost} alert{'s' * (lost != 1)} not delivered" if lost else "not delivered"
         self.warn(
             f"notify: {box.receiver.shown}: {why}; {lost_text} (retried up to "
             f"{self.config.retry_for_s:g} s); the run and its recording go on"
