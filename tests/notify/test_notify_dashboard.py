@@ -34,3 +34,4 @@ def test_the_dashboard_notifies_while_it_runs_and_exits_cleanly(tmp_path: Path) 
     assert names == ["TokenwatchNodeDown", "TokenwatchRunEnded"]
     assert "Traceback" not in screen
     assert "Unclosed" not in screen  # no HTTP session outlived its loop
+    assert "was destroyed" not in screen  # no sending task left behind on the screen's loop
