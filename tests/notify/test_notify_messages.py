@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import run_tokenwatch
+from tests.conftest import SAMPLE_RUNS, run_tokenwatch
 from tests.notify.notify_support import receiving
 from tokenwatch.core import RackCore
 from tokenwatch.core.alerts import Alert
@@ -212,3 +212,23 @@ def test_a_fleets_alerts_carry_each_nodes_own_rack(tmp_path: Path) -> None:
         ]
     # 18 nodes a rack: node20 is rack02's second node, node40 rack03's fourth.
     assert downs == [("node20", "rack02"), ("node40", "rack03")]
+
+
+def test_a_replay_notifies_what_its_recording_raised(tmp_path: Path) -> None:
+    config = notify_file(tmp_path, "  kinds: [node-down, run-end]\n  group_wait: 0s\n")
+    with receiving() as hook:
+        result = run_tokenwatch(
+            "replay",
+            str(SAMPLE_RUNS / "gb300-nvl72-node-failure.jsonl.zst"),
+            "--speed",
+            "0",
+            "--headless",
+            "--notify",
+            f"{hook.url}/hook",
+            "--notify",
+            str(config),
+        )
+        assert result.returncode == 0, result.stderr
+        sent = [(b["alertname"], b["node"], b["status"]) for b in hook.bodies()]
+    # The sample's node07 goes down at 30:00 for good; the run then ends.
+    assert sent == [("TokenwatchNodeDown", "node07", "firing"), ("TokenwatchRunEnded", "", "firing")]
