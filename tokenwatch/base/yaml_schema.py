@@ -32,6 +32,11 @@ def duration_field(default: Any = dataclasses.MISSING, key: str | None = None) -
     return dataclasses.field(default=default, metadata={"duration": True, "key": key})
 
 
+def internal_field(default: Any) -> Any:
+    """A dataclass field the loader sets, never read from YAML (a key of its name is unknown)."""
+    return dataclasses.field(default=default, metadata={"internal": True})
+
+
 def load_yaml(path: Path | str) -> tuple[Any, dict[KeyPath, int]]:
     """The document and the 1-based line of every key path in it."""
     path = Path(path)
@@ -150,7 +155,12 @@ class Reader:
             raise self.error(path, f"expected a mapping, got {_kind(data)}")
         hints = get_type_hints(cls)
         # YAML key -> field; a field may be spelled differently in YAML (duration -> duration_s).
-        fields = {f.metadata.get("key") or f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        # A field marked ``internal`` (set by the loader, e.g. where the file was) is no YAML key at all.
+        fields = {
+            f.metadata.get("key") or f.name: f
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if not f.metadata.get("internal")
+        }
         for key in data:
             if str(key) not in fields:
                 known = ", ".join(sorted(fields))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tokenwatch.base.events import RunMode
 from tokenwatch.core import CoreConfig
 from tokenwatch.core.baseline import Baseline
+from tokenwatch.inputs.notify_config import NotifyConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +38,12 @@ class RunOptions:
     inputs: tuple[str, ...] = ()  # files the run reads (recording, config, profile): never an output
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
     baseline: Baseline | None = None  # --baseline, loaded and checked by the command (cli/baseline_option.py)
+    notify: NotifyConfig | None = None  # --notify (and a watch config's notify:): where alerts are pushed
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, mode: RunMode, inputs: tuple[str, ...] = ()) -> RunOptions:
+        from tokenwatch.cli.notify_option import notify_from_args
+
         return cls(
             mode=mode,
             headless=args.headless,
@@ -56,6 +60,7 @@ class RunOptions:
             benchmark=getattr(args, "benchmark", None),
             force=args.force,
             inputs=inputs,
+            notify=notify_from_args(getattr(args, "notify", None)),
         )
 
     @property

@@ -164,6 +164,16 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         help="MLPerf benchmark whose rules the verdict applies, e.g. llama2-70b, llama3.1-405b, "
         "llama2-70b-interactive (default: the run's own: a sim profile's, a watch config's run.benchmark)",
     )
+    p.add_argument(
+        "--notify",
+        action="append",
+        metavar="[KIND=]URL|FILE.yaml",
+        help="push alerts as they happen (repeatable): KIND alertmanager (its API v2), webhook (JSON per "
+        'message; the default), slack ({"text": ...}) or command (a program that gets the JSON on stdin, '
+        "no shell), e.g. alertmanager=http://127.0.0.1:9093; or a YAML file with a notify: section (kinds, "
+        "min_severity, hold, headers: see docs/notify.md). Write secrets as '${VAR}' (single-quoted): they "
+        "are read from the environment and never printed",
+    )
     add_baseline_option(p)
 
 
@@ -253,7 +263,51 @@ def build_parser() -> OneLineParser:
     add_report_parsers(sub)
     add_watch_parsers(sub)
     add_serve_parser(sub)
+    add_rules_parser(sub)
     return parser
+
+
+def add_rules_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """``rules --alerting``: Prometheus alerting rules for the series tokenwatch's /metrics serves."""
+    rules = sub.add_parser(
+        "rules",
+        help="print Prometheus alerting rules for tokenwatch's /metrics",
+        description="Print Prometheus alerting rules (a rule file: load it with rule_files: in "
+        "prometheus.yml) "
+        "over the series `--prometheus-port` serves: TokenwatchProjectedInvalid (a rack's projected MLPerf "
+        "verdict is INVALID), TokenwatchNodeDown (a node down or stale), TokenwatchStraggler (a node's "
+        "tokens/s below the median node's by more than --straggler-pct) and TokenwatchRackStale (a rack "
+        "that was reporting has stopped). The alert names are those tokenwatch's own --notify uses.",
+    )
+    rules.add_argument("--alerting", action="store_true", help="alerting rules (the only kind there is)")
+    rules.add_argument(
+        "--for",
+        dest="for_s",
+        type=duration_arg,
+        default=60.0,
+        metavar="DURATION",
+        help="how long a condition holds before its alert fires (default 1m; 0s: at once)",
+    )
+    rules.add_argument(
+        "--straggler-pct",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="TokenwatchStraggler: how far below the median node, in %% (default 5, the core's)",
+    )
+    rules.add_argument(
+        "--stale-after",
+        type=positive_duration_arg,
+        default=60.0,
+        metavar="DURATION",
+        help="TokenwatchRackStale: how long a rack may be silent (default 1m)",
+    )
+    rules.add_argument(
+        "--rack-label",
+        default="rack",
+        metavar="NAME",
+        help="the label that names a series' rack (default rack)",
+    )
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -342,8 +396,9 @@ def add_watch_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "check",
         help="validate a watch config without connecting",
         description="Validate CONFIG.yaml: every check `watch` makes before it connects (host ranges, a "
-        "Slurm job's nodes, SSH keys, the GPU source here in local mode); exit status 2 where `watch` "
-        "would refuse it.",
+        "Slurm job's nodes, SSH keys, the GPU source here in local mode, the notify section's receivers: "
+        "each HTTP receiver's host and port must answer a TCP connection, nothing is sent); exit status 2 "
+        "where `watch` would refuse it.",
     )
     check.add_argument("config", metavar="CONFIG.yaml")
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from tokenwatch.frontends.metrics.server import MetricsServer
+    from tokenwatch.frontends.notify import Notifier
     from tokenwatch.inputs.prometheus.fleet import FleetFocus
 
 
@@ -103,6 +104,7 @@ def run_session(
     session.fleet_focus = fleet_focus
     session.quit_stops = quit_stops
     holder.append(session)
+    notifier = start_notifying(options, session)
     if options.wants_dashboard():
         from tokenwatch.frontends.tui.launch import run_dashboard
 
@@ -118,6 +120,7 @@ def run_session(
         finally:
             if exporter is not None:
                 exporter.close()
+        finish_notifying(notifier)
         if after:
             after(session)
         # On quitting, the same table headless prints: the result outlives the screen.
@@ -129,16 +132,40 @@ def run_session(
         logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
         session.every(options.interval_s, logger.at)
         try:
-            signalled = asyncio.run(_run_until_signal(session, exporter))
+            signalled = asyncio.run(_run_until_signal(session, exporter, notifier))
         finally:
             if exporter is not None:
                 exporter.close()
         logger.finish()
+    finish_notifying(notifier)
     if after:
         after(session)
     print_summary(session, human)
     # A stop signal after the run's end (a replay still writing its snapshots) cut the output short too.
     return INTERRUPTED_EXIT if session.interrupted or signalled else 0
+
+
+def start_notifying(options: RunOptions, session: Session) -> Notifier | None:
+    """``--notify`` / ``notify:``: alerts pushed as they happen; a receiver's outage is one warning (on
+    the dashboard's alert panel, or on stderr headless)."""
+    if options.notify is None:
+        return None
+    from tokenwatch.frontends.notify import start_notifier
+
+    return start_notifier(options.notify, session, _notify_warning, on_screen=options.wants_dashboard())
+
+
+def finish_notifying(notifier: Notifier | None) -> None:
+    """What is still queued goes out (a bounded wait), on a loop of its own: the run's has ended."""
+    if notifier is None or notifier.closed:
+        return
+    notifier.courier.warn = _notify_warning  # the screen is gone: stderr from here on
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(notifier.close())
+
+
+def _notify_warning(message: str) -> None:
+    stderr_line(f"tokenwatch: warning: {message}")
 
 
 def print_after_screen(session: Session) -> None:
@@ -223,8 +250,11 @@ def _dashboard_start_hook(session: Session, exporter: MetricsServer | None) -> C
     return on_start
 
 
-async def _run_until_signal(session: Session, exporter: MetricsServer | None = None) -> bool:
-    """Run the session; True when a stop signal ended it."""
+async def _run_until_signal(
+    session: Session, exporter: MetricsServer | None = None, notifier: Notifier | None = None
+) -> bool:
+    """Run the session, then let the notifier finish (on this loop: what it is sending is not cut off);
+    True when a stop signal ended it."""
     loop = asyncio.get_running_loop()
     if exporter is not None:
         exporter.attach_loop(loop)  # scrapes then read the core between events, on this thread
@@ -244,6 +274,8 @@ async def _run_until_signal(session: Session, exporter: MetricsServer | None = N
             loop.add_signal_handler(sig, stop_once)
     try:
         await session.run()
+        if notifier is not None:
+            await notifier.close()
     finally:
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TextIO
 
 from tokenwatch.base.durations import format_duration
 from tokenwatch.base.formatting import printable
+from tokenwatch.cli.notify_option import notify_from_args
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
-from tokenwatch.inputs.config import load_watch_config, rack_label
+from tokenwatch.inputs.config import WatchConfig, load_watch_config, rack_label
 from tokenwatch.inputs.live.supervisor import LiveOptions
 from tokenwatch.inputs.watch import build_collector, core_config, fleet_focus, plan_watch
 
@@ -23,6 +25,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     options = RunOptions.from_args(args, "live", inputs=(args.config,))
     check_run_outputs(options)  # before connecting to anything
     config = load_watch_config(args.config)
+    if config.notify is not None:  # the config's receivers, and --notify's beside them
+        options = dataclasses.replace(options, notify=notify_from_args(args.notify, config.notify))
     # The baseline first: a bad one is refused before anything is connected.
     options = with_baseline(
         options,
@@ -106,4 +110,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         "(or 3 of a source's intervals, if longer), "
         f"TTFT SLA {a.ttft_sla_s:g} s, TPOT SLA {a.tpot_sla_s * 1000:g} ms\n"
     )
+    if config.notify is not None:
+        out.write(f"  notify    {_checked_notify(config)}\n")
     return 0
+
+
+def _checked_notify(config: WatchConfig) -> str:
+    """The notify section in a line, once every HTTP receiver answers a TCP connection (a receiver that
+    cannot be reached is an error naming its key, as a bad URL is)."""
+    from tokenwatch.base.yaml_schema import Reader, load_yaml
+    from tokenwatch.frontends.notify import unreachable_receivers
+    from tokenwatch.frontends.notify.receivers import describe, runtime_receivers
+
+    notify = config.notify
+    assert notify is not None
+    problems = unreachable_receivers(notify)
+    if problems:
+        _, lines = load_yaml(config.path)
+        at, why = problems[0]
+        raise Reader(config.path, lines).error(("notify", *at), why)
+    kinds = ", ".join(sorted(notify.wanted_kinds))
+    receivers = describe(runtime_receivers(notify)) or "no receiver here (watch --notify gives them)"
+    return f"{receivers}; {kinds}; {notify.min_severity} and up; hold {notify.hold_s:g} s"

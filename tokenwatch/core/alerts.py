@@ -57,6 +57,14 @@ class AlertLog:
         self.log.append(alert)
         self.total += 1
 
+    def since(self, total: int) -> tuple[Alert, ...]:
+        """The alerts appended after the first ``total`` ever appended, oldest first (those still in the
+        bounded log: more than its size at once keeps the newest)."""
+        new = min(self.total - total, len(self.log))
+        if new <= 0:
+            return ()
+        return tuple(self.log[i] for i in range(len(self.log) - new, len(self.log)))
+
     def newest_first(self, limit: int | None = None) -> tuple[Alert, ...]:
         items = list(self.log)[::-1]
         return tuple(items if limit is None else items[:limit])

@@ -23,7 +23,7 @@ from tokenwatch.base.events import (
     RunEnded,
     RunStarted,
 )
-from tokenwatch.core.alerts import AlertLog
+from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.ingest import apply_event
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets, node_latency_buckets
@@ -100,6 +100,20 @@ class RackCore:
     @property
     def skipped_events(self) -> int:
         return self._skips.count
+
+    @property
+    def alerts_raised(self) -> int:
+        """How many alerts (starts, clearings, one-off events) the run has raised so far."""
+        return self._alerts.total
+
+    def active_alerts(self) -> tuple[Alert, ...]:
+        """The conditions holding now (started, not cleared), newest first."""
+        return self._alerts.active_newest_first()
+
+    def alerts_since(self, raised: int) -> tuple[Alert, ...]:
+        """The alerts raised after the first ``raised`` of them, oldest first (what a notifier has not
+        seen yet; at most the alert log's size of them)."""
+        return self._alerts.since(raised)
 
     # ------------------------------------------------------------------ events in
     def every(self, interval_s: float, callback: Callable[[float], None]) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from tokenwatch.base.events import Scenario
 from tokenwatch.base.yaml_schema import KeyPath, Reader, duration_field, load_yaml
 from tokenwatch.inputs.hostlist import HostListError, expand_hostlist
+from tokenwatch.inputs.notify_config import NotifyConfig, check_notify
 
 GpuSourceKind = Literal["nvidia-smi", "nvml", "dcgm-exporter", "prometheus", "none"]
 ProgressKind = Literal[
@@ -120,6 +121,7 @@ class WatchConfig:
     progress: list[ProgressSourceConfig] = field(default_factory=list)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     fleet: FleetConfig | None = None
+    notify: NotifyConfig | None = None  # where alerts are pushed (inputs/notify_config.py)
     path: str = ""  # where it was read from (not a YAML key: set by the loader)
 
     @property
@@ -152,7 +154,10 @@ def load_watch_config(path: str | Path) -> WatchConfig:
 
 
 def _with_path(config: WatchConfig, path: str) -> WatchConfig:
-    return dataclasses.replace(config, path=path)
+    notify = config.notify
+    if notify is not None:  # a command named by a relative path is found beside the config
+        notify = dataclasses.replace(notify, base_dir=str(Path(path).resolve().parent))
+    return dataclasses.replace(config, path=path, notify=notify)
 
 
 def _refuse_secrets(reader: Reader, data: Any, path: KeyPath) -> None:
@@ -193,6 +198,8 @@ def _check(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -> None
     _check_fleet(reader, config, data)
     for i, source in enumerate(config.progress):
         _check_progress(reader, source, ("progress", i), data["progress"][i])
+    if config.notify is not None:
+        check_notify(reader, config.notify, ("notify",))
     alerts = config.alerts
     if alerts.stale_after_s <= 0:
         raise reader.error(("alerts", "stale_after"), "must be longer than zero")
