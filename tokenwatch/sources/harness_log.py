@@ -27,6 +27,7 @@ from tokenwatch.sources.log_rules import (
     KNOWN_GROUPS,
     LogPatternError,
     LogPresetSpec,
+    TimeOfDayCarry,
     compile_rule,
     compile_timestamps,
     elapsed_seconds,
@@ -107,6 +108,7 @@ class LogProgressParser:
         self._latest_stamp = 0.0  # the stamp of the latest stamped backlog line (0.0 before any)
         self._covered = 0.0  # the longest interval a rate line of the current group covered
         self._spreader = ProgressSpreader()
+        self._time_of_day = TimeOfDayCarry()  # stamps with no date carried past midnight
 
     @classmethod
     def from_patterns(cls, patterns: Mapping[str, str], node: str) -> LogProgressParser:
@@ -276,7 +278,7 @@ class LogProgressParser:
             if match:
                 stamp = stamp_seconds(match)
                 if stamp is not None:
-                    return stamp
+                    return stamp if match.groupdict().get("day") else self._time_of_day.place(stamp)
         return None
 
 

@@ -122,6 +122,24 @@ def stamp_seconds(match: re.Match[str]) -> float | None:
     return (stamp - _EPOCH).total_seconds() + second % 1
 
 
+@dataclass(slots=True)
+class TimeOfDayCarry:
+    """Stamps with a time and no date (``[04:40:55 TP0]``) on one axis: a time that falls back by more
+    than half a day has passed midnight, so it is carried into the next day (a log running past midnight
+    never reads as a clock that went back 24 hours)."""
+
+    days: int = 0
+    last: float | None = None  # the latest time-only stamp, days carried
+
+    def place(self, stamp: float) -> float:
+        placed = stamp + self.days * 86400.0
+        if self.last is not None and placed < self.last - 43200.0:
+            self.days += 1
+            placed += 86400.0
+        self.last = placed if self.last is None else max(self.last, placed)
+        return placed
+
+
 def elapsed_seconds(text: str) -> float:
     """tqdm's elapsed time: ``MM:SS``, ``H:MM:SS`` or plain seconds."""
     parts = text.strip().split(":")
