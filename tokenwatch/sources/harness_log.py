@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tokenwatch.base.events import Event, LogLine, Progress
-from tokenwatch.base.yaml_schema import Reader, load_yaml
 from tokenwatch.sources.lines import NoticeLog, snippet
 from tokenwatch.sources.log_rules import (
     KNOWN_GROUPS,
@@ -32,6 +31,7 @@ from tokenwatch.sources.log_rules import (
     compile_timestamps,
     elapsed_seconds,
     load_preset,
+    load_rules_file,
     preset_names,
     stamp_seconds,
 )
@@ -120,13 +120,8 @@ class LogProgressParser:
 
     @classmethod
     def from_yaml(cls, path: Path | str, node: str) -> LogProgressParser:
-        """Rules from a YAML file (errors name the file, line and key)."""
-        data, lines = load_yaml(path)
-        spec = Reader(str(path), lines).build(LogPresetSpec, data)
-        try:
-            return cls.from_spec(spec, node, f"log:{Path(path).stem}")
-        except LogPatternError as exc:
-            raise LogPatternError(f"{path}: {exc}") from None
+        """Rules from a YAML file (errors name the file, line and key: :func:`load_rules_file`)."""
+        return cls.from_spec(load_rules_file(path), node, f"log:{Path(path).stem}")
 
     @classmethod
     def preset(cls, name: str, node: str) -> LogProgressParser:

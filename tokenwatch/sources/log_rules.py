@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 
-from tokenwatch.base.yaml_schema import Reader, SchemaError, duration_field, parse_yaml
+from tokenwatch.base.yaml_schema import Reader, SchemaError, duration_field, load_yaml, parse_yaml
 from tokenwatch.sources.errors import SourceFormatError
 
 COUNT_GROUPS = ("samples_done", "tokens_done", "prompt_tokens_done", "total_samples")
@@ -149,6 +150,42 @@ def elapsed_seconds(text: str) -> float:
     for part in parts:
         seconds = seconds * 60 + float(part)
     return seconds
+
+
+def check_inline_settings(timestamp: str | list[str] | None, marker: str | None) -> tuple[str, str] | None:
+    """(key, problem) for a ``timestamp`` or ``marker`` that cannot work, None when both can."""
+    try:
+        compile_timestamps(timestamp)
+    except LogPatternError as exc:
+        return "timestamp", str(exc)
+    if marker is not None:
+        try:
+            re.compile(marker)
+        except (re.error, RecursionError, OverflowError) as exc:
+            return "marker", f"marker pattern: bad regular expression: {exc}"
+    return None
+
+
+def load_rules_file(path: Path | str) -> LogPresetSpec:
+    """A rules file (the YAML of a preset: ``description``, ``interval``, ``timestamp``, ``marker``,
+    ``patterns``), every rule checked; a problem is one line naming the file, line and key
+    (``rules.yaml:5: patterns.done: log pattern 'done': bad regular expression: ...``)."""
+    data, lines = load_yaml(path)
+    reader = Reader(str(path), lines)
+    spec = reader.build(LogPresetSpec, data)
+    if not spec.patterns:
+        raise reader.error(("patterns",), "no patterns given")
+    for name, pattern in spec.patterns.items():
+        try:
+            compile_rule(name, pattern)
+        except LogPatternError as exc:
+            raise reader.error(("patterns", name), str(exc)) from None
+    problem = check_inline_settings(spec.timestamp, spec.marker)
+    if problem is not None:
+        raise reader.error((problem[0],), problem[1])
+    if spec.interval_s is not None and not spec.interval_s > 0:
+        raise reader.error(("interval",), "must be longer than zero")
+    return spec
 
 
 def preset_names() -> list[str]:
