@@ -273,7 +273,8 @@ class LogProgressParser:
             if match:
                 stamp = stamp_seconds(match)
                 if stamp is not None:
-                    return stamp if match.groupdict().get("day") else self._time_of_day.place(stamp)
+                    dated = "day" in regex.groupindex and match.group("day")
+                    return stamp if dated else self._time_of_day.place(stamp)
         return None
 
 
