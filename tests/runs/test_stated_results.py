@@ -100,3 +100,16 @@ def test_the_report_shows_a_result_s_mean_and_max_latency(run_cli, tmp_path: Pat
     assert row is not None
     assert f"<td>{mean}</td>" in row.group(0)
     assert f"<td>{most}</td>" in row.group(0)
+
+
+def test_the_export_of_a_samples_only_result_says_samples(run_cli, tmp_path: Path) -> None:
+    samples = _stated(_summary_file(QWEN3_VL), "Samples per second")
+    done = run_cli("export", str(QWEN3_VL), "--csv", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rows = {
+        r.split(",")[1]: r.split(",")[2:] for r in (tmp_path / "summary.csv").read_text().splitlines()[1:]
+    }
+    assert rows["aggregate_samples_per_s"] == [str(samples), "samples/s"]
+    assert rows["node_max_samples_per_s"] == [str(samples), "samples/s"]
+    assert rows["aggregate_tokens_per_s"][0] == ""  # unknown, not 0
+    assert "node_max_tokens_per_s" not in rows  # the spread is not labelled as tokens
