@@ -267,14 +267,20 @@ def result_nodes(case: ResultFoldersCase, *, apart: bool = False) -> list[tuple[
     (``apart``: the ranging and compliance runs instead). A summary file without a Scenario line (an
     accuracy run's stub) is no result.
 
-    A node is named by its folder's path below the DIR given, or by DIR's own name when DIR is the folder.
+    A node is named by its folder's path below the DIR given, or by DIR's own name when DIR is the folder;
+    with several DIRs, by its path below the folder they have in common.
     """
     out = []
+    common = (
+        Path(os.path.commonpath([REPO_ROOT / f for f in case.folders])) if len(case.folders) > 1 else None
+    )
     for folder in case.folders:
         root = REPO_ROOT / folder
         for found in sorted(Path(d) for d, _, files in os.walk(root) if SUMMARY_FILE in files):
             below = found.relative_to(root)
             name = root.name if below == Path() else below.as_posix()
+            if common is not None:
+                name = found.relative_to(common).as_posix()
             path = (Path(folder) / below).as_posix()
             summary = read_loadgen_summary(found / SUMMARY_FILE)
             other = "ranging" in found.parts or any(re.fullmatch(r"TEST\d+", p) for p in found.parts)

@@ -148,7 +148,7 @@ def test_log_needs_preset_or_patterns_not_both(tmp_path: Path) -> None:
         "    preset: vllm                     #",
         "    patterns: {a: 'done (?P<samples_done>\\d+)'}\n    preset: vllm  #",
     )
-    with pytest.raises(SchemaError, match="either 'preset' or 'patterns'"):
+    with pytest.raises(SchemaError, match=r"needs one of 'preset', 'rules' .* or 'patterns'"):
         load_watch_config(write(tmp_path, text))
 
 

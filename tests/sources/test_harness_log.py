@@ -161,7 +161,7 @@ def test_yaml_errors_name_file_line_and_key(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match=r"bad.yaml:3: intervall: unknown key"):
         LogProgressParser.from_yaml(preset, "n")
     preset.write_text("patterns:\n  x: '(?P<samples_done>\\d+'\n")
-    with pytest.raises(LogPatternError, match=r"bad.yaml: log pattern 'x': bad regular expression"):
+    with pytest.raises(SchemaError, match=r"bad.yaml:2: patterns.x: log pattern 'x': bad regular expression"):
         LogProgressParser.from_yaml(preset, "n")
 
 

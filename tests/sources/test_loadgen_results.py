@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenwatch.frontends.headless.summary_table import render_summary
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.result_folders import find_summary_folders, summarize_result_dirs
 from tokenwatch.sources.errors import SourceFormatError
@@ -134,12 +135,23 @@ def test_several_dirs_and_name_clashes(tmp_path: Path) -> None:
     for rack in ("rack1", "rack2"):
         shutil.copytree(ASUSTEK / "llama2-70b_offline_performance_run_1_gpu_0", tmp_path / rack / "node00")
     summary, _ = summarize_result_dirs([tmp_path / "rack1", tmp_path / "rack2"], None)
-    names = [n.name for n in summary.nodes]
-    assert names[0] == "node00"
-    assert names[1].endswith("rack2/node00")
-    assert len(set(names)) == 2
+    # Named relative to the folders' common folder, never by this machine's absolute path
+    assert [n.name for n in summary.nodes] == ["rack1/node00", "rack2/node00"]
     assert summary.tokens_per_s == pytest.approx(2 * 4103.7)
     assert find_summary_folders(tmp_path) == [tmp_path / "rack1" / "node00", tmp_path / "rack2" / "node00"]
+    # Result folders given themselves, absolute: named from their common folder too
+    summary, _ = summarize_result_dirs([tmp_path / "rack1" / "node00", tmp_path / "rack2" / "node00"], None)
+    assert [n.name for n in summary.nodes] == ["rack1/node00", "rack2/node00"]
+    assert str(tmp_path) not in render_summary(summary)
+    assert not any(str(tmp_path) in w for w in summary.warnings)
+
+
+def test_folders_that_overlap_read_each_result_once(tmp_path: Path) -> None:
+    for node in ("node00", "node01"):
+        shutil.copytree(ASUSTEK / "llama2-70b_offline_performance_run_1_gpu_0", tmp_path / "rack" / node)
+    summary, _ = summarize_result_dirs([tmp_path / "rack", tmp_path / "rack" / "node01"], None)
+    assert [n.name for n in summary.nodes] == ["node00", "node01"]  # node01 once, not twice
+    assert summary.tokens_per_s == pytest.approx(2 * 4103.7)
 
 
 def test_detail_disagreeing_with_summary_is_a_warning(tmp_path: Path) -> None:

@@ -338,3 +338,58 @@ def test_constructor_errors() -> None:
         MetricsScrapeParser("dcgm", node="n")  # a GPU batch needs the node's index
     with pytest.raises(ValueError, match="by index"):
         MetricsScrapeParser("dcgm", node_label="Hostname")
+
+
+def _labelled(text: str, family: str, mig: bool) -> list[float]:
+    """The values of ``family`` in a scrape, with (``mig``) or without a MIG instance label, by regex."""
+    pattern = re.compile(rf"^{family}\{{([^}}]*)\}} (\S+)$", re.M)
+    return [float(v) for labels, v in pattern.findall(text) if ("GPU_I_ID=" in labels) == mig]
+
+
+def test_a_mig_gpu_reads_its_own_series_not_its_instances() -> None:
+    # NVIDIA's dcgm-exporter docs: an A100 exporting its own series and one 1g.5gb instance's.
+    text = (PROM / "dcgm-exporter-a100-mig.excerpt.prom").read_text()
+    events = MetricsScrapeParser("dcgm", node="ub20-a100-k8s", node_index=0).parse(text, 1.0)
+    (batch,) = events  # no notice: every field read has a whole-GPU series
+    assert isinstance(batch, GpuBatch)
+    assert batch.gpu.tolist() == [0]
+    row = _batch_rows(batch)[(0, 0)]
+    (gpu_busy,) = _labelled(text, "DCGM_FI_PROF_DRAM_ACTIVE", mig=False)
+    (instance_busy,) = _labelled(text, "DCGM_FI_PROF_DRAM_ACTIVE", mig=True)
+    assert row["hbm_busy_pct"] == pytest.approx(gpu_busy * 100)  # 69.08 %, the GPU's own
+    assert row["hbm_busy_pct"] != pytest.approx((gpu_busy + instance_busy) / 2 * 100)  # not 74.56 %
+    (power,) = _labelled(text, "DCGM_FI_DEV_POWER_USAGE", mig=False)
+    assert row["power_w"] == power
+
+
+def test_a_field_only_mig_instances_report_is_unknown_for_the_gpu() -> None:
+    text = (PROM / "dcgm-exporter-a100-mig.excerpt.prom").read_text()
+    gpu_line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("DCGM_FI_PROF_DRAM_ACTIVE") and "GPU_I_ID" not in line
+    )
+    parser = MetricsScrapeParser("dcgm", node="ub20-a100-k8s", node_index=0)
+    events = parser.parse(text.replace(gpu_line + "\n", ""), 1.0)
+    notices = [e for e in events if isinstance(e, Notice)]
+    (batch,) = [e for e in events if isinstance(e, GpuBatch)]
+    assert "hbm_busy_pct" not in _batch_rows(batch)[(0, 0)]  # unknown, not the instance's 80 %
+    assert len(notices) == 1
+    assert "DCGM_FI_PROF_DRAM_ACTIVE: only per MIG instance" in notices[0].message
+    assert not [e for e in parser.parse(text.replace(gpu_line + "\n", ""), 2.0) if isinstance(e, Notice)]
+
+
+def test_sglang_2024_gauge_names() -> None:
+    # SGLang's docs of late 2024: a real server's scrape with the first gauge names (num_requests_*).
+    text = (PROM / "sglang-2024-gemma2-9b.excerpt.prom").read_text()
+    parser = MetricsScrapeParser("sglang", "s", baseline=False)
+    events = parser.parse(text, 1.0)
+    (queue,) = [e for e in events if isinstance(e, EngineQueue)]
+    running = _labelled(text, "sglang:num_requests_running", mig=False)
+    waiting = _labelled(text, "sglang:num_requests_waiting", mig=False)
+    (usage,) = _labelled(text, "sglang:token_usage", mig=False)
+    assert (queue.running, queue.waiting) == (sum(running), sum(waiting))  # 0.0 and 0.0, not NaN
+    assert queue.kv_cache_pct == pytest.approx(usage * 100)
+    (progress,) = [e for e in events if isinstance(e, Progress)]
+    assert progress.tokens_done == 424549
+    assert progress.prompt_tokens_done == 506780

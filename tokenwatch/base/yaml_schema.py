@@ -56,7 +56,12 @@ MAX_EXPANDED_VALUES = 100_000
 
 
 def parse_yaml(text: str, name: str) -> tuple[Any, dict[KeyPath, int]]:
-    loader = yaml.SafeLoader(text)
+    try:  # a control character is refused as the loader is made, before anything is read
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        position = getattr(exc, "position", None)
+        where = f"{name}:{text.count(chr(10), 0, position) + 1}" if isinstance(position, int) else name
+        raise SchemaError(f"{where}: invalid YAML: {str(exc).splitlines()[0]}") from None
     try:  # PyYAML composes recursively: absurd nesting is a RecursionError, reported like bad YAML
         node = loader.get_single_node()
         lines: dict[KeyPath, int] = {}

@@ -244,7 +244,9 @@ def build_parser() -> OneLineParser:
     summarize = sub.add_parser(
         "summarize",
         help="the rack summary table of a recording or MLPerf result folders",
-        description="Summarise a recording, or MLPerf LoadGen result folders.",
+        description="Summarise a recording, or MLPerf LoadGen result folders (each result named by its "
+        "path relative to the folder the DIRs have in common; a result that states samples/s and no tokens "
+        "is summarised in samples/s).",
     )
     summarize.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     summarize.add_argument("--json", action="store_true", help="print the JSON contract instead of the table")

@@ -102,7 +102,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     for p in config.progress:
         detail = p.path or p.url or ""
-        extra = p.preset or ("patterns" if p.patterns else "")
+        extra = f"rules {p.rules}" if p.rules else p.preset or ("patterns" if p.patterns else "")
         out.write(f"  progress  {p.kind:<16} {detail}" + (f" ({extra})" if extra else "") + "\n")
     a = config.alerts
     out.write(

@@ -82,6 +82,17 @@ class RunSummary:
     energy_source: str | None = None
     # The nodes MLPerf's figure has no result for (core/final_figure.py), in words; "" when none.
     left_out_note: str = ""
+    # What the rack figures are of: "tokens", or "samples" for results that state samples/s only (a
+    # multimodal benchmark's summary has no tokens line): tokens are then unknown, never 0.
+    figure: str = "tokens"
+
+    def node_figure(self, node: NodeResult) -> float:
+        """A node's figure in the summary's unit (tokens/s, or samples/s for a samples-only summary)."""
+        return node.samples_per_s if self.figure == "samples" else node.tokens_per_s
+
+    @property
+    def unit(self) -> str:
+        return f"{self.figure}/s"
 
     @property
     def gpus(self) -> int | None:
@@ -92,12 +103,12 @@ class RunSummary:
     @property
     def counted_nodes(self) -> tuple[NodeResult, ...]:
         """The nodes in the aggregate and per GPU: every node that did work."""
-        return tuple(n for n in self.nodes if did_work(n))
+        return tuple(n for n in self.nodes if figure_counts(self.node_figure(n)))
 
     @property
     def spread_nodes(self) -> tuple[NodeResult, ...]:
         """The nodes in the single-node figures and the spread: those that did work and finished it."""
-        return tuple(n for n in self.nodes if did_work(n) and n.finished)
+        return tuple(n for n in self.nodes if figure_counts(self.node_figure(n)) and n.finished)
 
     @property
     def gpus_counted(self) -> int | None:
@@ -107,13 +118,24 @@ class RunSummary:
 
     @property
     def tokens_per_s(self) -> float:
-        """The rack's final figure: the same sum every surface shows (core/final_figure.py)."""
-        return rack_sum([n.tokens_per_s for n in self.nodes])
+        """The rack's final figure: the same sum every surface shows (core/final_figure.py); unknown (NaN)
+        where the results state no tokens."""
+        return rack_sum([n.tokens_per_s for n in self.nodes]) if self.figure == "tokens" else math.nan
 
     @property
     def per_gpu_tokens_per_s(self) -> float:
         """The aggregate over the GPUs that took part."""
         return self.tokens_per_s / self.gpus_counted if self.gpus_counted else math.nan
+
+    @property
+    def aggregate(self) -> float:
+        """The rack figure in the summary's unit (:attr:`unit`)."""
+        return rack_sum([self.node_figure(n) for n in self.nodes])
+
+    @property
+    def per_gpu(self) -> float:
+        """:attr:`aggregate` over the GPUs that took part."""
+        return self.aggregate / self.gpus_counted if self.gpus_counted else math.nan
 
     def to_json(self) -> dict[str, Any]:
         """The JSON contract read by later commands and outside tools (NaN becomes null)."""
@@ -136,6 +158,15 @@ class RunSummary:
                     "left_out": [n.name for n in self.nodes if n.name not in counted],
                 },
                 **({"note": self.left_out_note} if self.left_out_note else {}),
+                **(
+                    {
+                        "figure": "samples_per_s",
+                        "samples_per_s": json_number(self.aggregate, 6),
+                        "per_gpu_samples_per_s": json_number(self.per_gpu, 6),
+                    }
+                    if self.figure == "samples"
+                    else {}
+                ),
             },
             "node_spread": {
                 **spread_json(self.spread),
@@ -206,10 +237,14 @@ def summarize_nodes(
     verdict: RunVerdict | None = None,
     layout: str | None = None,
     apart: Sequence[NodeResult] = (),
+    figure: str = "tokens",
 ) -> RunSummary:
     """Rack figures from node results; invalid nodes stay listed but are flagged, not hidden. The
-    spread is over the nodes that finished their work (see :class:`RunSummary`)."""
-    finished = [n.tokens_per_s if n.finished else math.nan for n in nodes]
+    spread is over the nodes that finished their work (see :class:`RunSummary`), in ``figure``'s unit."""
+    finished = [
+        (n.samples_per_s if figure == "samples" else n.tokens_per_s) if n.finished else math.nan
+        for n in nodes
+    ]
     spread = NodeSpread.of(np.array(finished, dtype=np.float64))
     return RunSummary(
         name,
@@ -227,6 +262,7 @@ def summarize_nodes(
         verdict,
         layout,
         tuple(apart),
+        figure=figure,
     )
 
 
@@ -349,16 +385,17 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
 
 
 def rack_table_rows(summary: RunSummary) -> list[tuple[str, str]]:
-    """The published rack table's rows (label, tokens/s or figure), as the summary table and the
-    dashboard's run summary print them."""
+    """The published rack table's rows (label, figure in :attr:`RunSummary.unit`), as the summary table
+    and the dashboard's run summary print them."""
     s = summary.spread
+    d = 2 if summary.figure == "samples" else 1  # samples/s are small figures (1.30 samples/s)
     rows: list[tuple[str, str]] = [
-        ("Total aggregate", group(summary.tokens_per_s, 1)),
-        ("Max single-node", group(s.max, 1)),
-        ("Min single-node", group(s.min, 1)),
-        ("Average single-node", group(s.mean, 1)),
-        ("Median single-node", group(s.median, 1)),
-        ("Per GPU", group(summary.per_gpu_tokens_per_s, 1)),
+        ("Total aggregate", group(summary.aggregate, d)),
+        ("Max single-node", group(s.max, d)),
+        ("Min single-node", group(s.min, d)),
+        ("Average single-node", group(s.mean, d)),
+        ("Median single-node", group(s.median, d)),
+        ("Per GPU", group(summary.per_gpu, d)),
         ("Node spread (max-min)/min", f"{s.spread_pct:.1f} %" if s.nodes else DASH),
     ]
     if summary.power_mean_w is not None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from tokenwatch.base.events import Scenario
-from tokenwatch.base.yaml_schema import KeyPath, Reader, duration_field, load_yaml
+from tokenwatch.base.yaml_schema import KeyPath, Reader, SchemaError, duration_field, load_yaml
 from tokenwatch.inputs.hostlist import HostListError, expand_hostlist
 from tokenwatch.inputs.notify_config import NotifyConfig, check_notify
 
@@ -94,8 +94,11 @@ class ProgressSourceConfig:
     kind: ProgressKind
     path: str | None = None
     url: str | None = None
-    preset: str | None = None
+    preset: str | None = None  # a built-in name, or (kind log) a rules file: FILE.yaml
+    rules: str | None = None  # kind log: a rules file (as the docs describe), relative to the config's folder
     patterns: dict[str, str] | None = None
+    timestamp: str | list[str] | None = None  # kind log with patterns: how its lines state time
+    marker: str | None = None  # kind log with patterns: the lines the patterns are for
     node_label: str | None = None
     interval_s: float | None = duration_field(None, key="interval")
     tokens_per_sample: float | None = None  # loadgen-trace, endpoints-events: they count samples, not tokens
@@ -135,7 +138,7 @@ _PROGRESS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "loadgen-trace": (("path",), ("path", "tokens_per_sample")),
     "loadgen-detail": (("path",), ("path",)),
     "endpoints-events": (("path",), ("path", "tokens_per_sample")),
-    "log": (("path",), ("path", "preset", "patterns")),
+    "log": (("path",), ("path", "preset", "rules", "patterns", "interval", "timestamp", "marker")),
     "prometheus": (("url", "preset"), ("url", "preset", "interval")),
     "prometheus-query": (("url",), ("url", "node_label", "interval", "preset", "lookback")),
 }
@@ -149,6 +152,7 @@ def load_watch_config(path: str | Path) -> WatchConfig:
         _refuse_secrets(reader, data, ())
     config = reader.build(WatchConfig, data)
     config = _with_path(config, str(path))
+    config = dataclasses.replace(config, progress=[_rules_file_named(p, Path(path)) for p in config.progress])
     _check(reader, config, data)
     return config
 
@@ -158,6 +162,27 @@ def _with_path(config: WatchConfig, path: str) -> WatchConfig:
     if notify is not None:  # a command named by a relative path is found beside the config
         notify = dataclasses.replace(notify, base_dir=str(Path(path).resolve().parent))
     return dataclasses.replace(config, path=path, notify=notify)
+
+
+def is_rules_file(preset: str) -> bool:
+    """Whether a log ``preset`` names a rules file (``rules.yaml``, ``conf/harness.yml``), not a built-in."""
+    return preset.endswith((".yaml", ".yml")) or "/" in preset
+
+
+def _rules_file_named(source: ProgressSourceConfig, config_path: Path) -> ProgressSourceConfig:
+    """A log entry's rules file as ``rules`` (``preset: FILE.yaml`` says the same), its path taken from
+    the config's folder when relative (the config is read from anywhere, the file lies beside it)."""
+    if source.kind != "log":
+        return source
+    rules = source.rules
+    if rules is None and source.preset is not None and is_rules_file(source.preset):
+        rules = source.preset
+    if rules is None:
+        return source
+    where = Path(rules).expanduser()
+    if not where.is_absolute():
+        where = config_path.parent / where
+    return dataclasses.replace(source, rules=str(where))
 
 
 def _refuse_secrets(reader: Reader, data: Any, path: KeyPath) -> None:
@@ -314,9 +339,9 @@ def _check_progress(reader: Reader, source: ProgressSourceConfig, path: KeyPath,
     for key in needed:
         if key not in present:
             raise reader.error(path, f"kind {source.kind} needs {key!r}")
-    if source.kind == "log" and (source.preset is None) == (source.patterns is None):
-        raise reader.error(path, "kind log needs either 'preset' or 'patterns'")
-    _check_parser_settings(reader, source, path)
+    if source.kind == "log":
+        _check_log_keys(reader, source, path, present)
+    _check_parser_settings(reader, source, path, present)
     if source.path is not None and not source.path.strip():
         raise reader.error((*path, "path"), "must not be empty")
     if source.url is not None:
@@ -327,9 +352,30 @@ def _check_progress(reader: Reader, source: ProgressSourceConfig, path: KeyPath,
         raise reader.error((*path, "lookback"), "must be between 0s (no history) and 24h")
 
 
-def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: KeyPath) -> None:
-    """Presets and patterns are checked by the parsers' own rules, reported at the config line."""
+def _check_log_keys(reader: Reader, source: ProgressSourceConfig, path: KeyPath, present: set[str]) -> None:
+    """One of preset, rules and patterns; a rules file or preset carries its own interval, timestamp and
+    marker, inline patterns may give them beside."""
+    given = [key for key in ("preset", "rules", "patterns") if key in present]
+    if len(given) != 1:
+        why = "gives " + " and ".join(repr(k) for k in given) if given else "gives none"
+        raise reader.error(
+            path, f"kind log needs one of 'preset', 'rules' (a rules file) or 'patterns' ({why})"
+        )
+    if source.patterns is None:
+        for key in ("interval", "timestamp", "marker"):
+            if key in present:
+                raise reader.error(
+                    (*path, key), f"only beside 'patterns' (the {given[0]} gives its own {key})"
+                )
+
+
+def _check_parser_settings(
+    reader: Reader, source: ProgressSourceConfig, path: KeyPath, present: set[str]
+) -> None:
+    """Presets, rules files and patterns are checked by the parsers' own rules, reported at the config
+    line (a rules file's own problems at its line: ``rules.yaml:4: patterns.done: ...``)."""
     from tokenwatch.sources.harness_log import LogPatternError, compile_rule, preset_names
+    from tokenwatch.sources.log_rules import check_inline_settings, load_rules_file
     from tokenwatch.sources.metric_catalogue import QUERY_PROGRESS_PRESET_NAMES, SCRAPE_PROGRESS_PRESET_NAMES
 
     if source.patterns is not None:
@@ -340,6 +386,16 @@ def _check_parser_settings(reader: Reader, source: ProgressSourceConfig, path: K
                 compile_rule(name, pattern)
             except LogPatternError as exc:
                 raise reader.error((*path, "patterns", name), str(exc)) from None
+        problem = check_inline_settings(source.timestamp, source.marker)
+        if problem is not None:
+            raise reader.error((*path, problem[0]), problem[1])
+    if source.rules is not None:
+        try:
+            load_rules_file(source.rules)
+        except (LogPatternError, SchemaError) as exc:
+            named = reader.error((*path, "rules" if "rules" in present else "preset"), "").args[0]
+            raise SchemaError(f"{exc} (the rules file named at {named.rstrip(': ')})") from None
+        return
     if source.preset is not None:
         known = {
             "log": preset_names(),

@@ -65,25 +65,46 @@ def find_summary_folders(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _node_name(root: Path, folder: Path) -> str:
-    relative = folder.relative_to(root).as_posix()
-    return relative if relative != "." else (root.resolve().name or str(root))
+def _node_name(root: Path, folder: Path, common: Path | None) -> str:
+    """A result's name: its path relative to DIR (one DIR), or to the folder the DIRs have in common
+    (several), never this machine's absolute path; DIR's own name where it is the result folder."""
+    if common is None:
+        relative = folder.relative_to(root).as_posix()
+        return relative if relative != "." else (root.resolve().name or str(root))
+    relative = (root.resolve() / folder.relative_to(root)).relative_to(common).as_posix()
+    return relative if relative != "." else (common.name or str(common))
+
+
+def _common_folder(dirs: list[Path]) -> Path | None:
+    """The folder several DIRs have in common (None for one DIR: names are relative to it)."""
+    if len(dirs) < 2:
+        return None
+    return Path(os.path.commonpath([d.resolve() for d in dirs]))
 
 
 def collect_result_folders(dirs: list[Path]) -> tuple[list[ResultFolder], list[str]]:
-    """Every result folder under ``dirs``; names stay unique across several DIRs. A summary file that
-    holds no summary (a stub) is skipped with a warning."""
+    """Every result folder under ``dirs``, each real folder once (DIRs that overlap find some twice);
+    names are relative to the DIRs' common folder and stay unique. A summary file that holds no summary
+    (a stub) is skipped with a warning."""
     warnings: list[str] = []
     folders: list[ResultFolder] = []
     names: set[str] = set()
+    seen: set[Path] = set()
     stubs = 0
     for root in dirs:
         if not root.is_dir():
             raise RunLoadError(f"{root}: not a folder")
+    common = _common_folder(dirs)
+    for root in dirs:
         for folder in find_summary_folders(root):
-            name = _node_name(root, folder)
-            if name in names:
-                name = (root / folder.relative_to(root)).as_posix()
+            real = folder.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            base = name = _node_name(root, folder, common)
+            n = 2
+            while name in names:  # two paths (through links) to the same place in the tree
+                name, n = f"{base} #{n}", n + 1
             names.add(name)
             try:
                 result, more = load_result_folder(name, folder)
@@ -123,8 +144,11 @@ def node_result(
             "name": system.name,
             "nodes": system.nodes,
             "accelerators_per_node": system.accelerators_per_node,
+            **({"accelerators_stated": system.stated} if system.stated is not None else {}),
             "file": str(system.path),
         }
+        if system.mismatch:
+            warnings.append(f"{result.name}: {system.mismatch}")
         gpus = system.gpus if system.gpus is not None else gpus
     if detail is not None and detail.loadgen_version:
         extra["loadgen_version"] = detail.loadgen_version
@@ -143,9 +167,15 @@ def node_result(
                 f"flagged valid=false, its {summary.tokens_per_s:,.1f} tokens/s are in the total"
             )
     if math.isnan(summary.tokens_per_s) and kind == "performance":
-        warnings.append(
-            f"{result.name}: no tokens per second in its summary (not an LLM run, or no token reporting)"
-        )
+        if math.isfinite(summary.samples_per_s):
+            warnings.append(
+                f"{result.name}: its summary states {summary.samples_per_s:,.4g} samples per second and no "
+                "tokens per second: tokens are not stated (unknown, not 0)"
+            )
+        else:
+            warnings.append(
+                f"{result.name}: no tokens per second in its summary (not an LLM run, or no token reporting)"
+            )
     node = NodeResult(
         result.name,
         gpus,
@@ -207,6 +237,11 @@ def read_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> ResultSet:
             for metric, stats in nodes[0].latency_ms.items()
         }
     name = " + ".join(d.resolve().name or str(d) for d in dirs)
+    # Results that state samples/s and no tokens (a multimodal benchmark's summary) are summarised in
+    # samples/s: their tokens are unknown, and a sum of unknowns is not 0 tokens/s.
+    samples_only = all(
+        math.isnan(n.tokens_per_s) and math.isfinite(n.samples_per_s) and n.samples_per_s > 0 for n in nodes
+    )
     summary = summarize_nodes(
         name,
         next(iter(scenarios)),
@@ -216,6 +251,7 @@ def read_result_dirs(dirs: list[Path], gpus_per_node: int | None) -> ResultSet:
         warnings=warnings,
         layout="system" if len(nodes) == 1 else "per-node",
         apart=apart,
+        figure="samples" if samples_only else "tokens",
     )
     summary = dataclasses.replace(summary, verdict=result_verdict(performance))  # LoadGen's own
     return ResultSet(tuple(folders), summary)

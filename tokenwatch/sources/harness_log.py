@@ -21,16 +21,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tokenwatch.base.events import Event, LogLine, Progress
-from tokenwatch.base.yaml_schema import Reader, load_yaml
 from tokenwatch.sources.lines import NoticeLog, snippet
 from tokenwatch.sources.log_rules import (
     KNOWN_GROUPS,
     LogPatternError,
     LogPresetSpec,
+    TimeOfDayCarry,
     compile_rule,
     compile_timestamps,
     elapsed_seconds,
     load_preset,
+    load_rules_file,
     preset_names,
     stamp_seconds,
 )
@@ -107,6 +108,7 @@ class LogProgressParser:
         self._latest_stamp = 0.0  # the stamp of the latest stamped backlog line (0.0 before any)
         self._covered = 0.0  # the longest interval a rate line of the current group covered
         self._spreader = ProgressSpreader()
+        self._time_of_day = TimeOfDayCarry()  # stamps with no date carried past midnight
 
     @classmethod
     def from_patterns(cls, patterns: Mapping[str, str], node: str) -> LogProgressParser:
@@ -118,13 +120,8 @@ class LogProgressParser:
 
     @classmethod
     def from_yaml(cls, path: Path | str, node: str) -> LogProgressParser:
-        """Rules from a YAML file (errors name the file, line and key)."""
-        data, lines = load_yaml(path)
-        spec = Reader(str(path), lines).build(LogPresetSpec, data)
-        try:
-            return cls.from_spec(spec, node, f"log:{Path(path).stem}")
-        except LogPatternError as exc:
-            raise LogPatternError(f"{path}: {exc}") from None
+        """Rules from a YAML file (errors name the file, line and key: :func:`load_rules_file`)."""
+        return cls.from_spec(load_rules_file(path), node, f"log:{Path(path).stem}")
 
     @classmethod
     def preset(cls, name: str, node: str) -> LogProgressParser:
@@ -276,7 +273,8 @@ class LogProgressParser:
             if match:
                 stamp = stamp_seconds(match)
                 if stamp is not None:
-                    return stamp
+                    dated = "day" in regex.groupindex and match.group("day")
+                    return stamp if dated else self._time_of_day.place(stamp)
         return None
 
 

@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 
-from tokenwatch.base.yaml_schema import Reader, SchemaError, duration_field, parse_yaml
+from tokenwatch.base.yaml_schema import Reader, SchemaError, duration_field, load_yaml, parse_yaml
 from tokenwatch.sources.errors import SourceFormatError
 
 COUNT_GROUPS = ("samples_done", "tokens_done", "prompt_tokens_done", "total_samples")
@@ -122,6 +123,24 @@ def stamp_seconds(match: re.Match[str]) -> float | None:
     return (stamp - _EPOCH).total_seconds() + second % 1
 
 
+@dataclass(slots=True)
+class TimeOfDayCarry:
+    """Stamps with a time and no date (``[04:40:55 TP0]``) on one axis: a time that falls back by more
+    than half a day has passed midnight, so it is carried into the next day (a log running past midnight
+    never reads as a clock that went back 24 hours)."""
+
+    days: int = 0
+    last: float | None = None  # the latest time-only stamp, days carried
+
+    def place(self, stamp: float) -> float:
+        placed = stamp + self.days * 86400.0
+        if self.last is not None and placed < self.last - 43200.0:
+            self.days += 1
+            placed += 86400.0
+        self.last = placed if self.last is None else max(self.last, placed)
+        return placed
+
+
 def elapsed_seconds(text: str) -> float:
     """tqdm's elapsed time: ``MM:SS``, ``H:MM:SS`` or plain seconds."""
     parts = text.strip().split(":")
@@ -131,6 +150,42 @@ def elapsed_seconds(text: str) -> float:
     for part in parts:
         seconds = seconds * 60 + float(part)
     return seconds
+
+
+def check_inline_settings(timestamp: str | list[str] | None, marker: str | None) -> tuple[str, str] | None:
+    """(key, problem) for a ``timestamp`` or ``marker`` that cannot work, None when both can."""
+    try:
+        compile_timestamps(timestamp)
+    except LogPatternError as exc:
+        return "timestamp", str(exc)
+    if marker is not None:
+        try:
+            re.compile(marker)
+        except (re.error, RecursionError, OverflowError) as exc:
+            return "marker", f"marker pattern: bad regular expression: {exc}"
+    return None
+
+
+def load_rules_file(path: Path | str) -> LogPresetSpec:
+    """A rules file (the YAML of a preset: ``description``, ``interval``, ``timestamp``, ``marker``,
+    ``patterns``), every rule checked; a problem is one line naming the file, line and key
+    (``rules.yaml:5: patterns.done: log pattern 'done': bad regular expression: ...``)."""
+    data, lines = load_yaml(path)
+    reader = Reader(str(path), lines)
+    spec = reader.build(LogPresetSpec, data)
+    if not spec.patterns:
+        raise reader.error(("patterns",), "no patterns given")
+    for name, pattern in spec.patterns.items():
+        try:
+            compile_rule(name, pattern)
+        except LogPatternError as exc:
+            raise reader.error(("patterns", name), str(exc)) from None
+    problem = check_inline_settings(spec.timestamp, spec.marker)
+    if problem is not None:
+        raise reader.error((problem[0],), problem[1])
+    if spec.interval_s is not None and not spec.interval_s > 0:
+        raise reader.error(("interval",), "must be longer than zero")
+    return spec
 
 
 def preset_names() -> list[str]:

@@ -50,9 +50,14 @@ class GpuRead:
         total = sum(fields[f] for f in self.families) + sum(fields.get(f, 0.0) for f in self.optional)
         return total * self.times / self.per
 
-    def promql(self) -> str:
-        """The same read in PromQL (``x or y * 0`` adds an optional family where it exists, else 0)."""
-        terms = [*self.families, *(f"({o} or {self.families[0]} * 0)" for o in self.optional)]
+    def promql(self, selector: str = "") -> str:
+        """The same read in PromQL (``x or y * 0`` adds an optional family where it exists, else 0);
+        ``selector`` (``{GPU_I_ID=""}``) follows every family name."""
+        first = self.families[0] + selector
+        terms = [
+            *(f + selector for f in self.families),
+            *(f"({o}{selector} or {first} * 0)" for o in self.optional),
+        ]
         expr = " + ".join(terms)
         if len(terms) > 1:
             expr = f"({expr})"
@@ -151,9 +156,11 @@ PRESETS: Mapping[str, MetricPreset] = {
                 "tpot": ("sglang:time_per_output_token_seconds", "sglang:inter_token_latency_seconds"),
                 "e2e": ("sglang:e2e_request_latency_seconds",),
             },
+            # SGLang's first metrics (Aug-Oct 2024) named its queue gauges as vLLM does; the collector of
+            # late 2024 renamed them (sgl-project/sglang docs/references/production_metrics.md, both forms).
             gauges={
-                "running": ("sglang:num_running_reqs",),
-                "waiting": ("sglang:num_queue_reqs",),
+                "running": ("sglang:num_running_reqs", "sglang:num_requests_running"),
+                "waiting": ("sglang:num_queue_reqs", "sglang:num_requests_waiting"),
                 "kv_cache_usage": ("sglang:token_usage",),
             },
         )

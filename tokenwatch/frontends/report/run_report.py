@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.formatting import group
 from tokenwatch.core.capacity import DEFAULT_WORKLOADS, Workload, capacity
-from tokenwatch.core.summary import RunSummary
+from tokenwatch.core.summary import RunSummary, rack_table_rows
 from tokenwatch.frontends.report.baseline_section import baseline_section
 from tokenwatch.frontends.report.cause_section import cause_section
 from tokenwatch.frontends.report.page import cards, note, page, section, table, warning_box
@@ -32,17 +32,9 @@ MAX_WARNINGS_SHOWN = 20
 
 
 def summary_rows(s: RunSummary) -> list[list[str]]:
-    """The published rack summary table (tokens/s)."""
-    spread = s.spread
-    return [
-        ["Total aggregate", group(s.tokens_per_s, 1)],
-        ["Max single-node", group(spread.max, 1)],
-        ["Min single-node", group(spread.min, 1)],
-        ["Average single-node", group(spread.mean, 1)],
-        ["Median single-node", group(spread.median, 1)],
-        ["Per GPU", group(s.per_gpu_tokens_per_s, 1)],
-        ["Node spread (max-min)/min", f"{spread.spread_pct:.1f} %" if spread.nodes else "—"],
-    ]
+    """The published rack summary table (in the summary's unit: tokens/s, or samples/s for results
+    that state no tokens), the rows every surface prints."""
+    return [[label, value] for label, value in rack_table_rows(s)[:7]]
 
 
 def subtitle(run: RunData) -> str:
@@ -57,8 +49,8 @@ def subtitle(run: RunData) -> str:
 def headline_cards(run: RunData) -> str:
     s, e = run.summary, run.efficiency
     items = [
-        ("aggregate tokens/s", group(s.tokens_per_s)),
-        ("per GPU tokens/s", group(s.per_gpu_tokens_per_s)),
+        (f"aggregate {s.unit}", group(s.aggregate, 2 if s.figure == "samples" else 0)),
+        (f"per GPU {s.unit}", group(s.per_gpu, 2 if s.figure == "samples" else 0)),
         ("node spread", f"{s.spread.spread_pct:.1f} %" if s.spread.nodes else "—"),
         ("tokens/s per W (measured)", _fmt(e.measured_tokens_per_s_per_w, 2)),
         ("tokens/s per W (GPUs x TDP)", _fmt(e.tdp_tokens_per_s_per_w, 2)),
@@ -72,10 +64,11 @@ def summary_section(run: RunData) -> str:
     s = run.summary
     snap = run.snapshot
     rows = summary_rows(s)
-    parts = [table(["Rack summary", "tokens/s"], rows, row_classes=["key"], table_id="summary-table")]
+    parts = [table(["Rack summary", s.unit], rows, row_classes=["key"], table_id="summary-table")]
     node_rows, cell_css = [], []
     for i, node in enumerate(s.nodes):
-        delta = (node.tokens_per_s - s.spread.median) / s.spread.median * 100 if s.spread.nodes else math.nan
+        own = s.node_figure(node)
+        delta = (own - s.spread.median) / s.spread.median * 100 if s.spread.nodes else math.nan
         state = snap.nodes.state[i] if snap is not None else ("INVALID" if node.valid is False else "")
         node_rows.append(
             [

@@ -254,17 +254,20 @@ def latency_section(run: RunData) -> str:
             "measured in Server-style runs.",
         )
     stats = run.snapshot.latency if run.snapshot else {}
+    # Result folders have no histograms: one result's mean and max are its LoadGen summary's own
+    stated = s.nodes[0].latency_ms if run.snapshot is None and len(s.nodes) == 1 else {}
     rows = []
     for metric, pcts in s.latency_ms.items():
         st = stats.get(metric)  # type: ignore[call-overload]
+        own = stated.get(metric, {})
         rows.append(
             [
                 metric.upper(),
                 group(pcts.get("p50"), 1),
                 group(pcts.get("p90"), 1),
                 group(pcts.get("p99"), 1),
-                group(st.mean * 1000, 1) if st else "—",
-                group(st.max * 1000, 1) if st else "—",
+                group(st.mean * 1000 if st else own.get("mean"), 1),
+                group(st.max * 1000 if st else own.get("max"), 1),
                 group(st.count) if st else "—",
             ]
         )

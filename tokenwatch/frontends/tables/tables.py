@@ -30,11 +30,16 @@ def summary_table(run: RunData) -> Table:
         ("aggregate_tokens_per_s", s.tokens_per_s, "tokens/s"),
         ("per_gpu_tokens_per_s", s.per_gpu_tokens_per_s, "tokens/s"),
     ]
-    rows += [
+    if s.figure != "tokens":  # results that state samples/s only: their figures, tokens unknown above
+        rows += [
+            (f"aggregate_{s.figure}_per_s", s.aggregate, s.unit),
+            (f"per_gpu_{s.figure}_per_s", s.per_gpu, s.unit),
+        ]
+    rows += [  # the spread is over the summary's own figure
         (
-            f"node_{k}_tokens_per_s" if k != "spread_pct" else "node_spread",
+            f"node_{k}_{s.figure}_per_s" if k != "spread_pct" else "node_spread",
             v,
-            "%" if k == "spread_pct" else "tokens/s",
+            "%" if k == "spread_pct" else s.unit,
         )
         for k, v in spread_json(s.spread).items()
     ]

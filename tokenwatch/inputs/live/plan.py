@@ -118,11 +118,20 @@ def _progress_source(
 
 
 def log_parser_factory(entry: ProgressSourceConfig, node: str) -> Callable[[], StreamParser]:
-    from tokenwatch.sources.harness_log import LogProgressParser
+    from pathlib import Path
 
+    from tokenwatch.sources.harness_log import LogProgressParser
+    from tokenwatch.sources.log_rules import load_rules_file
+
+    if entry.rules is not None:  # read once here (the config check read it too); each node its parser
+        spec, source = load_rules_file(entry.rules), f"log:{Path(entry.rules).stem}"
+        return lambda: LogProgressParser.from_spec(spec, node, source)
     if entry.patterns is not None:
-        patterns = dict(entry.patterns)
-        return lambda: LogProgressParser.from_patterns(patterns, node)
+        patterns, interval_s = dict(entry.patterns), entry.interval_s
+        timestamp, marker = entry.timestamp, entry.marker
+        return lambda: LogProgressParser(
+            patterns, node, interval_s=interval_s, timestamp=timestamp, marker=marker
+        )
     preset = entry.preset or ""
     return lambda: LogProgressParser.preset(preset, node)
 

@@ -28,6 +28,9 @@ GPU_FIELDS = (*GPU_METRICS, "throttle_reasons")
 ALL_FIELDS = (*GPU_FIELDS, *PROGRESS_FIELDS, *LATENCY_FIELDS)
 
 
+WHOLE_GPU = '{GPU_I_ID=""}'  # a GPU's own series: no MIG instance label (an absent label matches "")
+
+
 def first_present(by: str, exprs: list[str]) -> str:
     """``by (a)``, or for nodes without ``a`` ``by (b)``, ...: one family per node, as a scrape picks.
     (A bare ``or`` would match per bucket and could mix two families' buckets on one node.)"""
@@ -38,14 +41,17 @@ def first_present(by: str, exprs: list[str]) -> str:
 
 
 def gpu_queries(metrics: MetricPreset) -> dict[str, str]:
-    """Field -> PromQL template. A GPU's series read as their mean (MIG instances, as a scrape reads
-    them); the clock-reasons bitmask as the largest (a mean of bitmasks means nothing)."""
+    """Field -> PromQL template. A GPU's own series (not its MIG instances', which carry ``GPU_I_ID``,
+    as a scrape reads them) as their mean; the clock-reasons bitmask as the largest (a mean of bitmasks
+    means nothing)."""
     queries = {}
     for column, reads in metrics.gpu.items():
-        alternatives = " or ".join(r.promql() for r in reads)
+        alternatives = " or ".join(r.promql(WHOLE_GPU) for r in reads)
         queries[column] = f"avg by ({{node}}, {{gpu}}) ({alternatives})"
     if metrics.throttle_reasons:
-        queries["throttle_reasons"] = f"max by ({{node}}, {{gpu}}) ({' or '.join(metrics.throttle_reasons)})"
+        queries["throttle_reasons"] = (
+            f"max by ({{node}}, {{gpu}}) ({' or '.join(r + WHOLE_GPU for r in metrics.throttle_reasons)})"
+        )
     return queries
 
 

@@ -29,7 +29,7 @@ def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | No
     head = f"{summary.scenario} · {len(summary.nodes)} nodes, {summary.gpus} GPUs"
     text.append(f"{head} · {format_clock(summary.duration_s)}\n", style=pal.muted)
     rows = rack_table_rows(summary)
-    text.append(f"{'':{_LABEL}}{'tokens/s':>{_VALUE}}\n", style=pal.muted)
+    text.append(f"{'':{_LABEL}}{summary.unit:>{_VALUE}}\n", style=pal.muted)
     for label, value in rows:
         text.append(f"{label:<{_LABEL}}", style=pal.text)
         text.append(f"{value:>{_VALUE}}\n", style="bold")
@@ -40,9 +40,13 @@ def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | No
     for line in coverage_lines(summary):
         tail += [[(part, pal.muted)] for part in textwrap.wrap(printable(line), wrap)]
     if summary.latency_ms:
-        tail.append([(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}", pal.muted)])
-        for metric, pcts in summary.latency_ms.items():
-            cells = "".join(f"{group(pcts.get(k), 1):>9}" for k in ("p50", "p90", "p99"))
+        keys = ("p50", "p90", "p99")
+        figures = {m: [group(p.get(k), 1) for k in keys] for m, p in summary.latency_ms.items()}
+        # each column as wide as its widest figure and a space (1,359,534.3 ms ran into its neighbour)
+        cw = max([9, *(len(cell) + 1 for row in figures.values() for cell in row)])
+        tail.append([(f"{'Latency (ms)':<{_LABEL - 9}}" + "".join(f"{k:>{cw}}" for k in keys), pal.muted)])
+        for metric, row in figures.items():
+            cells = "".join(f"{cell:>{cw}}" for cell in row)
             tail.append([(f"{metric.upper():<{_LABEL - 9}}", pal.text), (cells, "bold")])
     flagged = [n for n in summary.nodes if n.valid is False]
     if flagged:
