@@ -24,6 +24,7 @@ from tokenwatch.frontends.tui.widgets.stat_columns import StatColumns
 from tokenwatch.frontends.tui.widgets.verdict_badge import VerdictBadge
 
 _WIDE_BASELINE = 110  # columns from which the header says the baseline in full (time, finish gap)
+_ROOMY_BASELINE = 190  # columns from which it also says what the compared figures cover, in counts
 
 
 class RunHeader(Widget):
@@ -149,6 +150,9 @@ class RunHeader(Widget):
             if wide:  # narrow screens keep the delta and leave the progress bar some room
                 text.append(f" at {format_clock(view.t)}", style=pal.muted)
                 text.append(f" · {view.finish_text()}", style=pal.text)
+            if view.covers_brief:  # a node down or stale in either run: the figure covers part of it
+                roomy = self.size.width >= _ROOMY_BASELINE  # else the node table's title says which
+                text.append(f" · {view.covers_brief}" if roomy else " *", style=pal.warn)
         self._set("#vs-baseline", text)
 
     def _figures(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:
