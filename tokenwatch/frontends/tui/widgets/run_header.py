@@ -65,6 +65,7 @@ class RunHeader(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._shown: dict[str, str | Text] = {}
+        self.loading_text = ""  # a slow start under way (show_loading)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="title-row"):
@@ -117,7 +118,7 @@ class RunHeader(Widget):
             )
         elif started:
             state.append("● running", style=pal.good)
-        self._set("#state", state)
+        self._set("#state", self._loading_state(state))
         self.query_one(StatColumns).pairs = (
             self._figures(snap) if snap.summary is None else self._result(snap)
         )
@@ -129,6 +130,22 @@ class RunHeader(Widget):
         )
         self.query_one(VerdictBadge).show(snap)
         self._show_baseline(snap)
+
+    def show_loading(self, text: str) -> None:
+        """A slow start under way (the session's load, past its quiet half second): said in place of the
+        run's state, ``⧗ reading the backlog of 18 nodes:  39 %``; "" when none."""
+        if text == self.loading_text:
+            return
+        self.loading_text = text
+        if self.snapshot is not None and self.is_mounted:
+            self.watch_snapshot(self.snapshot)
+        elif self.is_mounted:
+            self._set("#state", self._loading_state(Text()))
+
+    def _loading_state(self, state: Text) -> Text:
+        if not self.loading_text:
+            return state
+        return Text(f"⧗ {printable(self.loading_text)}", style=palette(self.app).warn)
 
     def _show_baseline(self, snap: RackSnapshot) -> None:
         """``vs baseline -2.1 % at 41:07 · finish +01:32, proj -1.8 %`` (the core's words and figures)."""
