@@ -120,6 +120,14 @@ def test_a_headless_run_marks_the_node_once_it_is_down(
             assert node07["mark"].startswith("this run: down from 03:00, ")
             assert record_["baseline"]["covers"].startswith("17 of 18 nodes ")
     assert snapshots[-1]["baseline"]["covers"].startswith("17 of 18 nodes finished in this run")
+    # The human lines say the counts too, once node07 is down.
+    lines = [line for line in result.stdout.splitlines() if re.match(r"\d\d:\d\d ", line)]
+    before = [line for line in lines if line < "03:00"]
+    after = [line for line in lines if line >= "03:00"]
+    assert before
+    assert after
+    assert not any("nodes up in this run" in line for line in before)
+    assert all("(17 of 18 nodes up in this run; all 18 up in the baseline)" in line for line in after[:-1])
     assert any(r["t"] < 180.0 for r in snapshots)
     assert any(r["t"] >= 180.0 for r in snapshots)
 
