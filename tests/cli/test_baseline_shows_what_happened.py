@@ -21,9 +21,11 @@ import pytest
 from tests.conftest import RunCli
 from tests.core.baseline_runs import down_and_share, record
 from tokenwatch.base.durations import format_clock
-from tokenwatch.recording import read_events
+from tokenwatch.base.events import RunEnded
+from tokenwatch.recording import RecordingWriter, read_events
 
 FAULT = "node07:down@3m"
+CUT_S = 240.0
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +183,29 @@ def test_a_whole_run_against_a_whole_baseline_has_no_mark_and_no_flag(
     assert 'class="card"' in page
     assert 'class="card flagged"' not in page
     assert 'class="flag"' not in page
+
+
+def test_a_baseline_cut_short_marks_every_node_unfinished_where_it_was_cut(
+    run_cli: RunCli, runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The clean twin interrupted at 04:00 (its events up to then, and the run end Ctrl-C writes) as the
+    baseline: each node's figure there covers its first four minutes, which each row says."""
+    _, clean = runs
+    events = [e for e in read_events(clean)[0] if e.t <= CUT_S and not isinstance(e, RunEnded)]
+    cut = tmp_path / "cut.jsonl"
+    with RecordingWriter(cut) as writer:
+        for event in [*events, RunEnded(events[-1].t, "interrupted")]:
+            writer.write(event)
+    result = run_cli("summarize", str(clean), "--baseline", str(cut))
+    assert result.returncode == 0, result.stderr
+    section = section_of(result.stdout)
+    total = next(i for i, line in enumerate(section) if line.startswith("Total aggregate"))
+    assert section[total + 1] == (
+        "  covers all 18 finished in this run; "
+        "0 of 18 nodes finished in the baseline (all 18 unfinished at 04:00)"
+    )
+    rows = {line.split()[0]: line for line in section if re.match(r"node\d\d ", line)}
+    assert len(rows) == 18
+    for name, row in rows.items():
+        _, share = down_and_share(events, name)
+        assert row.endswith(f"%  baseline: unfinished at 04:00, {share * 100:.0f} % of its samples"), row

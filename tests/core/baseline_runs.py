@@ -8,6 +8,7 @@ figure read at t; the rack's is the sum over nodes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from tokenwatch.base.events import Event, NodeStatus, Progress, ProgressBatch, RunStarted
@@ -66,7 +67,7 @@ def finite_sum(values: dict[str, float]) -> float:
     return sum(v for v in values.values() if math.isfinite(v))
 
 
-def down_and_share(events: list[Event], node: str) -> tuple[float, float]:
+def down_and_share(events: Sequence[Event], node: str) -> tuple[float, float]:
     """(when ``node`` was last reported down, the share of the samples it was given that it completed),
     from the raw events: its status events and progress, the run's total split evenly over its nodes."""
     start = next(e for e in events if isinstance(e, RunStarted))

@@ -148,7 +148,7 @@ def _marks(state: RackState, baseline: Baseline, counterparts: IntArray, now: fl
     """The view's ``node_marks`` and ``covers`` at ``now``: the run's nodes down or stale by then, and
     their counterparts' in the baseline at the same run time."""
     names = state.run.nodes
-    ours = node_outcomes(state, now)
+    ours = node_outcomes(state, now, cut_short=state.ended and state.end_reason == "interrupted")
     theirs = [baseline.outcome(j, now) for j in counterparts.tolist()]
     base_side = None
     if baseline.per_node and len(counterparts) == len(names):

@@ -16,7 +16,10 @@ from typing import Any, Literal
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.formatting import json_number
 
-Stopped = Literal["", "down", "stale"]  # "": it did not stop partway (finished, or still going)
+# "": it did not stop partway (finished, or still going); "unfinished": up when its run was cut short
+# (interrupted, or a stream with no run end)
+Stopped = Literal["", "down", "stale", "unfinished"]
+_SINCE = {"down": "from", "stale": "from", "unfinished": "at"}
 
 _NAMES_SHOWN = 6
 
@@ -39,10 +42,11 @@ class NodeOutcome:
 
     def text(self) -> str:
         """``down from 30:00, 37 % of its samples`` (``after 29:59 of work`` where its plan is not
-        known); empty for a node that did not stop."""
+        known; ``unfinished at 40:00, ...`` in a run cut short); empty for a node that did not stop."""
         if not self.partial:
             return ""
-        words = self.stopped + (f" from {format_clock(self.since_s)}" if math.isfinite(self.since_s) else "")
+        when = f" {_SINCE[self.stopped]} {format_clock(self.since_s)}" if math.isfinite(self.since_s) else ""
+        words = self.stopped + when
         if math.isfinite(self.sample_share):
             return f"{words}, {self.sample_share * 100:.0f} % of its samples"
         if math.isfinite(self.worked_s) and self.worked_s > 0:
@@ -95,6 +99,14 @@ def _side(nodes: Sequence[tuple[str, NodeOutcome]], word: str, where: str, brief
     if len(partial) == 1:
         name, outcome = partial[0]
         return f"{head} ({name} {outcome.text()})"
+    first = partial[0][1]
+    if len(partial) == total and all(
+        o.stopped == first.stopped and o.since_s == first.since_s for _, o in partial
+    ):
+        when = (
+            f" {_SINCE[first.stopped]} {format_clock(first.since_s)}" if math.isfinite(first.since_s) else ""
+        )
+        return f"{head} (all {total} {first.stopped}{when})"  # a run cut short: every node at once
     names = [name for name, _ in partial]
     shown = ", ".join(names[:_NAMES_SHOWN]) + (
         f", +{len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""

@@ -306,7 +306,7 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         else:
             what = "it did no work and is in no figure"
         warnings.append(f"{run.nodes[i]} did not finish ({how}: {why}); {what}")
-    outcomes = node_outcomes(state, state.now)
+    outcomes = node_outcomes(state, state.now, cut_short=not complete)
     nodes = [
         NodeResult(
             name,
