@@ -21,6 +21,7 @@ from typing import Protocol
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Collector, Event, Notice, RunEnded, run_collector
 from tokenwatch.base.formatting import format_clock
+from tokenwatch.base.loading import Loading
 from tokenwatch.core import RackCore, RunSummary
 from tokenwatch.recording import RecordingError, RecordingWriter
 
@@ -82,6 +83,15 @@ class Session:
         """``callback(T)`` at each multiple T of ``interval_s`` of run time, once all events to T are in."""
         self._intervals.append((interval_s, callback))
         self.core.every(interval_s, callback)
+
+    def loading(self) -> Loading | None:
+        """The slow start under way, if any: a collector's ``loading`` (a watch reading its nodes'
+        backlogs, a replay playing up to its start), for the front ends to say with its progress."""
+        for collector in self.collectors:
+            loading = getattr(collector, "loading", None)
+            if isinstance(loading, Loading) and loading.finished_at is None:
+                return loading
+        return None
 
     def on_event(self, callback: Callable[[Event], None]) -> None:
         self._event_observers.append(callback)

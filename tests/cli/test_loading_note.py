@@ -1,12 +1,16 @@
 """A slow start says what it is loading, with progress: ``loading baseline a.jsonl.zst:  43 %`` on the
-terminal (stderr) while the dashboard is not up yet, and nothing for a load over within 0.5 s."""
+terminal (stderr) while the dashboard is not up yet, and nothing for a load over within 0.5 s; a headless
+session's loads (a watch's backlogs, a replay's --start) the same way."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 
-from tests.conftest import SAMPLE_RUNS
-from tokenwatch.cli.loading_note import LoadingNote
+from tests.conftest import SAMPLE_RUNS, wait_until_async
+from tokenwatch.base.loading import QUIET_S, Loading
+from tokenwatch.cli.loading_note import LoadingNote, say_loads
 from tokenwatch.core.baseline import RunIdentity
 from tokenwatch.runs.baseline import load_baseline
 
@@ -70,3 +74,28 @@ def test_a_quick_load_says_nothing_and_a_file_gets_no_progress() -> None:
     slow(0.5)
     slow.done()
     assert log.getvalue() == ""
+
+
+async def test_a_sessions_load_is_drawn_as_it_goes_and_closed_with_its_time() -> None:
+    """The headless outlet (``say_loads``): the load a session names, drawn on the terminal as its share
+    grows, closed with its time once it is over; the same object the dashboard's header reads."""
+    clock, out = Clock(), Terminal()
+    loading = Loading("reading the backlog of 2 nodes", clock)
+    sayer = asyncio.create_task(say_loads(lambda: loading if loading.finished_at is None else None, out))
+    try:
+        clock.now += QUIET_S + 0.1  # past the quiet half second
+        loading(0.5)
+        await wait_until_async(
+            lambda: screen_lines(out.getvalue())[-1] == "reading the backlog of 2 nodes:  50 %",
+            "the half-way line",
+        )
+        clock.now += 0.3
+        loading(1.0)
+        loading.finish()
+        await wait_until_async(lambda: out.getvalue().endswith("\n"), "the closing line")
+    finally:
+        sayer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sayer
+    took = QUIET_S + 0.1 + 0.3
+    assert screen_lines(out.getvalue())[-2] == f"reading the backlog of 2 nodes: done in {took:.1f} s"

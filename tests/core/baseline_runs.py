@@ -8,9 +8,10 @@ figure read at t; the rack's is the sum over nodes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
-from tokenwatch.base.events import Event, Progress, ProgressBatch, RunStarted
+from tokenwatch.base.events import Event, NodeStatus, Progress, ProgressBatch, RunStarted
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
@@ -64,3 +65,22 @@ def pct(value: float, reference: float) -> float:
 
 def finite_sum(values: dict[str, float]) -> float:
     return sum(v for v in values.values() if math.isfinite(v))
+
+
+def down_and_share(events: Sequence[Event], node: str) -> tuple[float, float]:
+    """(when ``node`` was last reported down, the share of the samples it was given that it completed),
+    from the raw events: its status events and progress, the run's total split evenly over its nodes."""
+    start = next(e for e in events if isinstance(e, RunStarted))
+    assert start.total_samples
+    index = start.nodes.index(node)
+    down_at, samples = math.nan, 0
+    for event in events:
+        if isinstance(event, NodeStatus) and event.node == node and event.state == "down":
+            down_at = event.t
+        elif isinstance(event, ProgressBatch):
+            for i, done in zip(event.node_index.tolist(), event.samples_done.tolist(), strict=True):
+                if i == index:
+                    samples = max(samples, int(done))
+        elif isinstance(event, Progress) and event.node == node and event.samples_done is not None:
+            samples = max(samples, event.samples_done)
+    return down_at, samples / (start.total_samples / len(start.nodes))

@@ -13,17 +13,32 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import pytest
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
-from tests.core.baseline_runs import finite_sum, measured_means, pct
-from tests.tui.apps import NODE_FAILURE, OFFLINE, SERVER, SNAPSHOT_TIME_S, replay_app, settle, settle_sync
+from tests.core.baseline_runs import down_and_share, finite_sum, measured_means, pct, record
+from tests.tui.apps import (
+    NODE_FAILURE,
+    OFFLINE,
+    SERVER,
+    SNAPSHOT_TIME_S,
+    end_of,
+    replay_app,
+    settle,
+    settle_sync,
+)
 from tests.tui.test_tui_run_edges import strips, text_of
+from tokenwatch.base.durations import format_clock
 from tokenwatch.core import CoreConfig
 from tokenwatch.core.baseline import Baseline, RunIdentity
 from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.charts import LINE_GLYPHS, LINE_HEIGHTS, pick_columns
+from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.widgets.latency_histogram import LatencyHistogram
 from tokenwatch.frontends.tui.widgets.node_table import NodeTable
 from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline
@@ -69,7 +84,11 @@ async def test_header_and_node_column_show_the_cores_comparison_at_41_07() -> No
             assert view.node_delta_pct[i] == pytest.approx(pct(ours[name], theirs[name]), abs=0.05), name
         header = app.screen.query_one("#vs-baseline", Static)
         assert header.display
-        assert str(header.render()) == f"vs baseline {view.delta_text()} at 41:07 · {view.finish_text()}"
+        # The baseline's node07 has been down since 30:00: the header says what the figures cover.
+        assert view.covers_brief == "all 18 up in this run; 17 of 18 nodes up in the baseline"
+        assert str(header.render()) == (
+            f"vs baseline {view.delta_text()} at 41:07 · {view.finish_text()} · {view.covers_brief}"
+        )
         table = app.screen.query_one(NodeTable)
         assert "base" in [c.key for c in table._columns]
         head = text_of(strips(table)[0])
@@ -78,9 +97,13 @@ async def test_header_and_node_column_show_the_cores_comparison_at_41_07() -> No
         for line in strips(table)[1:]:
             row = text_of(line)
             name = row.split()[0] if row.strip() else ""
-            if name in names:
+            if name in names:  # node07 marked: it went down in the baseline, its figure there is partial
                 cell = row[start - 8 : start].strip()
-                assert cell == f"{view.node_delta_pct[names.index(name)]:+.1f}%", name
+                mark = "*" if name == "node07" else ""
+                assert cell == f"{view.node_delta_pct[names.index(name)]:+.1f}%{mark}", name
+        down_at, share = down_and_share(read_events(NODE_FAILURE)[0], "node07")
+        words = f"down from {format_clock(down_at)}, {share * 100:.0f} % of its samples"
+        assert str(table.border_title).endswith(f" · * node07 baseline: {words}")
         assert "baseline gb300-nvl72-node-failure.jsonl.zst" in str(
             app.screen.query_one(ThroughputTimeline).border_subtitle
         )
@@ -132,6 +155,60 @@ async def test_the_latency_panel_overlays_the_baselines_histogram() -> None:
         # The expected run of the published figures: the same median TTFT as the sample (0.32 s).
         assert reference.p50 == pytest.approx(app.latest.latency["ttft"].p50, rel=0.05)
         assert math.isfinite(view.finish_gap_s)
+
+
+@pytest.fixture(scope="module")
+def fault_twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """``sim --seed 0 --faults node07:down@3m`` and ``sim --seed 0``, ten minutes each: the same work
+    but node07's, so the baseline's line runs just above the fault run's bars (by 0.3 % at the end)."""
+    folder = tmp_path_factory.mktemp("fault-twins")
+    return record(folder / "faults.jsonl", 0, 600.0, "node07:down@3m"), record(
+        folder / "seed0.jsonl", 0, 600.0
+    )
+
+
+async def test_the_baselines_line_is_drawn_at_its_true_height(fault_twins: tuple[Path, Path]) -> None:
+    """Each column's line sits within a quarter row of the baseline's figure (the bars are drawn to an
+    eighth): a line a fraction of a percent above the bars sits on them, not a row (~15 %) above."""
+    faults, clean = fault_twins
+    baseline = load_baseline(str(clean), RunIdentity("Offline"))[0]
+    app = replay_app(faults, end_of(faults), config=CoreConfig(baseline=baseline))
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot, app)
+        snap = app.latest
+        assert snap.baseline is not None
+        chart = app.screen.query_one(ThroughputTimeline)
+        text = chart.render()
+        assert isinstance(text, Text)
+        width, height = chart.content_size
+        chart_w, chart_h = width - 8, height - 1
+        t_end = max(snap.run.nominal_duration_s or 0.0, float(snap.timeline.times[-1]))
+        ours = pick_columns(snap.timeline.times, snap.timeline.tokens_per_s, 0.0, t_end, chart_w)
+        theirs = pick_columns(
+            snap.baseline.timeline_times, snap.baseline.timeline_tokens_per_s, 0.0, t_end, chart_w
+        )
+        hi = max(np.nanmax(ours), np.nanmax(theirs)) * 1.15
+        line_colour = palette(app).text.color
+        drawn: dict[int, float] = {}  # column: the line's height in rows from the chart's bottom
+        for r, row in enumerate(text.split("\n")[:chart_h]):
+            for span in row.spans:
+                style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
+                if style.color != line_colour:
+                    continue
+                for col in range(span.start - 8, span.end - 8):
+                    glyph = row.plain[col + 8]
+                    drawn[col] = chart_h - 1 - r + LINE_HEIGHTS[LINE_GLYPHS.index(glyph)]
+        finite = [c for c in range(chart_w) if math.isfinite(theirs[c])]
+        assert len(drawn) == len(finite) > chart_w // 2
+        for col in finite:
+            assert drawn[col] == pytest.approx(theirs[col] / hi * chart_h, abs=0.25), col
+        # Where the run's bar is within an eighth of a row of the line, they touch: no row between them.
+        close = [
+            c for c in finite if math.isfinite(ours[c]) and abs(ours[c] - theirs[c]) / hi * chart_h < 0.125
+        ]
+        assert close
+        for col in close:
+            assert abs(drawn[col] - ours[col] / hi * chart_h) < 0.4, col
 
 
 def test_snapshot_offline_against_a_baseline(snap_compare: SnapCompare) -> None:

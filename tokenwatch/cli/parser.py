@@ -103,7 +103,9 @@ def add_baseline_option(p: argparse.ArgumentParser) -> None:
         help="a reference run to compare with: a recording, a folder of MLPerf results, or sim:PROFILE "
         "(the simulator's expected run of a profile's published figures, e.g. sim:gb300-nvl72); another "
         "scenario or benchmark is refused, another node count, GPU count or node names a warning; nodes "
-        "are matched by name, or by rank when the runs share no names (the dashboard and summary say which)",
+        "are matched by name, or by rank when the runs share no names (the dashboard and summary say which); "
+        "a node down or stale in either run is marked with what it did (down from 30:00, 35 %% of its "
+        "samples) and the aggregate says what it covers",
     )
 
 

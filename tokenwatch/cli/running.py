@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tokenwatch.base.events import Collector
+from tokenwatch.cli.loading_note import say_loads
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError, stderr_line
@@ -272,11 +273,16 @@ async def _run_until_signal(
     for sig in STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop_once)
+    # A slow start (a watch's backlogs, a replay's --start) says what it loads on the terminal.
+    sayer = asyncio.create_task(say_loads(session.loading))
     try:
         await session.run()
         if notifier is not None:
             await notifier.close()
     finally:
+        sayer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sayer
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)

@@ -17,6 +17,7 @@ same way before a run starts (the CLI) and in every snapshot:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric
 from tokenwatch.core.baseline_view import BaselineLatency, MatchedBy
+from tokenwatch.core.node_outcome import WHOLE, NodeOutcome
 from tokenwatch.mlperf.rules import normalize_benchmark
 
 
@@ -58,6 +60,16 @@ class Baseline:
     latency: Mapping[LatencyMetric, BaselineLatency]
     per_node: bool = True
     uniform: bool = False  # every node is the same expected node (the simulator's): laid over any run
+    # Per node: whether it stopped partway (down or stale at its end), from when, with how much of its
+    # work; empty where not known. A comparison says so beside the node's figure.
+    node_outcomes: tuple[NodeOutcome, ...] = ()
+
+    def outcome(self, j: int, t: float = math.inf) -> NodeOutcome:
+        """Baseline node ``j``'s outcome as of its run time ``t``: its stop once ``t`` has reached it."""
+        if j < 0 or j >= len(self.node_outcomes):
+            return WHOLE
+        outcome = self.node_outcomes[j]
+        return outcome if outcome.partial and not outcome.since_s > t else WHOLE
 
     def reference_total(self, node_values: FloatArray, counterparts: IntArray) -> float:
         """The reference rack figure from per-node ``node_values`` (its nodes' rates at some time): the sum

@@ -19,7 +19,9 @@ from tokenwatch.base.events import FloatArray, IntArray
 from tokenwatch.base.formatting import json_number
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline_view import BaselineView, MatchedBy
+from tokenwatch.core.node_outcome import WHOLE, NodeOutcome, covers_line, node_mark
 from tokenwatch.core.state import RackState
+from tokenwatch.core.stopped_partway import node_outcomes
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.mlperf.forecast import Forecast
 
@@ -138,7 +140,33 @@ def baseline_view(state: RackState, now: float, forecast: Forecast | None) -> Ba
         timeline_times=times,
         timeline_tokens_per_s=rates,
         latency=baseline.latency,
+        **_marks(state, baseline, fit.counterparts, now),
     )
+
+
+def _marks(state: RackState, baseline: Baseline, counterparts: IntArray, now: float) -> dict[str, Any]:
+    """The view's ``node_marks`` and ``covers`` at ``now``: the run's nodes down or stale by then, and
+    their counterparts' in the baseline at the same run time."""
+    names = state.run.nodes
+    ours = node_outcomes(state, now, cut_short=state.ended and state.end_reason == "interrupted")
+    theirs = [baseline.outcome(j, now) for j in counterparts.tolist()]
+    base_side = None
+    if baseline.per_node and len(counterparts) == len(names):
+        base_side = _baseline_side(baseline, counterparts, now)
+    run_side, word = list(zip(names, ours, strict=True)), "finished" if state.ended else "up"
+    return {
+        "node_marks": tuple(node_mark(o, b) for o, b in zip(ours, theirs, strict=True)),
+        "covers": covers_line(run_side, base_side, word),
+        "covers_brief": covers_line(run_side, base_side, word, brief=True),
+    }
+
+
+def _baseline_side(baseline: Baseline, counterparts: IntArray, t: float) -> list[tuple[str, NodeOutcome]]:
+    """The baseline's nodes as its rack figure holds them, with their outcomes at run time ``t``: the run's
+    counterparts for a uniform (expected) baseline, else all its own nodes (its rack figure sums them)."""
+    if baseline.uniform:
+        return [(baseline.nodes[j], baseline.outcome(j, t)) for j in counterparts.tolist() if j >= 0]
+    return [(name, baseline.outcome(j, t)) for j, name in enumerate(baseline.nodes)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +176,13 @@ class NodeDelta:
     tokens_per_s: float
     baseline_tokens_per_s: float
     delta_pct: float
+    outcome: NodeOutcome = WHOLE  # the node's in this run: whether it stopped partway
+    baseline_outcome: NodeOutcome = WHOLE  # its counterpart's in the baseline
+
+    def mark(self) -> str:
+        """What either did when one stopped partway (``this run: down from 03:00, 30 % of its
+        samples``); empty when both did their work."""
+        return node_mark(self.outcome, self.baseline_outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +197,7 @@ class BaselineComparison:
     matched_by: MatchedBy
     notes: tuple[str, ...]
     nodes: tuple[NodeDelta, ...]
+    covers: str = ""  # what the rack figures cover, where a node of either run stopped partway
 
     def to_json(self) -> dict[str, Any]:
         """The ``"baseline"`` object of ``summarize --json`` (NaN becomes null)."""
@@ -172,11 +208,14 @@ class BaselineComparison:
             "delta_pct": json_number(self.delta_pct, 3),
             "matched_by": self.matched_by,
             "notes": list(self.notes),
+            "covers": self.covers or None,
             "nodes": [
                 {
                     "name": node.name,
                     "baseline_node": node.baseline_node,
                     "delta_pct": json_number(node.delta_pct, 3),
+                    "this_run": node.outcome.to_json(),
+                    "in_baseline": node.baseline_outcome.to_json(),
                 }
                 for node in self.nodes
             ],
@@ -218,10 +257,15 @@ def compare_summary(summary: RunSummary, baseline: Baseline) -> BaselineComparis
     for node, j in zip(summary.nodes, counterparts.tolist(), strict=True):
         reference = float(baseline.node_tokens_per_s[j]) if j >= 0 else _NAN
         other = baseline.nodes[j] if j >= 0 else None
+        change = delta_pct(node.tokens_per_s, reference)
         nodes.append(
-            NodeDelta(node.name, other, node.tokens_per_s, reference, delta_pct(node.tokens_per_s, reference))
+            NodeDelta(
+                node.name, other, node.tokens_per_s, reference, change, node.outcome, baseline.outcome(j)
+            )
         )
     reference = baseline.reference_total(baseline.node_tokens_per_s, counterparts)
+    base_side = _baseline_side(baseline, counterparts, math.inf) if baseline.per_node else None
+    covers = covers_line([(n.name, n.outcome) for n in summary.nodes], base_side, "finished")
     return BaselineComparison(
         name=baseline.name,
         source=baseline.source,
@@ -231,4 +275,5 @@ def compare_summary(summary: RunSummary, baseline: Baseline) -> BaselineComparis
         matched_by=matched_by,
         notes=notes,
         nodes=tuple(nodes),
+        covers=covers,
     )

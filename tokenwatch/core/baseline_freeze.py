@@ -12,6 +12,7 @@ from tokenwatch.core.baseline import Baseline
 from tokenwatch.core.baseline_view import BaselineLatency
 from tokenwatch.core.rack_snapshot import latency_stats
 from tokenwatch.core.state import RackState
+from tokenwatch.core.stopped_partway import node_outcomes, was_cut_short
 from tokenwatch.core.summary import RunSummary
 
 
@@ -50,6 +51,7 @@ def freeze_state(state: RackState, name: str, source: str) -> Baseline:
         node_first_s=_frozen(state.t_first),
         rack_tokens_per_s=_frozen(rack),
         latency=latency,
+        node_outcomes=node_outcomes(state, state.now, cut_short=was_cut_short(state)),
     )
 
 
@@ -90,6 +92,7 @@ def freeze_summary(summary: RunSummary, name: str, source: str) -> Baseline:
         rack_tokens_per_s=_frozen(empty),
         latency={},
         per_node=summary.layout != "system",
+        node_outcomes=tuple(node.outcome for node in summary.nodes),
     )
 
 

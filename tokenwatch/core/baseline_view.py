@@ -66,6 +66,12 @@ class BaselineView:
     timeline_times: FloatArray  # the reference's rack tokens/s over its run (empty: final figures only)
     timeline_tokens_per_s: FloatArray
     latency: Mapping[LatencyMetric, BaselineLatency]
+    # Per node of the run: what it or its counterpart did when either stopped partway by ``t`` (``this run:
+    # down from 03:00, 30 % of its samples``), "" for the others; and what the rack figure covers, when
+    # some node stopped partway (``17 of 18 nodes up in this run (...); all 18 in the baseline``).
+    node_marks: tuple[str, ...] = ()
+    covers: str = ""
+    covers_brief: str = ""  # the same counts without the names, for a one-line header
 
     def delta_text(self) -> str:
         """``-2.1 %`` (the run against the baseline now), ``—`` when either has no figure yet."""

@@ -105,8 +105,14 @@ def baseline_json(view: BaselineView, names: tuple[str, ...]) -> dict[str, Any]:
         "refused": view.refused or None,
         "projected_delta_pct": json_number(view.projected_delta_pct),
         "finish_gap_s": json_number(view.finish_gap_s),
+        "covers": view.covers or None,  # where a node of either run stopped partway by this run time
         "nodes": [
-            {"name": name, "baseline_node": other or None, "delta_pct": json_number(view.node_delta_pct[i])}
+            {
+                "name": name,
+                "baseline_node": other or None,
+                "delta_pct": json_number(view.node_delta_pct[i]),
+                "mark": view.node_marks[i] if i < len(view.node_marks) and view.node_marks[i] else None,
+            }
             for i, (name, other) in enumerate(zip(names, view.counterpart, strict=True))
         ],
     }

@@ -23,8 +23,10 @@ from tokenwatch.core.energy import run_energy
 from tokenwatch.core.final_figure import did_work as figure_counts
 from tokenwatch.core.final_figure import left_out, left_out_note, rack_sum
 from tokenwatch.core.histogram import quantiles_of
+from tokenwatch.core.node_outcome import WHOLE, NodeOutcome
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
+from tokenwatch.core.stopped_partway import node_outcomes
 from tokenwatch.core.verdict_final import RunVerdict, final_verdict
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -43,6 +45,7 @@ class NodeResult:
     samples_per_s: float
     valid: bool | None = None  # None: validity unknown (a recording); False: LoadGen said INVALID
     finished: bool = True  # False: the node stopped partway (down or stale at the end): a partial figure
+    outcome: NodeOutcome = WHOLE  # how it stopped partway, from when, with how much of its work (recordings)
     latency_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -339,6 +342,7 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         else:
             what = "it did no work and is in no figure"
         warnings.append(f"{run.nodes[i]} did not finish ({how}: {why}); {what}")
+    outcomes = node_outcomes(state, state.now, cut_short=not complete)
     nodes = [
         NodeResult(
             name,
@@ -347,6 +351,7 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
             float(samples_per_s[i]),
             valid=False if unfinished[i] else None,
             finished=not unfinished[i],
+            outcome=outcomes[i],
         )
         for i, name in enumerate(run.nodes)
     ]

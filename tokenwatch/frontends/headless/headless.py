@@ -44,7 +44,10 @@ def human_line(snap: RackSnapshot) -> str:
         parts.append(verdict_part(snap))
     if snap.baseline is not None:  # --baseline: the run against its reference at this run time
         view = snap.baseline
-        parts.append(view.headline() if view.refused else f"vs base {view.delta_text()} {view.finish_text()}")
+        compared = f"vs base {view.delta_text()} {view.finish_text()}"
+        if view.covers_brief:  # a node down or stale in either run: what the compared figures cover
+            compared += f" ({view.covers_brief})"
+        parts.append(view.headline() if view.refused else compared)
     line = "  ".join(parts)
     if figures is not None:
         line = f"{line}  run figures; {printable(snap.banner)}"

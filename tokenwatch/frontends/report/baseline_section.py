@@ -20,7 +20,8 @@ _MATCHED = {
 
 
 def baseline_section(comparison: BaselineComparison) -> str:
-    """Cards for the rack figure, a table of every node's figure against its counterpart's, and notes."""
+    """Cards for the rack figure (flagged with what it covers where a node of either run stopped partway),
+    a table of every node's figure against its counterpart's with what either did, and notes."""
     c = comparison
     parts = [
         cards(
@@ -28,7 +29,8 @@ def baseline_section(comparison: BaselineComparison) -> str:
                 ("vs baseline", signed_pct(c.delta_pct)),
                 ("this run tokens/s", group(c.run_tokens_per_s)),
                 ("baseline tokens/s", group(c.tokens_per_s)),
-            ]
+            ],
+            {"vs baseline": f"covers {c.covers}"} if c.covers else None,
         )
     ]
     rows, cell_css = [], []
@@ -40,13 +42,14 @@ def baseline_section(comparison: BaselineComparison) -> str:
                 group(node.tokens_per_s, 1),
                 group(node.baseline_tokens_per_s, 1),
                 signed_pct(node.delta_pct),
+                node.mark(),
             ]
         )
         slow = math.isfinite(node.delta_pct) and node.delta_pct <= -2.0
-        cell_css.append(["", "", "", "", "bad" if slow else ""])
+        cell_css.append(["", "", "", "", "bad" if slow else "", "bad" if node.mark() else ""])
     parts.append(
         table(
-            ["node", "baseline node", "tokens/s", "baseline tokens/s", "vs baseline"],
+            ["node", "baseline node", "tokens/s", "baseline tokens/s", "vs baseline", "stopped partway"],
             rows,
             cell_classes=cell_css,
             table_id="baseline-table",

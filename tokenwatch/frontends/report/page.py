@@ -7,7 +7,7 @@ overrides it and remembers the choice; ``#theme=dark`` / ``#theme=light`` in the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tokenwatch.frontends.report.svg import esc
 
@@ -51,6 +51,7 @@ CSS = (
     ".card{background:var(--panel);border:1px solid var(--border);border-radius:8px;padding:10px 12px}"
     ".card .v{font-size:22px;font-weight:700;font-variant-numeric:tabular-nums}"
     ".card .k{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}"
+    ".card.flagged{border-color:var(--bad)}.card .flag{color:var(--bad);font-size:12px}"
     "figure.chart{margin:14px 0 22px;background:var(--panel);border:1px solid var(--border);"
     "border-radius:8px;padding:8px 8px 4px}"
     "figure.chart figcaption{font-weight:600;margin:2px 6px 2px}"
@@ -131,9 +132,15 @@ def section(section_id: str, title: str, *parts: str) -> str:
     return f'<section id="{esc(section_id)}"><h2>{esc(title)}</h2>{"".join(parts)}</section>'
 
 
-def cards(items: Sequence[tuple[str, str]]) -> str:
+def cards(items: Sequence[tuple[str, str]], flags: Mapping[str, str] | None = None) -> str:
+    """Headline figures, (label, value) each; ``flags``: by label, a line under a figure that covers less
+    than it seems to (a partial run), drawn in the warning colour with the card's border."""
+    flags = flags or {}
     inner = "".join(
-        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
+        f'<div class="card{" flagged" if k in flags else ""}"><div class="k">{esc(k)}</div>'
+        f'<div class="v">{esc(v)}</div>'
+        + (f'<div class="flag">{esc(flags[k])}</div>' if k in flags else "")
+        + "</div>"
         for k, v in items
     )
     return f'<div class="cards">{inner}</div>'

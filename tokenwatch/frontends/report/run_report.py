@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.formatting import group
 from tokenwatch.core.capacity import DEFAULT_WORKLOADS, Workload, capacity
-from tokenwatch.core.summary import RunSummary, rack_table_rows
+from tokenwatch.core.node_outcome import covers_line
+from tokenwatch.core.summary import RunSummary, coverage_lines, rack_table_rows
 from tokenwatch.frontends.report.baseline_section import baseline_section
 from tokenwatch.frontends.report.cause_section import cause_section
 from tokenwatch.frontends.report.page import cards, note, page, section, table, warning_box
@@ -57,7 +58,16 @@ def headline_cards(run: RunData) -> str:
     ]
     if s.latency_ms.get("ttft"):
         items.append(("TTFT p99", f"{group(s.latency_ms['ttft'].get('p99'))} ms"))
-    return cards(items)
+    partial = partial_run_flag(s)
+    return cards(items, {"aggregate tokens/s": partial} if partial else None)
+
+
+def partial_run_flag(s: RunSummary) -> str:
+    """What a partial run's aggregate covers, under its headline figure (``17 of 18 nodes finished in
+    this run (node07 down from 30:00, 37 % of its samples)``; a run cut short, its status); empty for a
+    whole run."""
+    stopped = covers_line([(n.name, n.outcome) for n in s.nodes], None, "finished")
+    return "; ".join(part for part in (s.status, stopped) if part)
 
 
 def summary_section(run: RunData) -> str:
@@ -95,6 +105,7 @@ def summary_section(run: RunData) -> str:
             "aggregate is the sum over nodes, as the published rack figure is."
         )
     )
+    parts.append(f'<div id="covers">{"".join(note(line) for line in coverage_lines(s))}</div>')
     return section("summary", "Rack summary", *parts)
 
 
@@ -151,9 +162,11 @@ def render_run_report(
 ) -> str:
     """``baseline``: the reference (``--baseline``) and the run's comparison with it: a section after the
     summary, and its line on the throughput chart."""
-    warnings = [warning_box(w) for w in run.warnings[:MAX_WARNINGS_SHOWN]]
-    if len(run.warnings) > MAX_WARNINGS_SHOWN:
-        warnings.append(warning_box(f"... and {len(run.warnings) - MAX_WARNINGS_SHOWN} more warnings"))
+    # The summary's warnings (a node that did not finish, a run cut short) and the reader's, once each.
+    said = list(dict.fromkeys((*run.summary.warnings, *run.warnings)))
+    warnings = [warning_box(w) for w in said[:MAX_WARNINGS_SHOWN]]
+    if len(said) > MAX_WARNINGS_SHOWN:
+        warnings.append(warning_box(f"... and {len(said) - MAX_WARNINGS_SHOWN} more warnings"))
     body = [
         *warnings,
         headline_cards(run),

@@ -36,6 +36,7 @@ from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
 from tokenwatch.frontends.tui.terminal_driver import TerminalDriver, TerminalGone
 from tokenwatch.frontends.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
 from tokenwatch.frontends.tui.widgets.replay_bar import ReplayState, speed_label
+from tokenwatch.frontends.tui.widgets.run_header import RunHeader
 from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
 
@@ -177,10 +178,14 @@ class TokenwatchApp(App[None]):
         if focus is not None and focus.racks != frozenset((rack,) if rack else ()):
             focus.show((rack,) if rack else ())  # a fleet watched through Prometheus: fetch its nodes
         replay = self.replay_state()
-        token = (id(core), self.session.events_seen, replay, self.theme)
+        loading = self.session.loading()
+        said = loading.text() if loading is not None and loading.worth_saying() else ""
+        token = (id(core), self.session.events_seen, replay, self.theme, said)
         if token == self._last_token and not force:
             return
         self._last_token = token
+        if isinstance(self.screen, DashboardScreen):  # a slow start says what it loads, and how far
+            self.screen.query_one(RunHeader).show_loading(said)
         snap = core.rack_snapshot(rack) if rack is not None else None
         self.latest = snap if snap is not None else core.snapshot()
         self.refreshes += 1

@@ -16,6 +16,10 @@ from tokenwatch.base.events import FloatArray
 SPARK = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 H_EIGHTHS = " ▏▎▍▌▋▊▉█"
+# A horizontal line at the bottom, the middle and the top of its cell (the block elements the bars use, and
+# the box-drawing line: glyphs every terminal font with the bars has), and where each one sits (0..1).
+LINE_GLYPHS = "▁─▔"
+LINE_HEIGHTS = (1 / 16, 1 / 2, 15 / 16)
 
 
 def sparkline(values: Sequence[float] | FloatArray, lo: float, hi: float, width: int) -> str:
@@ -80,6 +84,21 @@ def column_rows(columns: FloatArray, lo: float, hi: float, height: int) -> list[
     return rows
 
 
+def line_cells(values: FloatArray, lo: float, hi: float, height: int) -> tuple[np.ndarray, list[str]]:
+    """A line over a ``height``-row column chart: per column its row (0 the top row, -1 none) and its glyph.
+
+    Placed at the bars' precision (eighths of a row) and drawn with the glyph whose line sits nearest that
+    height in its cell, so a line 0.4 % above a bar sits on the bar's top rather than a row above it."""
+    span = hi - lo if hi > lo else 1.0
+    ok = np.isfinite(values)
+    level = np.where(ok, np.clip((values - lo) / span, 0.0, 1.0) * height * 8, 0.0).round()
+    from_bottom = np.minimum(height - 1, level // 8)
+    within = (level - from_bottom * 8) / 8.0  # 0 the cell's bottom .. 1 its top
+    pick = np.abs(within[:, None] - np.asarray(LINE_HEIGHTS)[None, :]).argmin(axis=1)
+    rows = np.where(ok, height - 1 - from_bottom, -1).astype(np.int64)
+    return rows, [LINE_GLYPHS[k] if good else " " for k, good in zip(pick.tolist(), ok.tolist(), strict=True)]
+
+
 def hbar(fraction: float, width: int) -> str:
     """A horizontal bar ``width`` cells long filled to ``fraction`` (eighth-cell resolution)."""
     if width <= 0:
@@ -117,17 +136,20 @@ def log_ticks(lo: float, hi: float) -> list[tuple[float, bool]]:
     return ticks
 
 
-def line_over_bars(row: str, on_line: Sequence[bool] | np.ndarray) -> list[tuple[str, int]]:
+def line_over_bars(
+    row: str, on_line: Sequence[bool] | np.ndarray, glyphs: Sequence[str] | None = None
+) -> list[tuple[str, int]]:
     """A chart row with a second series drawn as a line through the cells ``on_line``, as pieces to style:
-    kind 0 the row as it is, 1 ``─`` over an empty or partly filled cell, 2 ``─`` across a full bar cell
-    (to draw on the bar's colour). Consecutive cells of one kind are one piece."""
+    kind 0 the row as it is, 1 the line over an empty or partly filled cell, 2 the line across a full bar
+    cell (to draw on the bar's colour). ``glyphs``: the line's character per cell (``─`` everywhere when
+    not given; see :func:`line_cells`). Consecutive cells of one kind are one piece."""
     kinds = [0 if not on_line[c] else 2 if ch == "█" else 1 for c, ch in enumerate(row)]
+    cells = [row[c] if kinds[c] == 0 else glyphs[c] if glyphs is not None else "─" for c in range(len(row))]
     pieces: list[tuple[str, int]] = []
     start = 0
     for c in range(1, len(row) + 1):
         if c < len(row) and kinds[c] == kinds[start]:
             continue
-        kind = kinds[start]
-        pieces.append((row[start:c] if kind == 0 else "─" * (c - start), kind))
+        pieces.append(("".join(cells[start:c]), kinds[start]))
         start = c
     return pieces

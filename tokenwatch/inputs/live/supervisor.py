@@ -29,6 +29,7 @@ from tokenwatch.base.events import (
     RunStarted,
     run_collector,
 )
+from tokenwatch.base.loading import Loading
 from tokenwatch.inputs.config import WatchConfig
 from tokenwatch.inputs.discovery import NodeDiscovery
 from tokenwatch.inputs.live.backlog import Backfill, retime
@@ -87,6 +88,7 @@ class LiveCollector:
         self.meta_extra: dict[str, Any] = {}  # what the run's sources add to its meta (a fleet's racks)
         self.t0 = 0.0
         self.run_clock = RunClock(0.0, 0.0, "")
+        self.loading: Loading | None = None  # the backlogs and history read before the run starts
 
     def now(self) -> float:
         return self.clock.time() - self.t0
@@ -139,7 +141,11 @@ class LiveCollector:
         self.t0 = self.clock.time()
         await self._discover()
         self._make_runners()
-        history, watch_mono = await self._history()
+        try:
+            history, watch_mono = await self._history()
+        finally:
+            if self.loading is not None:
+                self.loading.finish()
         self.t0 = watch_mono - self.run_clock.attach_s  # now() = run time: attach_s when the watch began
         for runner in self.runners:
             runner.ctx.t0 = self.t0
@@ -184,6 +190,12 @@ class LiveCollector:
         watch_wall = self.clock.wall()
         nodes = [asyncio.create_task(r.backfill()) for r in self.runners]
         starts = [asyncio.create_task(h.run_start(watch_wall)) for h in histories]
+        # Minutes of logs at rack size: said with how far it is (the share of nodes and sources read).
+        steps = len(nodes) + len(starts) + (1 if histories else 0)
+        what = f"reading the backlog of {len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+        loading = self.loading = Loading(what if nodes else "reading the run's history", self.clock.time)
+        for task in (*nodes, *starts):
+            task.add_done_callback(lambda _: loading(loading.share + 1 / steps))
         budget = self.options.history_timeout_s
         began = self.clock.time()
         finished = await _settle([*nodes, *starts], budget)

@@ -27,6 +27,7 @@ from typing import Protocol
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Notice
 from tokenwatch.base.formatting import format_clock
+from tokenwatch.base.loading import Loading
 from tokenwatch.base.pacing import Pacer
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.inputs.replay.keeper import AnyKeyframe, KeyframeKeeper
@@ -85,6 +86,7 @@ class ReplayPlayer:
         self._keyframes = KeyframeKeeper(self.path, keyframe_every_s, keyframe_budget_bytes, self._warn)
         self._use_index = index
         self.message = ""  # the latest thing the engineer should know (e.g. why a seek was refused)
+        self.loading: Loading | None = None  # a play up to the start (or a seek ahead) under way
         self._host: PlaybackHost | None = None
         self._config: CoreConfig | None = None
         self._loaders: list[asyncio.Future[None]] = []
@@ -359,6 +361,25 @@ class ReplayPlayer:
         """Release every event at or before ``target`` unpaced (the start time, or a seek ahead). A target
         past the recording's end stops at the end and says so (the start's in the warnings too)."""
         starting = not self._played_any
+        loading = self.loading = self._loading_to(target, starting)
+        try:
+            await self._play_up_to(emit, target, starting, loading)
+        finally:
+            loading.finish()
+
+    def _loading_to(self, target: float, starting: bool) -> Loading:
+        """What a play up to ``target`` says while it goes (a large recording's --start takes seconds)."""
+        what = (
+            f"loading {self.path.name} up to {format_clock(target)}"
+            if starting
+            else (f"playing up to {format_clock(target)}")
+        )
+        if self._keyframes.indexed and not self._keyframes.complete:
+            what += ", writing its replay index"
+        return Loading(what)
+
+    async def _play_up_to(self, emit: Emit, target: float, starting: bool, loading: Loading) -> None:
+        begin = self._position
         while self._seek_target is None:  # a newer seek replaces this one
             event = self._tape.peek()
             if event is None:
@@ -377,6 +398,8 @@ class ReplayPlayer:
             if event.t > target and self._played_any:  # the run start always comes along
                 return
             await self._emit_next(emit)
+            goal = min(target, self.duration_s or target)  # a --start past the end stops at the end
+            loading((self._position - begin) / (goal - begin) if goal > begin else 1.0)
             await self.pacer.yield_sometimes()
 
     async def _rebuild(self, host: PlaybackHost, keyframe: AnyKeyframe, target: float) -> None:

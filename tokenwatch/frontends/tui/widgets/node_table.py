@@ -179,6 +179,8 @@ class NodeTable(SortedTable):
         self.border_title = f"Nodes ({len(rows.names)})"
         if base is not None and base.matched_by == "rank":  # said where the column is read
             self.border_title += " · vs base: matched by rank"
+        if base is not None:  # a node that stopped partway in either run: its figure covers part of it
+            self.border_title += stopped_caption(rows.names, base.node_marks)
 
     def _sort_cycle(self) -> tuple[str, ...]:
         """``vs base`` only when there is a baseline."""
@@ -247,7 +249,7 @@ class NodeTable(SortedTable):
             "now": group(rows.tokens_per_s[i]),
             "mean": group(rows.mean_tokens_per_s[i]),
             "delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
-            "base": f"{round(base, 1) or 0.0:+.1f}%" if math.isfinite(base) else DASH,
+            "base": (f"{round(base, 1) or 0.0:+.1f}%" if math.isfinite(base) else DASH) + self._mark(snap, i),
             "progress": f"{rows.progress_pct[i]:.0f}%" if math.isfinite(rows.progress_pct[i]) else DASH,
             "power": num(rows.power_w[i]),
             "sm": num(rows.sm_clock_mhz[i]),
@@ -259,6 +261,12 @@ class NodeTable(SortedTable):
             if rows.sparkline_tokens_per_s.shape[1]
             else "",
         }
+
+    @staticmethod
+    def _mark(snap: RackSnapshot, i: int) -> str:
+        """``*`` after a node's ``vs base`` figure where it or its counterpart stopped partway."""
+        marks = snap.baseline.node_marks if snap.baseline is not None else ()
+        return "*" if i < len(marks) and marks[i] else ""
 
     def _row_strip(self, snap: RackSnapshot, i: int, pal: Palette, base: Style, width: int) -> Strip:
         rows = snap.nodes
@@ -305,6 +313,17 @@ class NodeTable(SortedTable):
                 Segment(" " * GAP, row_style + pal.cursor if selected and self.has_focus else row_style)
             )
         return Strip(segments).adjust_cell_length(width, row_style)
+
+
+def stopped_caption(names: Sequence[str], marks: Sequence[str]) -> str:
+    """`` · * node07 this run: down from 03:00, 30 % of its samples`` (``+1 more *``): the nodes whose
+    ``vs base`` figure is marked ``*``, what they did; empty when none."""
+    marked = [(printable(name), mark) for name, mark in zip(names, marks, strict=False) if mark]
+    if not marked:
+        return ""
+    name, mark = marked[0]
+    more = f" · +{len(marked) - 1} more *" if len(marked) > 1 else ""
+    return f" · * {name} {printable(mark)}{more}"
 
 
 def _baseline_style(pal: Palette, delta_pct: float) -> Style:

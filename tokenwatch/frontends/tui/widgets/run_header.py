@@ -24,6 +24,7 @@ from tokenwatch.frontends.tui.widgets.stat_columns import StatColumns
 from tokenwatch.frontends.tui.widgets.verdict_badge import VerdictBadge
 
 _WIDE_BASELINE = 110  # columns from which the header says the baseline in full (time, finish gap)
+_ROOMY_BASELINE = 190  # columns from which it also says what the compared figures cover, in counts
 
 
 class RunHeader(Widget):
@@ -64,6 +65,7 @@ class RunHeader(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._shown: dict[str, str | Text] = {}
+        self.loading_text = ""  # a slow start under way (show_loading)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="title-row"):
@@ -116,7 +118,7 @@ class RunHeader(Widget):
             )
         elif started:
             state.append("● running", style=pal.good)
-        self._set("#state", state)
+        self._set("#state", self._loading_state(state))
         self.query_one(StatColumns).pairs = (
             self._figures(snap) if snap.summary is None else self._result(snap)
         )
@@ -128,6 +130,22 @@ class RunHeader(Widget):
         )
         self.query_one(VerdictBadge).show(snap)
         self._show_baseline(snap)
+
+    def show_loading(self, text: str) -> None:
+        """A slow start under way (the session's load, past its quiet half second): said in place of the
+        run's state, ``⧗ reading the backlog of 18 nodes:  39 %``; "" when none."""
+        if text == self.loading_text:
+            return
+        self.loading_text = text
+        if self.snapshot is not None and self.is_mounted:
+            self.watch_snapshot(self.snapshot)
+        elif self.is_mounted:
+            self._set("#state", self._loading_state(Text()))
+
+    def _loading_state(self, state: Text) -> Text:
+        if not self.loading_text:
+            return state
+        return Text(f"⧗ {printable(self.loading_text)}", style=palette(self.app).warn)
 
     def _show_baseline(self, snap: RackSnapshot) -> None:
         """``vs baseline -2.1 % at 41:07 · finish +01:32, proj -1.8 %`` (the core's words and figures)."""
@@ -149,6 +167,9 @@ class RunHeader(Widget):
             if wide:  # narrow screens keep the delta and leave the progress bar some room
                 text.append(f" at {format_clock(view.t)}", style=pal.muted)
                 text.append(f" · {view.finish_text()}", style=pal.text)
+            if view.covers_brief:  # a node down or stale in either run: the figure covers part of it
+                roomy = self.size.width >= _ROOMY_BASELINE  # else the node table's title says which
+                text.append(f" · {view.covers_brief}" if roomy else " *", style=pal.warn)
         self._set("#vs-baseline", text)
 
     def _figures(self, snap: RackSnapshot) -> tuple[tuple[str, str | Text], ...]:

@@ -1,5 +1,6 @@
 """Aggregate tokens/s over the whole run so far, on the run's nominal time axis, steady mean marked; with
-``--baseline``, the baseline's aggregate at the same run time as a line over the bars (``─``)."""
+``--baseline``, the baseline's aggregate at the same run time as a line over the bars, drawn at its height to
+an eighth of a row as the bars are and drawn low, mid or high in its cell (``▁``, ``─``, ``▔``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tokenwatch.base.events import FloatArray
 from tokenwatch.base.formatting import format_clock, group
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.snapshot import RackSnapshot
-from tokenwatch.frontends.tui.charts import column_rows, line_over_bars, pick_columns
+from tokenwatch.frontends.tui.charts import column_rows, line_cells, line_over_bars, pick_columns
 from tokenwatch.frontends.tui.palette import palette
 
 _AXIS = 7  # y-axis label width
@@ -74,11 +75,8 @@ class ThroughputTimeline(Widget):
         rows = column_rows(columns, 0.0, hi, chart_h)
         mean = line.steady_mean_tokens_per_s
         mean_row = chart_h - 1 - int(mean / hi * chart_h) if math.isfinite(mean) else -1
-        # The baseline's row in each column (-1: none): the same rounding as the mean's row.
-        with np.errstate(invalid="ignore"):
-            ref_rows = np.where(
-                np.isfinite(reference), chart_h - 1 - np.floor(reference / hi * chart_h), -1
-            ).astype(np.int64)
+        # The baseline's row and glyph in each column (row -1: none), placed at the bars' eighths.
+        ref_rows, ref_glyphs = line_cells(reference, 0.0, hi, chart_h)
         text = Text(no_wrap=True, overflow="crop")
         labels = axis_labels(hi, chart_h)
         for r, row in enumerate(rows):
@@ -91,7 +89,7 @@ class ThroughputTimeline(Widget):
                 style = pal.bar
             on_row = ref_rows == r
             if on_row.any():
-                _append_with_line(text, row, on_row, style, pal.text)
+                _append_with_line(text, row, on_row, ref_glyphs, style, pal.text)
             else:
                 text.append(row, style=style)
             text.append("\n")
@@ -126,10 +124,12 @@ class ThroughputTimeline(Widget):
         return "".join(axis)
 
 
-def _append_with_line(text: Text, row: str, on_line: np.ndarray, style: Style, line_style: Style) -> None:
+def _append_with_line(
+    text: Text, row: str, on_line: np.ndarray, glyphs: list[str], style: Style, line_style: Style
+) -> None:
     """``row`` with the baseline's line through the cells ``on_line`` (across a full bar on its colour)."""
     across = line_style + Style(bgcolor=style.color)
-    for piece, kind in line_over_bars(row, on_line):
+    for piece, kind in line_over_bars(row, on_line, glyphs):
         text.append(piece, style=style if kind == 0 else line_style if kind == 1 else across)
 
 
