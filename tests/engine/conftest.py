@@ -4,6 +4,7 @@ server once); where vLLM is not installed or does not start, the tests skip with
 
 from __future__ import annotations
 
+import faulthandler
 from collections.abc import Iterator
 
 import pytest
@@ -13,8 +14,16 @@ from tests.engine.engine_runs import EngineRun, measure_qps, run_watched
 from tests.engine.vllm_server import VllmServer, missing_vllm, start_server
 
 
+def minutes_ahead() -> None:
+    """This fixture takes minutes on purpose (vLLM starting, a 2-minute LoadGen run): pytest's
+    faulthandler_timeout (150 s) would print every thread's stack as if it hung. The test's own timeout
+    mark (pytest-timeout) still stops a real hang."""
+    faulthandler.cancel_dump_traceback_later()
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    minutes_ahead()
     reason = missing_vllm()
     if reason:
         pytest.skip(reason)
@@ -38,6 +47,7 @@ def capacity_qps(vllm_server: VllmServer) -> float:
 def offline_run(
     vllm_server: VllmServer, capacity_qps: float, tmp_path_factory: pytest.TempPathFactory
 ) -> EngineRun:
+    minutes_ahead()
     return run_watched(tmp_path_factory.mktemp("offline"), "Offline", vllm_server, capacity_qps)
 
 
@@ -45,4 +55,5 @@ def offline_run(
 def server_run(
     vllm_server: VllmServer, capacity_qps: float, tmp_path_factory: pytest.TempPathFactory
 ) -> EngineRun:
+    minutes_ahead()
     return run_watched(tmp_path_factory.mktemp("server"), "Server", vllm_server, capacity_qps)
