@@ -86,7 +86,9 @@ def recorded_until(path: Path) -> float | None:
     """The latest run time in a recording being written, read as it stands (None while it holds no event)."""
     from tokenwatch.recording import read_events
 
-    events, _ = read_events(path) if path.exists() else ([], [])
+    if not path.exists() or path.stat().st_size == 0:  # not created yet, or created and not yet written
+        return None
+    events, _ = read_events(path)
     return max((e.t for e in events), default=None)
 
 

@@ -28,6 +28,7 @@ from tokenwatch.inputs.live.backlog import (
     read_remote_backlog,
     retime,
 )
+from tokenwatch.inputs.live.counter_owners import CounterOwners
 from tokenwatch.inputs.live.file_tail import LocalFileTailer
 from tokenwatch.inputs.live.http_fetch import HttpError, http_get, redact
 from tokenwatch.inputs.live.node_health import NodeHealth
@@ -71,6 +72,7 @@ class NodeContext:
     last_data: dict[str, float] = field(default_factory=dict)
     gaps: dict[str, deque[float]] = field(default_factory=dict)  # recent gaps between a source's arrivals
     gpu_index: NodeGpuIndex = field(init=False)  # this node's batch index columns, kept across reconnects
+    owners: CounterOwners = field(default_factory=lambda: CounterOwners(()))  # which source counts what
 
     def __post_init__(self) -> None:
         self.gpu_index = NodeGpuIndex(self.index)
@@ -95,8 +97,11 @@ class NodeContext:
         gaps = self.gaps.get(source)
         return statistics.median(gaps) if gaps else None
 
-    async def emit_all(self, events: Sequence[Event]) -> None:
-        """Emit a parser's events (GPU parsers emit one batch per read themselves)."""
+    async def emit_all(self, events: Sequence[Event], source: str | None = None) -> None:
+        """Emit a parser's events (GPU parsers emit one batch per read themselves). ``source`` names the
+        source they come from: its counts pass only where it owns them (:mod:`.counter_owners`)."""
+        if source is not None:
+            events = self.owners.take(source, events)
         for event in events:
             if isinstance(event, NodeStatus) and event.state == "finished" and event.node == self.node:
                 self.health.mark_finished()
@@ -124,7 +129,7 @@ async def _feed(
     except Exception as exc:  # a parser bug must not take the node's other streams with it
         await ctx.health.notice(source, "error", f"{source}: parser failed: {type(exc).__name__}: {exc}")
         return False
-    await ctx.emit_all(events if baseline is None else baseline.apply(events))
+    await ctx.emit_all(events if baseline is None else baseline.apply(events), source)
     return has_readings(events)
 
 
@@ -246,7 +251,7 @@ class FileTailSource:
             self.parser = self.parser_factory()
         if not self.settled:  # the run is under way: what the file holds now is a baseline
             done = await self._read_backlog(transport, ctx, may_place=False)
-            await ctx.emit_all([retime(e, ctx.now()) for e in done.at_start])
+            await ctx.emit_all([retime(e, ctx.now()) for e in done.at_start], self.name)
         if transport.local:
             tailer = LocalFileTailer(
                 self.path,
@@ -356,7 +361,7 @@ class ScrapeSource:
                 else:
                     if has_readings(events):  # a page that reads as nothing is no sign of life
                         ctx.saw(self.name)
-                    await ctx.emit_all(events)
+                    await ctx.emit_all(events, self.name)
             await ctx.clock.sleep(max(0.0, interval - (ctx.clock.time() - began)))
 
 

@@ -33,6 +33,7 @@ from tokenwatch.base.loading import Loading
 from tokenwatch.inputs.config import WatchConfig
 from tokenwatch.inputs.discovery import NodeDiscovery
 from tokenwatch.inputs.live.backlog import Backfill, retime
+from tokenwatch.inputs.live.counter_owners import CounterOwners
 from tokenwatch.inputs.live.history import HistorySource, RunClock, merged, run_clock
 from tokenwatch.inputs.live.node_health import NodeHealth
 from tokenwatch.inputs.live.node_runner import NodeRunner
@@ -226,6 +227,7 @@ class LiveCollector:
             if not sources:  # everything about it comes rack-wide (Prometheus): no SSH to it
                 continue
             ctx = NodeContext(target.name, self.emit, self.clock, self.t0, health, index)
+            ctx.owners = CounterOwners([source.name for source in sources])
             self.runners.append(
                 NodeRunner(
                     target,

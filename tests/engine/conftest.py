@@ -1,0 +1,59 @@
+"""Fixtures for the engine tests: one real vLLM server for the session, one watched LoadGen run per
+scenario. Everything that needs the engine is in the xdist group ``vllm-engine`` (one worker starts the
+server once); where vLLM is not installed or does not start, the tests skip with the reason."""
+
+from __future__ import annotations
+
+import faulthandler
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import free_port
+from tests.engine.engine_runs import EngineRun, measure_qps, run_watched
+from tests.engine.vllm_server import VllmServer, missing_vllm, start_server
+
+
+def minutes_ahead() -> None:
+    """This fixture takes minutes on purpose (vLLM starting, a 2-minute LoadGen run): pytest's
+    faulthandler_timeout (150 s) would print every thread's stack as if it hung. The test's own timeout
+    mark (pytest-timeout) still stops a real hang."""
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    minutes_ahead()
+    reason = missing_vllm()
+    if reason:
+        pytest.skip(reason)
+    started = start_server(tmp_path_factory.mktemp("vllm"), free_port())
+    if isinstance(started, str):
+        pytest.skip(started)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def capacity_qps(vllm_server: VllmServer) -> float:
+    """Queries per second the engine completes with a full batch, measured now (the runs are sized by
+    it, so they last about as long on a quiet machine as on a loaded one)."""
+    return measure_qps(vllm_server)
+
+
+@pytest.fixture(scope="session")
+def offline_run(
+    vllm_server: VllmServer, capacity_qps: float, tmp_path_factory: pytest.TempPathFactory
+) -> EngineRun:
+    minutes_ahead()
+    return run_watched(tmp_path_factory.mktemp("offline"), "Offline", vllm_server, capacity_qps)
+
+
+@pytest.fixture(scope="session")
+def server_run(
+    vllm_server: VllmServer, capacity_qps: float, tmp_path_factory: pytest.TempPathFactory
+) -> EngineRun:
+    minutes_ahead()
+    return run_watched(tmp_path_factory.mktemp("server"), "Server", vllm_server, capacity_qps)
