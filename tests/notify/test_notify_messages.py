@@ -232,3 +232,43 @@ def test_a_replay_notifies_what_its_recording_raised(tmp_path: Path) -> None:
         sent = [(b["alertname"], b["node"], b["status"]) for b in hook.bodies()]
     # The sample's node07 goes down at 30:00 for good; the run then ends.
     assert sent == [("TokenwatchNodeDown", "node07", "firing"), ("TokenwatchRunEnded", "", "firing")]
+
+
+def test_a_run_shown_by_serve_links_its_dashboard_and_never_its_token() -> None:
+    """`serve` hands the run the pages' address without the start's token; every receiver gets the link.
+    An address that carries a token is never passed on (a page's cookie is the key, not a message)."""
+    page = "http://127.0.0.1:8123/"
+    with receiving() as hook:
+        result = run_tokenwatch(
+            *RUN,
+            "--faults",
+            "node07:down@5m",
+            "--notify",
+            f"slack={hook.url}/slack",
+            "--notify",
+            f"webhook={hook.url}/hook",
+            TOKENWATCH_SERVE_URL=page,
+        )
+        assert result.returncode == 0, result.stderr
+        texts = [b["text"] for b in hook.bodies("/slack")]
+        hooks = hook.bodies("/hook")
+    assert texts
+    assert all(text.splitlines()[-1] == f"dashboard: {page}" for text in texts)
+    assert hooks
+    assert all(body["dashboard"] == page for body in hooks)
+    with receiving() as hook:
+        leaked = run_tokenwatch(
+            *RUN, "--notify", f"webhook={hook.url}/hook", TOKENWATCH_SERVE_URL=page + "?token=s3cret"
+        )
+        assert leaked.returncode == 0, leaked.stderr
+        bodies = hook.bodies("/hook")
+    assert bodies
+    assert all("dashboard" not in body and "s3cret" not in orjson.dumps(body).decode() for body in bodies)
+
+
+def test_serve_gives_its_run_the_pages_address_without_the_token() -> None:
+    from tokenwatch.cli.shared_run import SharedRun
+    from tokenwatch.frontends.notify.payloads import SERVE_URL_VARIABLE
+
+    run = SharedRun(["sim"], None, 1, lambda _run: None, page_url="http://127.0.0.1:8123/")  # type: ignore[arg-type]
+    assert run._build_environment()[SERVE_URL_VARIABLE] == "http://127.0.0.1:8123/"

@@ -209,7 +209,11 @@ class BrowserServer(Server):
             return run
         self.runs_started += 1
         run = self._run = SharedRun(
-            list(self.run_argv), self.download_manager, self.runs_started, self._run_ended
+            list(self.run_argv),
+            self.download_manager,
+            self.runs_started,
+            self._run_ended,
+            page_url=self.url.split("?", 1)[0],
         )
         self._runs.add(run)
         await run.join(viewer)  # before it starts: the first viewer controls it

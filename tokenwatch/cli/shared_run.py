@@ -35,6 +35,7 @@ from textual_serve.download_manager import DownloadManager
 
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.serve_viewer import Viewer
+from tokenwatch.frontends.notify.payloads import SERVE_URL_VARIABLE
 
 QUIT_GRACE_S = 1.0  # the dashboard's own quit (serve refuses --record: there is no recording to flush)
 TERM_GRACE_S = 0.5  # after SIGTERM to the group, before SIGKILL
@@ -55,7 +56,10 @@ class SharedRun(AppService):
         download_manager: DownloadManager,
         number: int,
         on_ended: Callable[[SharedRun], None],
+        page_url: str = "",
     ) -> None:
+        """``page_url``: where the pages are served, without the start's token (the run's notifications
+        link to it: someone who already has the page's cookie goes straight in, nobody else can)."""
         super().__init__(
             shlex.join(argv),
             write_bytes=self._to_viewers,
@@ -64,6 +68,7 @@ class SharedRun(AppService):
             download_manager=download_manager,
         )
         self._argv = argv
+        self._page_url = page_url
         self.number = number
         self._on_ended = on_ended
         self.viewers: list[Viewer] = []
@@ -72,6 +77,12 @@ class SharedRun(AppService):
         self._redraw_asked = False  # a ctrl+l is on its way and nothing was drawn since
         self._stopping = False
         self._stopped: asyncio.Task[None] | None = None
+
+    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
+        environment = super()._build_environment(width=width, height=height)
+        if self._page_url:
+            environment[SERVE_URL_VARIABLE] = self._page_url
+        return environment
 
     @property
     def controller(self) -> Viewer | None:

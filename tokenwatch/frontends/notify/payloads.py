@@ -8,6 +8,7 @@ not twelve. Alertmanager gets each alert on its own (it groups by its own routes
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,16 @@ _PLURALS: dict[str, str] = {
     "finished": "nodes finished",
 }
 _NAMES_SHOWN = 8
+# Set by `tokenwatch serve` for the run it starts: the pages' address, without the start's token.
+SERVE_URL_VARIABLE = "TOKENWATCH_SERVE_URL"
+
+
+def dashboard_url() -> str:
+    """The dashboard's pages when the run is shown by ``serve`` (empty otherwise)."""
+    url = os.environ.get(SERVE_URL_VARIABLE, "")
+    return url if url.startswith(("http://", "https://")) and "token=" not in url else ""
+
+
 # An active alert Alertmanager has not heard again within this many re-sends expires by itself (a
 # tokenwatch that died leaves nothing firing for ever).
 EXPIRE_AFTER_RESENDS = 4
@@ -68,6 +79,7 @@ class Group:
             "message": self.text,
             "count": len(self.notes),
             "alerts": [n.to_json() for n in self.notes],
+            **({"dashboard": url} if (url := dashboard_url()) else {}),
         }
 
     def slack_text(self) -> str:
@@ -75,7 +87,8 @@ class Group:
         state = "" if first.firing else "resolved: "
         where = f"{first.run}" + (f" / {first.rack}" if first.rack and first.rack != first.run else "")
         text = printable(f"[{first.severity.upper()}] {where}: {state}{self.text}")
-        return text + (f"\nverdict: {printable(first.reason)}" if first.reason else "")
+        text += f"\nverdict: {printable(first.reason)}" if first.reason else ""
+        return text + (f"\ndashboard: {url}" if (url := dashboard_url()) else "")
 
 
 def grouped(notes: Sequence[Notification]) -> list[Group]:
@@ -111,6 +124,8 @@ def alertmanager_alert(
     annotations = {"summary": note.message, "run_time_s": f"{note.t:.1f}"}
     if note.reason:
         annotations["verdict"] = note.reason
+    if url := dashboard_url():
+        annotations["dashboard"] = url
     return {
         "labels": {k: v for k, v in note.labels.items() if v},
         "annotations": annotations,
