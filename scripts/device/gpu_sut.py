@@ -106,28 +106,30 @@ class GpuSut:
                 take = [self.queue.popleft() for _ in range(min(self.batch, len(self.queue)))]
 
             def first(tokens: torch.Tensor, take: list[lg.QuerySample] = take) -> None:
-                host = tokens.to(torch.int32).cpu().numpy()
-                keep = []
-                responses = []
-                for row, sample in enumerate(take):
-                    data = array.array("B", host[row].tobytes())
-                    keep.append(data)
-                    address, length = data.buffer_info()
-                    responses.append(lg.QuerySampleResponse(sample.id, address, length, 1))
-                lg.FirstTokenComplete(responses)
+                _respond(take, tokens, 1, lg.FirstTokenComplete)
 
-            result = self.generate(len(take), first).to(torch.int32).cpu().numpy()
-            keep = []
-            responses = []
-            for row, sample in enumerate(take):
-                data = array.array("B", result[row].tobytes())
-                keep.append(data)
-                address, length = data.buffer_info()
-                responses.append(lg.QuerySampleResponse(sample.id, address, length, self.new_tokens))
-            lg.QuerySamplesComplete(responses)
+            result = self.generate(len(take), first)
+            _respond(take, result, self.new_tokens, lg.QuerySamplesComplete)
             with self.cv:
                 self.samples += len(take)
                 self.tokens += len(take) * self.new_tokens
+
+
+def _respond(
+    samples: list[lg.QuerySample],
+    tokens: torch.Tensor,
+    n_tokens: int,
+    complete: Callable[[list[lg.QuerySampleResponse]], None],
+) -> None:
+    """Each sample's row of ``tokens`` to LoadGen with its token count (a first token, or the response)."""
+    host = tokens.to(torch.int32).cpu().numpy()
+    keep = [array.array("B", host[row].tobytes()) for row in range(len(samples))]  # alive through the call
+    complete(
+        [
+            lg.QuerySampleResponse(sample.id, *data.buffer_info(), n_tokens)
+            for sample, data in zip(samples, keep, strict=True)
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

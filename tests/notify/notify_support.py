@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from tests.conftest import PATIENCE_S, free_port, wait_until
+from tokenwatch.frontends.notify.notification import Notification
 
 ALERTMANAGER = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
 
@@ -160,3 +161,22 @@ def alertmanager(tmp: Path, hook_url: str) -> Iterator[Alertmanager]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def stale_edge(node: str, t: float, firing: bool = True) -> Notification:
+    """A node's stale condition starting (``firing``) or clearing, as the notifier hands it on."""
+    return Notification(
+        key=f"r/{node}/stale",
+        kind="node-down",
+        alertname="TokenwatchNodeStale",
+        rule="stale",
+        run="run",
+        rack="r",
+        node=node,
+        severity="warning",
+        message=f"{node} stale: no data for 5 s" if firing else f"{node} reporting again",
+        reason="",
+        t=t,
+        firing=firing,
+        instant=False,
+    )

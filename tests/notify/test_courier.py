@@ -4,7 +4,7 @@ a receiver back after an outage is news again (a later outage warns again)."""
 from __future__ import annotations
 
 from tests.conftest import wait_until_async
-from tests.notify.notify_support import closed_url, receiving
+from tests.notify.notify_support import closed_url, receiving, stale_edge
 from tokenwatch.frontends.notify.delivery import Courier
 from tokenwatch.frontends.notify.notification import Notification
 from tokenwatch.frontends.notify.receivers import runtime_receivers
@@ -12,22 +12,7 @@ from tokenwatch.inputs.notify_config import NotifyConfig, ReceiverConfig
 
 
 def stale(n: int) -> Notification:
-    node = f"node{n:02d}"
-    return Notification(
-        key=f"r/{node}/stale",
-        kind="node-down",
-        alertname="TokenwatchNodeStale",
-        rule="stale",
-        run="run",
-        rack="r",
-        node=node,
-        severity="warning",
-        message=f"{node} stale: no data for 5 s",
-        reason="",
-        t=float(n),
-        firing=True,
-        instant=False,
-    )
+    return stale_edge(f"node{n:02d}", float(n))
 
 
 async def test_a_full_outbox_drops_its_oldest_and_the_one_warning_counts_them() -> None:

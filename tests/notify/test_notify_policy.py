@@ -7,6 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.notify.notify_support import stale_edge
 from tokenwatch.frontends.notify.notification import Notification
 from tokenwatch.frontends.notify.policy import NotifyPolicy
 from tokenwatch.inputs.notify_config import NotifyConfig
@@ -15,21 +16,7 @@ NODES = ("node01", "node02", "node03")
 
 
 def edge(node: str, t: float, firing: bool) -> Notification:
-    return Notification(
-        key=f"r/{node}/stale",
-        kind="node-down",
-        alertname="TokenwatchNodeStale",
-        rule="stale",
-        run="run",
-        rack="r",
-        node=node,
-        severity="warning",
-        message=f"{node} {'stale' if firing else 'reporting again'}",
-        reason="",
-        t=t,
-        firing=firing,
-        instant=False,
-    )
+    return stale_edge(node, t, firing)
 
 
 # Per step: which node flips (start if it is clear, clear if it holds) and how much run time passes first.
