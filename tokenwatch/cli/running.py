@@ -12,7 +12,19 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from tokenwatch.base.events import Collector
+from tokenwatch.base.events import (
+    Collector,
+    Event,
+    GpuBatch,
+    GpuSample,
+    LatencyBatch,
+    LoadGenDetail,
+    Notice,
+    Progress,
+    ProgressBatch,
+    RackFiguresBatch,
+)
+from tokenwatch.base.formatting import printable
 from tokenwatch.cli.loading_note import say_loads
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
@@ -69,6 +81,38 @@ def make_recorder(options: RunOptions, created_epoch: float | None = None) -> Re
 
 
 INTERRUPTED_EXIT = 130  # as a shell reports a command Ctrl-C stopped
+NO_DATA_EXIT = 1  # a headless watch that never heard from a source: a script must not take it for a run
+# What a source says about the data itself (telemetry, progress, rack figures, latencies), as against
+# notices, statuses and heartbeats.
+_DATA_EVENTS = (GpuBatch, GpuSample, Progress, ProgressBatch, RackFiguresBatch, LatencyBatch, LoadGenDetail)
+
+
+class SourceSight:
+    """A headless watch's eyes on its sources: a Prometheus source's warning (the server unreachable, an
+    HTTP error, no series) goes to stderr the moment it is said, once per message, so a watch is never
+    blind in silence; and whether any data came at all."""
+
+    def __init__(self) -> None:
+        self.saw_data = False
+        self._said: list[str] = []
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, _DATA_EVENTS):
+            # A fleet round that found no rack is an answer, not data.
+            self.saw_data = self.saw_data or not isinstance(event, RackFiguresBatch) or bool(event.racks)
+        elif (
+            isinstance(event, Notice)
+            and event.level in ("warning", "error")
+            and (event.source or "").startswith("prometheus")
+            and event.message not in self._said
+        ):
+            self._said.append(event.message)
+            stderr_line(f"tokenwatch: warning: {printable(event.message)}")
+
+    def last_problem(self) -> str:
+        return f" (last said: {printable(self._said[-1])})" if self._said else ""
+
+
 # Signals that end a run as Ctrl-C does: a terminal closing (SIGHUP) or a scheduler stopping the job
 # (SIGTERM) leaves a closed recording and the partial summary, never a torn file.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -129,6 +173,9 @@ def run_session(
         return INTERRUPTED_EXIT if session.interrupted else 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
     session.on_recording_stopped(lambda message: stderr_line(f"tokenwatch: {message}"))
+    sight = SourceSight() if options.mode == "live" else None
+    if sight is not None:
+        session.on_event(sight.see)
     with open_jsonl(options.jsonl) as jsonl:
         logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
         session.every(options.interval_s, logger.at)
@@ -143,7 +190,12 @@ def run_session(
         after(session)
     print_summary(session, human)
     # A stop signal after the run's end (a replay still writing its snapshots) cut the output short too.
-    return INTERRUPTED_EXIT if session.interrupted or signalled else 0
+    if session.interrupted or signalled:
+        return INTERRUPTED_EXIT
+    if sight is not None and not sight.saw_data:
+        stderr_line(f"tokenwatch: the watch ended without data from any source{sight.last_problem()}")
+        return NO_DATA_EXIT
+    return 0
 
 
 def start_notifying(options: RunOptions, session: Session) -> Notifier | None:

@@ -140,7 +140,15 @@ class PrometheusApi:
             raise PromApiError(f"query to {self.base_url} failed: {one_line(exc)}") from None
 
     async def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
-        async with self._client().get(self.base_url + path, params=params) as response:
+        # Redirects are not followed: an answer from another host would be read as this server's (and
+        # a query's credentials sent there); the user points the config at the final address instead.
+        async with self._client().get(self.base_url + path, params=params, allow_redirects=False) as response:
+            if 300 <= response.status < 400:
+                where = one_line(response.headers.get("Location", "elsewhere"))[:200]
+                raise PromApiError(
+                    f"{self.base_url} answered HTTP {response.status}, a redirect to {where}: "
+                    "not followed (set the server's final address)"
+                )
             ok = response.status == 200
             limit = MAX_RESPONSE_BYTES if ok else MAX_ERROR_BYTES
             if ok and (response.content_length or 0) > limit:

@@ -184,6 +184,12 @@ class PrometheusFleetCollector:
         if isinstance(found, BaseException):
             self._said["discover"] = f"prometheus fleet: cannot list the fleet's nodes: {found}"
             return None
+        if not found:  # the server answers, but holds none of the series the fleet is made of
+            self._said["discover"] = (
+                f"prometheus fleet: {s.url} holds no series for {ask['nodes']} "
+                "(a scrape job not configured, other label names, or not scraped yet)"
+            )
+            return None
         by_rack: dict[str, set[str]] = {}
         for labels, _ in found:
             rack, node = labels.get(s.rack_label), labels.get(s.node_label)
