@@ -28,6 +28,7 @@ from tokenwatch.core.verdict_inputs import (
     over_limits,
     run_settings,
 )
+from tokenwatch.core.verdict_loadgen import judged_by_loadgen
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast, honest_band
 from tokenwatch.mlperf.settings_check import SettingCheck
 
@@ -80,8 +81,8 @@ def current_forecast(state: RackState, now: float) -> Forecast:
     memo = state.verdict.forecast_memo
     if memo is not None and memo[0] == (now, state.version):
         return memo[1]
-    fc = _forecast(state, now)
-    if not state.ended:  # once ended the verdict is FINAL: an unfinished node fails it in _forecast
+    fc = judged_by_loadgen(state, now, _forecast(state, now))
+    if not state.ended and not fc.decided:  # once ended the verdict is FINAL (see _forecast)
         fc = decide(state, now, fc)
     state.verdict.forecast_memo = ((now, state.version), fc)
     return fc
