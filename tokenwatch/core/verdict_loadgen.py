@@ -16,7 +16,7 @@ import numpy as np
 
 from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.state import RackState
-from tokenwatch.core.verdict_decided import rest_end_s, saving_words
+from tokenwatch.core.verdict_decided import SAVES, rest_end_s, saving_words
 from tokenwatch.core.verdict_final import NodeVerdict, node_from_detail
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
 from tokenwatch.mlperf.verdict import Check
@@ -43,7 +43,7 @@ def judged_by_loadgen(state: RackState, now: float, fc: Forecast) -> Forecast:
         sentence = _failed_sentence(state, failed)
         end = rest_end_s(state, now, ~waiting) if waiting.any() and not state.ended else None
         if end is not None and end > now:
-            sentence += f"; stopping now saves {saving_words(end - now, state.run.gpus)}"
+            sentence += f"{SAVES}{saving_words(end - now, state.run.gpus)}"
         return dataclasses.replace(fc, rules=_rules(written, fc), valid=False, decided=sentence)
     if len(written) < len(results):
         return fc  # the nodes that wrote VALID so far decide nothing yet: the rest may still fail
