@@ -217,8 +217,8 @@ def test_a_short_simulated_offline_run_is_decided_invalid_and_says_why_in_loadge
     assert (rule.projected, rule.limit, rule.ok) == (quota, 24_576, False)
     assert snap.verdict.valid is False
     why = (
-        f"cannot be VALID: LoadGen issues {quota:,} samples, fewer than the 24,576 its settings need "
-        "(LoadGen: Min queries satisfied : NO)"
+        f"cannot be VALID: LoadGen issues {quota:,} samples, fewer than the 24,576 its settings need, "
+        "so LoadGen will write 'Min queries satisfied : NO'"
     )
     assert snap.verdict.forecast.decided.startswith(f"{why}; stopping now saves ")
     assert snap.verdict.forecast.decided.endswith(" x 72 GPUs")

@@ -106,7 +106,7 @@ def test_a_rule_broken_beyond_recovery_decides_the_verdict_at_once(
     assert fc.valid is False
     reason: str = fc.decided
     assert reason.startswith("cannot be VALID: ")
-    said = re.search(r"LoadGen: ([^)]*)\)", reason)
+    said = re.search(r"LoadGen will write '([^']*)'", reason)
     assert said is not None, reason
     assert said[1] in [line.strip() for line in run.result_lines()]  # what LoadGen then said, word for word
     if said[1].startswith("Early stopping"):

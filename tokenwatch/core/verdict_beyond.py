@@ -13,7 +13,8 @@ decides the verdict INVALID before the run ends. What is certain, node by node (
 
 Only surely-over counts are used (a histogram's straddling bucket is not), and only a plan LoadGen wrote
 or the run's own count, so a run that ends VALID is never decided. Each reason is a sentence that ends in
-what LoadGen will say, in its own words.
+what LoadGen will write, quoted in its own words (no parentheses: the headless line puts the reason in one
+pair).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tokenwatch.mlperf.early_stopping import overlatency_budget, queries_needed
 from tokenwatch.mlperf.forecast import Forecast
 
 _PERCENTILE = 0.99
+WILL_WRITE = "LoadGen will write"  # what LoadGen's summary will say, quoted word for word after it
 
 
 def beyond_recovery(state: RackState, fc: Forecast) -> str:
@@ -39,12 +41,12 @@ def beyond_recovery(state: RackState, fc: Forecast) -> str:
             if rule.name == "min_duration":
                 return (
                     f"cannot be VALID: LoadGen's query schedule lasts {group(rule.projected)} s, under the "
-                    f"{group(rule.limit)} s min_duration (LoadGen: Min duration satisfied : NO)"
+                    f"{group(rule.limit)} s min_duration, so {WILL_WRITE} 'Min duration satisfied : NO'"
                 )
             if rule.name == "min_queries":
                 return (
                     f"cannot be VALID: LoadGen issues {group(rule.projected)} {rule.unit}, fewer than the "
-                    f"{group(rule.limit)} its settings need (LoadGen: Min queries satisfied : NO)"
+                    f"{group(rule.limit)} its settings need, so {WILL_WRITE} 'Min queries satisfied : NO'"
                 )
     if state.run.scenario != "Server":
         return ""
@@ -73,8 +75,8 @@ def _latency_beyond(state: RackState, metric: str, planned: np.ndarray) -> str:
         return (
             f"cannot be VALID: {state.run.nodes[i]}'s {name} is over its {shown} limit in "
             f"{group(int(surely_over[i]))} queries, more than the {group(int(allowed[i]))} of its "
-            f"{group(int(planned[i]))} the 99th percentile allows "
-            "(LoadGen: Performance constraints satisfied : NO)"
+            f"{group(int(planned[i]))} "
+            f"the 99th percentile allows, so {WILL_WRITE} 'Performance constraints satisfied : NO'"
         )
     budgets = {int(n): overlatency_budget(int(n)) for n in np.unique(planned)}
     budget = np.array([budgets[int(n)] for n in planned], np.int64)
@@ -88,5 +90,5 @@ def _latency_beyond(state: RackState, metric: str, planned: np.ndarray) -> str:
     return (
         f"cannot be VALID: {state.run.nodes[i]}'s {name} early stopping, in LoadGen's words: "
         f"Processed {done} queries. Would need to run at least {more} more queries"
-        f" (its LoadGen issues {group(left)} more; LoadGen: Early stopping satisfied: NO)"
+        f", and its LoadGen issues {group(left)} more, so {WILL_WRITE} 'Early stopping satisfied: NO'"
     )

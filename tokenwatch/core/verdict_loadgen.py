@@ -56,8 +56,8 @@ def judged_by_loadgen(state: RackState, now: float, fc: Forecast) -> Forecast:
 
 
 def _failed_sentence(state: RackState, failed: list[NodeVerdict]) -> str:
-    """``cannot be VALID: node03's LoadGen wrote INVALID (Early stopping satisfied: NO; TTFT: Run
-    unsuccessful. Processed 368 queries. Would need to run at least 91 more queries, ...)``: the first
+    """``cannot be VALID: node03's LoadGen wrote INVALID: Early stopping satisfied: NO; TTFT: Run
+    unsuccessful. Processed 368 queries. Would need to run at least 91 more queries, ...``: the first
     failed node's "Result is" lines that say NO, and its early-stopping advice, as LoadGen wrote them."""
     first = failed[0]
     said = [line.strip() for line in first.lines if line.rstrip().endswith("NO")]
@@ -66,7 +66,7 @@ def _failed_sentence(state: RackState, failed: list[NodeVerdict]) -> str:
         advice = values.get(f"early_stopping_{metric}_result")
         if isinstance(advice, str) and "unsuccessful" in advice:
             said.append(f"{metric.upper()}: " + " ".join(advice.replace("*", " ").split()))
-    why = f" ({'; '.join(said)})" if said else ""
+    why = f": {'; '.join(said)}" if said else ""  # no parentheses: the headless line puts it in a pair
     names = [f.name for f in failed[:_SHOWN_NODES]]
     if len(failed) > _SHOWN_NODES:
         names.append(f"+{len(failed) - _SHOWN_NODES} more")
