@@ -31,6 +31,7 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
     verdict = state.verdict
     values = verdict.details[i]
     values.update(ev.values)
+    verdict.details_version += 1
     if any(key in ev.values for key in PLAN_KEYS):
         if np.isnan(verdict.plan_t[i]):
             verdict.plan_t[i] = ev.t  # written right before the first query: the node's LoadGen start

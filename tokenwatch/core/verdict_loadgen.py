@@ -25,8 +25,15 @@ _SHOWN_NODES = 3
 
 
 def loadgen_results(state: RackState) -> list[NodeVerdict | None]:
-    """Each node's verdict from its LoadGen result (None where its LoadGen has written none yet)."""
-    return [node_from_detail(name, state.verdict.details[i]) for i, name in enumerate(state.run.nodes)]
+    """Each node's verdict from its LoadGen result (None where its LoadGen has written none yet), judged
+    again only when a detail record has arrived since."""
+    verdict = state.verdict
+    memo = verdict.loadgen_memo
+    if memo is not None and memo[0] == verdict.details_version and len(memo[1]) == len(state.run.nodes):
+        return memo[1]
+    results = [node_from_detail(name, verdict.details[i]) for i, name in enumerate(state.run.nodes)]
+    verdict.loadgen_memo = (verdict.details_version, results)
+    return results
 
 
 def judged_by_loadgen(state: RackState, now: float, fc: Forecast) -> Forecast:
