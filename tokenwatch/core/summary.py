@@ -82,6 +82,9 @@ class RunSummary:
     energy_source: str | None = None
     # The nodes MLPerf's figure has no result for (core/final_figure.py), in words; "" when none.
     left_out_note: str = ""
+    # The latency percentiles are the core's estimates from its 1 % log buckets (a recording), not
+    # LoadGen's exact values (result folders): shown to the precision the buckets allow (``~918``).
+    latency_estimated: bool = False
 
     @property
     def gpus(self) -> int | None:
@@ -344,7 +347,10 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         verdict=final_verdict(state),
     )
     return dataclasses.replace(
-        summary, energy_source=source if has_energy else None, left_out_note=left_out_note(left_out(state))
+        summary,
+        energy_source=source if has_energy else None,
+        left_out_note=left_out_note(left_out(state)),
+        latency_estimated=bool(latency),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tokenwatch.base.durations import format_clock
-from tokenwatch.base.formatting import group, printable
+from tokenwatch.base.formatting import group, latency_cell, printable
 from tokenwatch.core.summary import RunSummary, coverage_lines, rack_table_rows
 
 
@@ -30,7 +30,9 @@ def render_summary(summary: RunSummary) -> str:
         lines.append("")
         lines.append(f"{'Latency (ms)':<{width}}{'p50':>10}{'p90':>10}{'p99':>10}")
         for metric, pcts in summary.latency_ms.items():
-            cells = "".join(f"{group(pcts.get(k), 1):>10}" for k in ("p50", "p90", "p99"))
+            cells = "".join(
+                f"{latency_cell(pcts.get(k), summary.latency_estimated):>10}" for k in ("p50", "p90", "p99")
+            )
             lines.append(f"{metric.upper():<{width}}{cells}")
     flagged = [n.name for n in summary.nodes if n.valid is False]
     if flagged:

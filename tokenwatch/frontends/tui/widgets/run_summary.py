@@ -12,7 +12,7 @@ import textwrap
 from rich.style import Style
 from rich.text import Text
 
-from tokenwatch.base.formatting import format_clock, group, printable
+from tokenwatch.base.formatting import format_clock, latency_cell, printable
 from tokenwatch.core.summary import RunSummary, coverage_lines, name_list, rack_table_rows
 from tokenwatch.frontends.tui.palette import Palette
 
@@ -42,7 +42,9 @@ def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | No
     if summary.latency_ms:
         tail.append([(f"{'Latency (ms)':<{_LABEL - 9}}{'p50':>9}{'p90':>9}{'p99':>9}", pal.muted)])
         for metric, pcts in summary.latency_ms.items():
-            cells = "".join(f"{group(pcts.get(k), 1):>9}" for k in ("p50", "p90", "p99"))
+            cells = "".join(
+                f"{latency_cell(pcts.get(k), summary.latency_estimated):>9}" for k in ("p50", "p90", "p99")
+            )
             tail.append([(f"{metric.upper():<{_LABEL - 9}}", pal.text), (cells, "bold")])
     flagged = [n for n in summary.nodes if n.valid is False]
     if flagged:
