@@ -29,7 +29,9 @@ def server_run(benchmark: str) -> tuple[RackCore, list[Event]]:
 @pytest.mark.parametrize("benchmark", ["llama2-70b-interactive", "llama2-70b"])
 def test_the_latency_panel_and_the_verdict_show_the_same_limits(benchmark: str) -> None:
     core, _ = server_run(benchmark)
-    expected = latency_limits(normalize_benchmark(benchmark), "Server")
+    ref = normalize_benchmark(benchmark)
+    assert ref is not None
+    expected = latency_limits(ref, "Server")
     assert expected is not None
     snap = core.snapshot()
     assert snap.sla_s["ttft"] == pytest.approx(expected.ttft_s)
