@@ -202,7 +202,9 @@ def test_the_verdict_is_a_pure_function_of_the_events() -> None:
     assert history.times.tolist() == [10.0 * k for k in range(1, 15)]
 
 
-def test_a_short_simulated_offline_run_is_projected_invalid_and_says_why() -> None:
+def test_a_short_simulated_offline_run_is_decided_invalid_and_says_why_in_loadgens_words() -> None:
+    """Its LoadGen issues fewer samples than the rules need: a setting that fixes the rule at the start, so
+    the verdict can no longer change (DECIDED, not projected), with what stopping now saves."""
     core = RackCore()
     for event in run_sim("Offline", 300.0):
         core.ingest(event)
@@ -214,8 +216,15 @@ def test_a_short_simulated_offline_run_is_projected_invalid_and_says_why() -> No
     quota = 1_056_000 * 300 // 4800 // 18  # each node's share of the samples (the last ones take +1)
     assert (rule.projected, rule.limit, rule.ok) == (quota, 24_576, False)
     assert snap.verdict.valid is False
-    alert = next(a for a in snap.active_alerts if a.kind == "verdict_invalid")
-    assert f"min_queries projected {quota:,}, limit 24,576" in alert.message
+    why = (
+        f"cannot be VALID: LoadGen issues {quota:,} samples, fewer than the 24,576 its settings need, "
+        "so LoadGen will write 'Min queries satisfied : NO'"
+    )
+    assert snap.verdict.forecast.decided.startswith(f"{why}; stopping now saves ")
+    assert snap.verdict.forecast.decided.endswith(" x 72 GPUs")
+    alert = next(a for a in snap.active_alerts if a.kind == "verdict_decided")
+    assert alert.message == f"DECIDED INVALID: {why}"
+    assert not [a for a in snap.active_alerts if a.kind == "verdict_invalid"]
 
 
 def test_a_ten_minute_server_run_is_not_alerted_for_the_margin_it_was_configured_with() -> None:

@@ -199,7 +199,7 @@ progress:
     start, end = run.span()
     half = max((r for r in records if r["t"] <= start + 0.5 * (end - start)), key=lambda r: r["t"])
     assert half["verdict"]["valid"] is False  # LoadGen's final: INVALID
-    words = [m[1] for m in re.finditer(r"  proj \S+(?: ±\S+ %)? (VALID|INVALID|UNDECIDED)", out)]
+    words = [m[1] for m in re.finditer(r"  proj \S+(?: ±\S+ %)? (?:DECIDED )?(VALID|INVALID|UNDECIDED)", out)]
     assert words[-1] == "INVALID"  # the human lines say it too
     verdict = summarize_json(run_cli, recording)
     assert verdict["result_lines"] == run.result_lines()

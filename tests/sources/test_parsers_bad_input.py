@@ -150,7 +150,17 @@ def test_detail_log_anything(data: bytes, truncate: int, chunks: list[int]) -> N
     assert all(s.startswith("d.txt:") for s in log.skipped)
     parser = DetailLogParser("n")
     events = [e for piece in chunked(DETAIL[:truncate] + data, chunks) for e in parser.feed(piece, 1.0)]
-    assert all(isinstance(e, Notice | LoadGenDetail) for e in events)
+    assert all(isinstance(e, Notice | LoadGenDetail | NodeStatus) for e in events)
+    finished = [e for e in events if isinstance(e, NodeStatus)]
+    assert len(finished) <= 1
+    assert all(e.state == "finished" for e in finished)
+    # read as a backlog, every event is at a LoadGen time that is a number and never goes back
+    backlog = DetailLogParser("n")
+    read = [e for piece in chunked(DETAIL[:truncate] + data, chunks) for e in backlog.feed_backlog(piece)]
+    read += backlog.end_backlog()[0]
+    times = [e.t for e in read]
+    assert all(math.isfinite(t) and t >= 0 for t in times)
+    assert times == sorted(times)
     for event in events:  # whatever the log held, the verdict's records can be recorded and read back
         if isinstance(event, LoadGenDetail):
             back = loads(dumps(event))

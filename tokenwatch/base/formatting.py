@@ -67,6 +67,22 @@ def group(value: float | None, decimals: int = 0) -> str:
     return f"{value:,.{decimals}f}" if _ok(value) else DASH
 
 
+def latency_cell(value_ms: float | None, estimated: bool) -> str:
+    """A latency percentile in ms for a table: LoadGen's exact value to 0.1 ms (``918.4``), or an estimate
+    from 1 % log buckets to the three digits they hold, marked (``~918``, ``~58,900``), never a bucket's
+    value with more digits than the bucket knows."""
+    if not _ok(value_ms):
+        return DASH
+    assert value_ms is not None
+    if not estimated:
+        return group(value_ms, 1)
+    if value_ms == 0:
+        return "~0"
+    rounded = float(f"{value_ms:.3g}")  # three significant digits (9.996 -> 10.0)
+    digits = 2 - math.floor(math.log10(abs(rounded)))
+    return f"~{group(rounded, max(0, digits))}"
+
+
 def json_number(value: float | None, digits: int = 3) -> float | None:
     """A figure for JSON: rounded to ``digits`` decimals; None (null) where it is missing or not finite
     (JSON has no NaN or infinity)."""

@@ -137,13 +137,16 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         "--ttft-sla",
         type=positive_duration_arg,
         metavar="DURATION",
-        help="time-to-first-token SLA for alerts and the latency panel (default 2s: MLPerf Llama-2-70B)",
+        help=(
+            "time-to-first-token SLA for alerts and the latency panel (default 2s: MLPerf Llama-2-70B); "
+            "where the verdict knows the limit (LoadGen's detail log, --benchmark) that one is shown"
+        ),
     )
     p.add_argument(
         "--tpot-sla",
         type=positive_duration_arg,
         metavar="DURATION",
-        help="time-per-output-token SLA (default 200ms)",
+        help="time-per-output-token SLA (default 200ms; the verdict's limit where known, as above)",
     )
     p.add_argument(
         "--prometheus-port",

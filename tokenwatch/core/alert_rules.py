@@ -16,6 +16,7 @@ from tokenwatch.base.events import GPU_METRICS, LatencyMetric
 from tokenwatch.core.causes import update_causes
 from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_inputs import shown_limits
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
 _REFERENCE_EVERY_TICKS = 30
@@ -165,8 +166,8 @@ def _throttle(state: RackState, t: float, codes: np.ndarray) -> None:
 
 
 def _sla(state: RackState, t: float) -> None:
-    cfg = state.config
-    slas: tuple[tuple[LatencyMetric, float], ...] = (("ttft", cfg.ttft_sla_s), ("tpot", cfg.tpot_sla_s))
+    limits = shown_limits(state)  # the verdict's limits where known: one pair on every surface
+    slas: tuple[tuple[LatencyMetric, float], ...] = (("ttft", limits["ttft"]), ("tpot", limits["tpot"]))
     for metric, limit in slas:
         hist = state.rack_latency[metric]
         if hist.total:

@@ -32,6 +32,7 @@ from tokenwatch.core.snapshot import (
 )
 from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
+from tokenwatch.core.verdict_inputs import shown_limits
 from tokenwatch.core.verdict_view import verdict_view
 
 _POWER = GPU_METRICS.index("power_w")
@@ -179,7 +180,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         timeline=timeline(state),
         alerts=state.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
         active_alerts=state.alerts.active_newest_first(),
-        sla_s={"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s},
+        sla_s=shown_limits(state),
         summary=summary,
         banner=end_banner(state, state_codes) if state.ended else "",
         verdict=verdict,

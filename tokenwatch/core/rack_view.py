@@ -134,5 +134,10 @@ def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice
     # The fleet's memoised forecast is keyed by run time and state version, which the view shares: the
     # rack's own forecast must be made afresh, never read from it.
     return dataclasses.replace(
-        sliced, history=history, margin_alerted=set(), settings_alerted=set(), forecast_memo=None
+        sliced,
+        history=history,
+        margin_alerted=set(),
+        settings_alerted=set(),
+        forecast_memo=None,
+        loadgen_memo=None,
     )

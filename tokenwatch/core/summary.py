@@ -88,6 +88,9 @@ class RunSummary:
     # What the rack figures are of: "tokens", or "samples" for results that state samples/s only (a
     # multimodal benchmark's summary has no tokens line): tokens are then unknown, never 0.
     figure: str = "tokens"
+    # The latency percentiles are the core's estimates from its 1 % log buckets (a recording), not
+    # LoadGen's exact values (result folders): shown to the precision the buckets allow (``~918``).
+    latency_estimated: bool = False
 
     def node_figure(self, node: NodeResult) -> float:
         """A node's figure in the summary's unit (tokens/s, or samples/s for a samples-only summary)."""
@@ -385,7 +388,10 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         verdict=final_verdict(state),
     )
     return dataclasses.replace(
-        summary, energy_source=source if has_energy else None, left_out_note=left_out_note(left_out(state))
+        summary,
+        energy_source=source if has_energy else None,
+        left_out_note=left_out_note(left_out(state)),
+        latency_estimated=bool(latency),
     )
 
 

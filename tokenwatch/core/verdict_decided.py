@@ -1,8 +1,9 @@
 """A verdict decided before the run ends: a state that makes VALID impossible turns the projection to
 INVALID at the next verdict tick, says why in a sentence, and how much run time stopping now would save.
 
-Today's case is a node down for good. Each node is its own LoadGen run and the rack is VALID only when
-every node's is; a node whose LoadGen is down cannot write its result, so the rack cannot be VALID.
+This module's case is a node down for good (rules broken beyond recovery: :mod:`verdict_beyond`).
+Each node is its own LoadGen run and the rack is VALID only when every node's is; a node whose LoadGen
+is down cannot write its result, so the rack cannot be VALID.
 
 When is a node down *for good*? A source's down carries no end time, and a node that comes back (an
 exporter restarted, an SSH blip, a node rebooted by hand, the simulator's ``node07:down@30m-35m``) may
@@ -24,11 +25,13 @@ import numpy as np
 from tokenwatch.base.durations import format_clock
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_beyond import beyond_recovery
 from tokenwatch.core.verdict_inputs import node_progress, over_limits, run_settings
 from tokenwatch.mlperf.forecast import Forecast, RuleForecast, forecast
 
 _DOWN = STATE_CODE["down"]
 _SHOWN_NODES = 3
+SAVES = "; stopping now saves "  # what a decided sentence adds after its reason
 LOST_AFTER_DOWN_S = 600.0  # a node down this long is lost (see the module's docstring), s
 
 
@@ -74,15 +77,22 @@ def decided_sentence(state: RackState, now: float, lost: np.ndarray) -> str:
     sentence = decided_reason(state, lost)
     end = rest_end_s(state, now, lost)
     if end is not None and end > now:
-        sentence += f"; stopping now saves {saving_words(end - now, state.run.gpus)}"
+        sentence += f"{SAVES}{saving_words(end - now, state.run.gpus)}"
     return sentence
 
 
 def decide(state: RackState, now: float, fc: Forecast) -> Forecast:
-    """``fc`` decided INVALID when a node is lost (see the module's docstring), else ``fc`` itself."""
+    """``fc`` decided INVALID when a node is lost (see the module's docstring) or a rule is broken beyond
+    recovery (:mod:`tokenwatch.core.verdict_beyond`), else ``fc`` itself."""
     lost = lost_nodes(state, now)
     if not lost.any():
-        return fc
+        why = beyond_recovery(state, fc)
+        if not why:
+            return fc
+        end = rest_end_s(state, now, lost)
+        if end is not None and end > now:
+            why += f"{SAVES}{saving_words(end - now, state.run.gpus)}"
+        return dataclasses.replace(fc, valid=False, decided=why)
     n = float(len(lost))
     can_finish = n - float(lost.sum())
     rule = RuleForecast("every_node_finished", can_finish, can_finish, n, None, False, "nodes")

@@ -15,7 +15,7 @@ from tokenwatch.base.events import LatencyBatch, LatencyLimitCounts, LoadGenDeta
 from tokenwatch.base.formatting import group
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_inputs import plan_of
-from tokenwatch.core.verdict_state import LIMIT_METRICS
+from tokenwatch.core.verdict_state import LIMIT_METRICS, result_figures
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.settings_check import SettingCheck, check_settings
 
@@ -31,10 +31,13 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
     verdict = state.verdict
     values = verdict.details[i]
     values.update(ev.values)
+    verdict.details_version += 1
     if any(key in ev.values for key in PLAN_KEYS):
         if np.isnan(verdict.plan_t[i]):
             verdict.plan_t[i] = ev.t  # written right before the first query: the node's LoadGen start
         verdict.plan_samples[i], verdict.plan_schedule_s[i] = plan_of(values, state.run.scenario)
+    scenario = str(values.get("effective_scenario", state.run.scenario))
+    verdict.result_tokens_per_s[i], verdict.result_samples_per_s[i] = result_figures(values, scenario)
     if "effective_scenario" not in values:
         return
     try:

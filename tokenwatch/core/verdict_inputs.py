@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenwatch.base.events import FloatArray
+from tokenwatch.base.events import FloatArray, LatencyMetric
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_state import LIMIT_METRICS
@@ -170,3 +170,18 @@ def limits_origin(state: RackState) -> str:
     if ref is not None and latency_limits(ref, state.run.scenario) is not None:
         return f"{ref.benchmark.name}{' Interactive' if ref.interactive else ''}"
     return "the --ttft-sla / --tpot-sla alert limits (not LoadGen's)"
+
+
+def shown_limits(state: RackState) -> dict[LatencyMetric, float]:
+    """The TTFT/TPOT limits every surface shows and alerts on: the ones the verdict counts against (a
+    node's LoadGen's own, else the benchmark's, e.g. 450 ms TTFT for llama2-70b Interactive), else the
+    ``--ttft-sla`` / ``--tpot-sla`` alert limits. One pair for the whole run, so the latency panel can
+    never say "SLA 2.00 s" beside a verdict judged against 450 ms."""
+    cfg = state.config
+    out: dict[LatencyMetric, float] = {"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s}
+    for metric in LIMIT_METRICS:
+        limits = state.verdict.counts[metric].limit_s
+        finite = limits[np.isfinite(limits)]
+        if finite.size:
+            out[metric] = float(finite.max())
+    return out

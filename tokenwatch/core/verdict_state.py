@@ -126,6 +126,10 @@ class VerdictState:
     plan_samples: FloatArray  # samples (Offline) or queries (Server) each node's LoadGen issues; NaN unknown
     plan_schedule_s: FloatArray  # each node's query schedule length (generated_query_duration); NaN unknown
     settings: list[RunSettings | None]  # per node, from its detail log
+    # Each node's figures as its LoadGen wrote them in its result (tokens/s, samples/s; NaN: none yet):
+    # once there, they are the node's figures on every surface, in place of the core's measurement.
+    result_tokens_per_s: FloatArray
+    result_samples_per_s: FloatArray
     counts: dict[LatencyMetric, LimitCounts]
     history: DownsampledSeries
     interval_s: float
@@ -143,6 +147,10 @@ class VerdictState:
     # The latest forecast and the (run time, state version) it was made at: the verdict tick and the
     # snapshot at the same boundary ask for the same forecast, which costs most of a tick.
     forecast_memo: tuple[tuple[float, int], Forecast] | None = None
+    # Each node's verdict from its LoadGen result, judged once per change of the detail records (judging
+    # one takes ~0.5 ms: a fleet's 1,152 nodes must not be judged again at every snapshot).
+    details_version: int = 0
+    loadgen_memo: tuple[int, list[Any]] | None = None
 
     @property
     def scenario_label(self) -> str:
@@ -176,6 +184,8 @@ def new_verdict_state(ev: RunStarted, config: CoreConfig) -> VerdictState:
         plan_samples=np.full(n, np.nan),
         plan_schedule_s=np.full(n, np.nan),
         settings=[None] * n,
+        result_tokens_per_s=np.full(n, np.nan),
+        result_samples_per_s=np.full(n, np.nan),
         counts=counts,  # type: ignore[arg-type]
         history=DownsampledSeries(
             _HISTORY_POINTS, (len(HISTORY_COLUMNS),), config.verdict_interval_s, "last"
@@ -183,3 +193,26 @@ def new_verdict_state(ev: RunStarted, config: CoreConfig) -> VerdictState:
         interval_s=config.verdict_interval_s,
         setting_checks=[{} for _ in range(n)],
     )
+
+
+# The keys of LoadGen's figures in its result: Offline's, then Server's (completed queries only).
+_RESULT_TOKENS = ("result_tokens_per_second", "result_completed_tokens_per_second")
+_RESULT_SAMPLES = ("result_samples_per_second", "result_completed_samples_per_sec")
+
+
+def result_figures(values: dict[str, Any], scenario: str) -> tuple[float, float]:
+    """(tokens/s, samples/s) as LoadGen wrote them in a node's result; NaN where it wrote none (a figure
+    that is not a finite number >= 0 is none)."""
+    if "result_validity" not in values:
+        return math.nan, math.nan
+    order = slice(None, None, -1) if scenario == "Server" else slice(None)
+
+    def first(keys: tuple[str, ...]) -> float:
+        for key in keys[order]:
+            value = values.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                number = float(value)
+                return number if math.isfinite(number) and number >= 0 else math.nan
+        return math.nan
+
+    return first(_RESULT_TOKENS), first(_RESULT_SAMPLES)

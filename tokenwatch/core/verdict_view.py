@@ -19,7 +19,7 @@ from tokenwatch.base.formatting import group, seconds_ms
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.state import RackState
-from tokenwatch.core.verdict_decided import decide, decided_reason, lost_nodes
+from tokenwatch.core.verdict_decided import SAVES, decide
 from tokenwatch.core.verdict_ingest import NOT_CHECKED
 from tokenwatch.core.verdict_inputs import (
     limits_origin,
@@ -28,6 +28,8 @@ from tokenwatch.core.verdict_inputs import (
     over_limits,
     run_settings,
 )
+from tokenwatch.core.verdict_loadgen import judged_by_loadgen
+from tokenwatch.mlperf.early_stopping import queries_needed
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast, honest_band
 from tokenwatch.mlperf.settings_check import SettingCheck
 
@@ -80,8 +82,8 @@ def current_forecast(state: RackState, now: float) -> Forecast:
     memo = state.verdict.forecast_memo
     if memo is not None and memo[0] == (now, state.version):
         return memo[1]
-    fc = _forecast(state, now)
-    if not state.ended:  # once ended the verdict is FINAL: an unfinished node fails it in _forecast
+    fc = judged_by_loadgen(state, now, _forecast(state, now))
+    if not state.ended and not fc.decided:  # once ended the verdict is FINAL (see _forecast)
         fc = decide(state, now, fc)
     state.verdict.forecast_memo = ((now, state.version), fc)
     return fc
@@ -193,19 +195,22 @@ def _verdict_alerts(state: RackState, t: float, fc: Forecast) -> None:
         "critical",
         "projected INVALID is now decided" if fc.decided else "projected verdict no longer INVALID",
     )
-    # A decided verdict is its own alert, its reason in words (the verdict itself adds what stopping saves).
-    lost = lost_nodes(state, t)
+    # A decided INVALID is its own alert, its reason in words (the verdict itself adds what stopping saves).
+    decided_invalid = bool(fc.decided) and fc.valid is False
     alerts.condition(
         t,
         None,
         "verdict_decided",
-        bool(fc.decided) and bool(lost.any()),
-        f"DECIDED INVALID: {decided_reason(state, lost) if lost.any() else ''}",
+        decided_invalid,
+        f"DECIDED INVALID: {fc.decided.split(SAVES)[0] if decided_invalid else ''}",
         "critical",
         "verdict no longer decided",
     )
     if fc.valid is True and verdict.last_valid is not True:
-        alerts.event(t, None, "verdict", "projected VALID: every rule projected to pass", "info")
+        said = (
+            f"DECIDED VALID: {fc.decided}" if fc.decided else "projected VALID: every rule projected to pass"
+        )
+        alerts.event(t, None, "verdict", said, "info")
     if fc.valid is not None:
         verdict.last_valid = fc.valid
     for rule in fc.rules:
@@ -235,9 +240,12 @@ def _verdict_alerts(state: RackState, t: float, fc: Forecast) -> None:
 
 
 def format_rule_value(value: float | None, rule: RuleForecast) -> str:
-    """A rule's figure for people: durations in s, latencies in ms, counts grouped."""
+    """A rule's figure for people: durations in s, latencies in ms, counts grouped; early stopping's
+    budget of -1 (a run too short to pass it whatever its latencies) is ``none``."""
     if value is None or not math.isfinite(value):
         return "—"
+    if rule.name.startswith("early_stopping") and value < 0:
+        return "none"
     if rule.unit == "s" and rule.name == "min_duration":
         return f"{group(value)} s"
     if rule.unit == "s":
@@ -249,6 +257,16 @@ def describe_rule(rule: RuleForecast) -> str:
     """``min_duration projected 584 s, limit 600 s`` (or what it is missing)."""
     if rule.missing:
         return f"{rule.name}: needs {rule.missing}"
+    if rule.name.startswith("early_stopping") and rule.limit is not None and rule.limit < 0:
+        return (
+            f"{rule.name}: too few queries to pass early stopping whatever their latency "
+            f"(LoadGen needs at least {group(queries_needed(0))})"
+        )
+    if rule.name.startswith("early_stopping"):
+        return (
+            f"{rule.name}: {format_rule_value(rule.projected, rule)} queries projected over the latency "
+            f"limit, early stopping allows {format_rule_value(rule.limit, rule)}"
+        )
     return (
         f"{rule.name} projected {format_rule_value(rule.projected, rule)}, "
         f"limit {format_rule_value(rule.limit, rule)}"

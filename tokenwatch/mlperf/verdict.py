@@ -170,7 +170,10 @@ def _latency_check(
 
 
 def _early_stopping_check(name: str, n: int, over: Count | None, limit_ns: int | None, source: str) -> Check:
-    budget = overlatency_budget(n)
+    # A run too short to pass early stopping whatever its latencies has no budget (LoadGen's -1): it is
+    # shown as none (null), and the detail says why in LoadGen's words, never as a raw -1.
+    found = overlatency_budget(n)
+    budget = found if found >= 0 else None
     if limit_ns is None:
         return Check(name, None, None, None, None, "samples", "no limit configured for this run")
     if over is None:
@@ -183,18 +186,20 @@ def _early_stopping_check(name: str, n: int, over: Count | None, limit_ns: int |
             exact,
             budget,
             ok,
-            _relative(budget - exact, max(budget, 1)),
+            _relative(found - exact, max(found, 1)) if budget is not None else None,
             "samples",
             early_stopping_result(n, exact),
         )
     decided: bool | None
-    if over.low > budget:
+    if over.low > found:
         decided = False
-    elif over.high is not None and over.high <= budget:
+    elif over.high is not None and over.high <= found:
         decided = True
     else:
         decided = None
     detail = f"between {over.low} and {over.high if over.high is not None else n} over the limit"
+    if budget is None:
+        detail += f"; {n} queries are too few to pass early stopping whatever their latency"
     return Check(name, None, budget, decided, None, "samples", detail)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from tokenwatch.base.events import Event, LoadGenDetail, Notice, NoticeLevel
+from tokenwatch.base.events import Event, LoadGenDetail, NodeStatus, Notice, NoticeLevel
 from tokenwatch.sources.errors import SourceFormatError, read_bounded
 from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
 
@@ -37,6 +37,7 @@ VERDICT_KEYS = frozenset({"power_begin", "power_end", "loadgen_version", "num_er
 # query), LoadGen's judgement, and the log's last record.
 _SEND_AFTER = frozenset({"generated_query_duration", "result_validity", "num_errors"})
 _MAX_TEXT = 2000
+_MAX_TIME_MS = 1e11  # ~3 years of LoadGen time: beyond it a record's time is corrupt
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +142,9 @@ def parse_record(line: bytes) -> tuple[DetailRecord | None, str]:
     metadata = data.get("metadata")
     meta = metadata if isinstance(metadata, dict) else {}
     time_ms = data.get("time_ms")
-    time_value = (
-        float(time_ms) if isinstance(time_ms, int | float) and not isinstance(time_ms, bool) else math.nan
-    )
+    time_value = math.nan
+    if isinstance(time_ms, int | float) and not isinstance(time_ms, bool) and 0 <= time_ms <= _MAX_TIME_MS:
+        time_value = float(time_ms)  # NaN, inf, negative and absurd times are no times
     return (
         DetailRecord(
             data["key"],
@@ -234,7 +235,13 @@ class DetailLogParser(LineParser):
     the result becomes an info (VALID) or warning (INVALID) Notice; ``log`` accumulates the rest.
 
     A :class:`LoadGenDetail` with the verdict's records follows the settings, the query plan (before the
-    first query), LoadGen's judgement and the log's last record, once per chunk that holds them."""
+    first query), LoadGen's judgement and the log's last record: once per block of records LoadGen wrote
+    together (one ``time_ms``), at the latest at the end of the chunk that holds it. Once the result
+    block has been read the node's LoadGen run is over: a ``NodeStatus(finished)`` follows it.
+
+    A log that already holds records when the watch begins is read from its first byte as a backlog
+    (:meth:`feed_backlog`), each record at its own time on LoadGen's clock (``time_ms``, from LoadGen's
+    start): the watch places them in run time, so a plan read late still says when LoadGen started."""
 
     def __init__(self, node: str, source: str = "loadgen-detail") -> None:
         self.node = node
@@ -242,32 +249,77 @@ class DetailLogParser(LineParser):
         self.log = DetailLog(source)
         self._lines = LineSplitter(_MAX_LINE_BYTES)
         self.notices = NoticeLog(source, node)
-        self._send = False
         self._settings_sent = False
+        self._pending: float | None = None  # the LoadGen time (ms) of a block whose records are to be sent
+        self._backlog = False  # reading a backlog: events at LoadGen's own time, not the caller's
+        self._clock_s = 0.0  # the latest record's LoadGen time, s (never goes back)
+        self._result_read = False
+        self.finished = False
+
+    def feed_backlog(self, data: bytes) -> list[Event]:
+        """Bytes written before the watch began, each record's events at its LoadGen time (s)."""
+        self._backlog = True
+        try:
+            return self.feed(data, self._clock_s)
+        finally:
+            self._backlog = False
+
+    def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
+        """The block still pending, and (LoadGen's start, its latest record) on LoadGen's clock; None
+        before any timed record."""
+        out: list[Event] = []
+        self._send_pending(self._clock_s, out)
+        self._finish(self._clock_s, out)
+        if not self.log.records or not math.isfinite(self._clock_s):
+            return out, None
+        return out, (0.0, self._clock_s)
 
     def end_of_chunk(self, t: float, out: list[Event]) -> None:
-        if self._send:
-            self._send = False
+        if self._backlog:
+            return  # a backlog's blocks are sent as the next block begins, or by end_backlog
+        self._send_pending(t, out)
+        self._finish(t, out)
+
+    def _send_pending(self, t: float, out: list[Event]) -> None:
+        if self._pending is not None:
+            self._pending = None
             out.append(LoadGenDetail(t, self.node, verdict_values(self.log.values)))
+
+    def _finish(self, t: float, out: list[Event]) -> None:
+        if self._result_read and not self.finished:
+            self.finished = True
+            out.append(NodeStatus(t, self.node, "finished", "LoadGen wrote its result (detail log)"))
 
     def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
         if not line.strip():
             return
         record, why = parse_record(line)
         if record is None:
-            self.notices.warn(out, t, f"line {number}: {why}: {snippet(line)}")
+            self.notices.warn(
+                out, self._clock_s if self._backlog else t, f"line {number}: {why}: {snippet(line)}"
+            )
             return
+        block_ms = record.time_ms if math.isfinite(record.time_ms) else self._clock_s * 1e3
+        if self._pending is not None and block_ms != self._pending:  # the block before has ended
+            self._send_pending(self._clock_s if self._backlog else t, out)
+            self._finish(self._clock_s if self._backlog else t, out)
+        self._clock_s = max(self._clock_s, block_ms / 1e3)
+        at = self._clock_s if self._backlog else t
         _add(self.log, record)
-        if record.key in _SEND_AFTER or (
-            not self._settings_sent and record.key.startswith("effective_")
+        if (
+            record.key in _SEND_AFTER
+            or (not self._settings_sent and record.key.startswith("effective_"))
+            or (self._result_read and record.key.startswith(VERDICT_PREFIXES))
         ):  # the settings block arrives in one piece: one event for it, another with the plan
-            self._send = self._settings_sent = True
+            self._pending, self._settings_sent = block_ms, True
+        if record.key == "result_validity":
+            self._result_read = True
         if record.is_error or record.is_warning:
             level: NoticeLevel = "error" if record.is_error else "warning"
             message = _printable(f"LoadGen {level}: {record.value}")
-            out.append(Notice(t, level, message, self.node, self.source))
+            out.append(Notice(at, level, message, self.node, self.source))
         elif record.key == "result_validity":
             valid = str(record.value).upper() == "VALID"
             reason = self.log.values.get("result_invalid_reason")
             text = f"LoadGen result {record.value}" + (f" ({reason})" if reason and not valid else "")
-            out.append(Notice(t, "info" if valid else "warning", _printable(text), self.node, self.source))
+            out.append(Notice(at, "info" if valid else "warning", _printable(text), self.node, self.source))

@@ -70,6 +70,8 @@ def verdict_part(snap: RackSnapshot) -> str:
     band = snap.verdict.forecast.tokens_per_s
     shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
     decided = snap.verdict.forecast.decided
+    if band is not None and decided and band.low == band.high == band.value:  # LoadGen's own: exact
+        shown = group(band.value)
     if decided:  # VALID is out of reach: say so, why, and what stopping now saves
         return f"proj {shown} DECIDED {verdict_word(snap.verdict.valid)} ({printable(decided)})"
     return f"proj {shown} {verdict_word(snap.verdict.valid)}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tokenwatch.base.durations import format_clock
-from tokenwatch.base.formatting import group, printable
+from tokenwatch.base.formatting import group, latency_cell, printable
 from tokenwatch.core.summary import RunSummary, coverage_lines, rack_table_rows
 
 
@@ -21,7 +21,8 @@ def latency_lines(summary: RunSummary, label_width: int, column: int = 10) -> li
     """The latency table: each column as wide as its widest figure and a space, at least ``column`` (an
     Offline run's end-to-end latencies reach 1,359,534.3 ms, wider than the usual 10)."""
     keys = ("p50", "p90", "p99")
-    cells = {m: [group(p.get(k), 1) for k in keys] for m, p in summary.latency_ms.items()}
+    estimated = summary.latency_estimated
+    cells = {m: [latency_cell(p.get(k), estimated) for k in keys] for m, p in summary.latency_ms.items()}
     width = max([column, *(len(cell) + 1 for row in cells.values() for cell in row)])
     lines = [f"{'Latency (ms)':<{label_width}}" + "".join(f"{k:>{width}}" for k in keys)]
     for metric, row in cells.items():

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokenwatch.base.formatting import group, seconds_label, seconds_ms, si
+from tokenwatch.base.formatting import group, latency_cell, seconds_label, seconds_ms, si
 from tokenwatch.core.histogram import coarse_bins
 from tokenwatch.core.nan_math import finite_range
 from tokenwatch.core.node_spread import below_median_pct
@@ -263,9 +263,9 @@ def latency_section(run: RunData) -> str:
         rows.append(
             [
                 metric.upper(),
-                group(pcts.get("p50"), 1),
-                group(pcts.get("p90"), 1),
-                group(pcts.get("p99"), 1),
+                latency_cell(pcts.get("p50"), s.latency_estimated),
+                latency_cell(pcts.get("p90"), s.latency_estimated),
+                latency_cell(pcts.get("p99"), s.latency_estimated),
                 group(st.mean * 1000 if st else own.get("mean"), 1),
                 group(st.max * 1000 if st else own.get("max"), 1),
                 group(st.count) if st else "—",

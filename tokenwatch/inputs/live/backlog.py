@@ -11,8 +11,8 @@ when it was looked at, and then:
   time zone nor its missing year matters; over SSH the node's clock is corrected by its offset from
   ours, read in the same command). The run's history is then filled in before live data flows;
 * otherwise takes it as a **baseline**: its counters are where this source starts from, nothing in it
-  is counted as made after the watch began. Notices, the "finished" verdict and the last log lines
-  (for the node screen) are kept.
+  is counted as made after the watch began. Notices, the "finished" verdict, LoadGen's detail records
+  (its settings, plan and result) and the last log lines (for the node screen) are kept.
 
 Either way the live tail resumes at the byte where the backlog ended, with the same parser, so nothing
 is read twice, and a writer's clock carries over: the first live rate line is credited the time since
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from tokenwatch.base.events import Event, LogLine, NodeStatus, Notice, Progress
+from tokenwatch.base.events import Event, LoadGenDetail, LogLine, NodeStatus, Notice, Progress
 from tokenwatch.inputs.live.remote_commands import BACKLOG_HEADER, backlog_command
 from tokenwatch.inputs.live.transport import Transport
 
@@ -109,8 +109,8 @@ class Baseline:
                 self.counts = (event.samples_done, event.tokens_done, event.prompt_tokens_done)
             elif isinstance(event, LogLine):
                 lines.append(event)
-            elif isinstance(event, Notice | NodeStatus):
-                kept.append(event)
+            elif isinstance(event, Notice | NodeStatus | LoadGenDetail):
+                kept.append(event)  # LoadGen's settings, plan and result hold whenever they were written
         return [*lines, *kept]
 
     def apply(self, events: list[Event]) -> list[Event]:

@@ -12,7 +12,7 @@ import textwrap
 from rich.style import Style
 from rich.text import Text
 
-from tokenwatch.base.formatting import format_clock, group, printable
+from tokenwatch.base.formatting import format_clock, latency_cell, printable
 from tokenwatch.core.summary import RunSummary, coverage_lines, name_list, rack_table_rows
 from tokenwatch.frontends.tui.palette import Palette
 
@@ -41,7 +41,10 @@ def summary_text(summary: RunSummary, pal: Palette, width: int, height: int | No
         tail += [[(part, pal.muted)] for part in textwrap.wrap(printable(line), wrap)]
     if summary.latency_ms:
         keys = ("p50", "p90", "p99")
-        figures = {m: [group(p.get(k), 1) for k in keys] for m, p in summary.latency_ms.items()}
+        estimated = summary.latency_estimated
+        figures = {
+            m: [latency_cell(p.get(k), estimated) for k in keys] for m, p in summary.latency_ms.items()
+        }
         # each column as wide as its widest figure and a space (1,359,534.3 ms ran into its neighbour)
         cw = max([9, *(len(cell) + 1 for row in figures.values() for cell in row)])
         tail.append([(f"{'Latency (ms)':<{_LABEL - 9}}" + "".join(f"{k:>{cw}}" for k in keys), pal.muted)])

@@ -20,7 +20,8 @@ def badge_text(snap: RackSnapshot) -> str:
     final = snap.summary.verdict if snap.ended and snap.summary is not None else None
     if final is not None:
         valid = final.valid
-    if snap.ended:  # the run's final figure, as the header and the rack table show it
+    exact = band is not None and bool(fc.decided) and band.low == band.high == band.value
+    if snap.ended or exact:  # the final figure, or LoadGen's own: exact, no band
         figure = group(band.value) if band is not None else "—"
     else:
         figure = projection(band.value, band.low, band.high) if band is not None else "—"

@@ -90,6 +90,8 @@ class VerdictPanel(Horizontal):
             detail = "waiting for progress on every node"
         elif snap.ended:
             detail = "tok/s, final: the nodes' sum"
+        elif fc.decided and fc.valid is True and band.low == band.high:  # LoadGen's results: no band
+            detail = "tok/s, LoadGen's own result"
         elif not band.known:
             detail = f"tok/s ±{DASH} ({BAND_UNKNOWN})"
         else:
