@@ -25,10 +25,6 @@ from tokenwatch.core import RackCore
 pytestmark = [pytest.mark.xdist_group("vllm-engine"), pytest.mark.timeout(1800)]
 
 SCENARIOS = ["Offline", "Server"]
-JUDGE_PENDING = (
-    "LoadGen is the judge: the watch does not yet take a node as finished when LoadGen writes its result "
-    "to the detail log, nor take LoadGen's exact figures over its own estimates"
-)
 
 
 @pytest.fixture(params=SCENARIOS)
@@ -92,7 +88,6 @@ def test_the_tokens_counted_are_the_engines_own(run: EngineRun) -> None:
     assert counted == pytest.approx(run.engine_tokens, rel=0.01)
 
 
-@pytest.mark.xfail(strict=True, reason=JUDGE_PENDING)
 def test_the_watch_ends_by_itself_within_5_s_of_loadgens_result(run: EngineRun) -> None:
     assert run.ended_by_itself, run.watch_stderr[-2000:]
     assert run.watch_status == 0
@@ -103,7 +98,6 @@ def test_the_watch_ends_by_itself_within_5_s_of_loadgens_result(run: EngineRun) 
     assert end.t - result <= 5.0  # on the watch's own run clock
 
 
-@pytest.mark.xfail(strict=True, reason=JUDGE_PENDING)
 def test_the_final_figure_is_loadgens(run: EngineRun, run_cli: RunCli) -> None:
     figure = loadgen_figure(run)
     end = last_record(run)["end"]
@@ -119,7 +113,6 @@ def test_summarize_gives_loadgens_validity(run: EngineRun, run_cli: RunCli) -> N
     assert verdict["valid"] is loadgen_valid(run)
 
 
-@pytest.mark.xfail(strict=True, reason=JUDGE_PENDING)
 def test_the_watchs_last_verdict_is_loadgens(run: EngineRun) -> None:
     assert last_record(run)["verdict"]["valid"] is loadgen_valid(run)
 
@@ -139,7 +132,6 @@ def test_summarize_gives_loadgens_exact_ttft_and_tpot_p99(server: EngineRun, run
     assert checks["tpot_p99"]["value"] == pytest.approx(tpot_s, abs=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=JUDGE_PENDING)
 def test_the_watchs_last_ttft_and_tpot_p99_are_loadgens(server: EngineRun) -> None:
     detail = server.detail()
     checks = {c["name"]: c for c in last_record(server)["verdict"]["checks"]}

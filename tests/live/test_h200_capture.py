@@ -205,11 +205,6 @@ def test_the_watch_of_a_real_gpu_run_agrees_with_loadgen_on_validity_and_counts_
 LOADGEN_TOKENS_PER_S = {"Offline": "Tokens per second", "Server": "Completed tokens per second"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the final figure is tokenwatch's own window (Offline 9,975 vs LoadGen's 9,151.94) while it says "
-    "judged_by LoadGen: LoadGen's result must replace it",
-)
 @pytest.mark.parametrize("scenario", ["Offline", "Server"])
 def test_the_final_figure_of_a_real_gpu_run_is_loadgens(run_cli: Any, scenario: str) -> None:
     result = run_cli("summarize", str(H200 / f"watch-{scenario}-nvml.jsonl.zst"), "--json")
