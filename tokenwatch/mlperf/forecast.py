@@ -135,6 +135,10 @@ def forecast(
     end: Band | None = None
     if nodes.projectable:
         band = honest_band(*rack_band(nodes))
+    # An end needs something to end by: a sample count, a schedule, or every node done. Without one the
+    # work left is unknown (judged on what is done), and "now" is no projection of the end.
+    ends_by = progress.total_samples is not None or progress.schedule_end_s is not None
+    if nodes.projectable and (ends_by or bool(progress.finished.all())):
         end = Band(
             float(nodes.end_s.max()),
             float((nodes.end_s - nodes.end_early_s).max()),

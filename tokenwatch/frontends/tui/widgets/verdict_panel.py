@@ -95,9 +95,12 @@ class VerdictPanel(Horizontal):
         else:
             half = 100.0 * (band.high - band.low) / 2.0 / band.value
             detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
-        end = fc.end_s
-        if end is not None and not snap.ended:
-            detail += f"\nend {format_clock(end.value)}  ({format_clock(end.low)} – {format_clock(end.high)})"
+        clock = snap.clock  # the run's one clock: the header's ETA counts down to this same end
+        if clock.end_kind == "projected":
+            detail += (
+                f"\nprojected end {format_clock(clock.end_s)}"
+                f" ({format_clock(clock.end_low_s)}–{format_clock(clock.end_high_s)})"
+            )
         energy = view.energy_to_finish_j
         if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
             low, high = energy.low / 3.6e6, energy.high / 3.6e6
