@@ -218,7 +218,12 @@ def check_cause(cause: dict[str, Any] | None, node: str, snap: dict[str, Any]) -
 
 def check_verdict(verdict: dict[str, Any]) -> None:
     """The verdict's keys and types; the band around its projection; VALID only when every rule is."""
-    assert VERDICT_KEYS <= set(verdict) <= {*VERDICT_KEYS, "decided"}
+    assert VERDICT_KEYS <= set(verdict) <= {*VERDICT_KEYS, "decided", "warming_up"}
+    if "warming_up" in verdict:  # the pace still climbs: no figure, no end, no VALID
+        assert verdict["warming_up"] is True
+        assert verdict["projected"] is None
+        assert verdict["end_s"] is None
+        assert verdict["valid"] is not True
     if "decided" in verdict:  # decided before the end: INVALID, and the sentence that says why
         assert verdict["valid"] is False
         assert verdict["decided"].startswith("cannot be VALID: ")

@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from tokenwatch.base.formatting import group, projection, verdict_word
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.mlperf.warm_up import WARMING_UP
 
 
 def badge_text(snap: RackSnapshot) -> str:
@@ -22,6 +23,10 @@ def badge_text(snap: RackSnapshot) -> str:
         valid = final.valid
     if snap.ended:  # the run's final figure, as the header and the rack table show it
         figure = group(band.value) if band is not None else "—"
+    elif fc.warming_up:  # no figure yet: the pace still climbs
+        return (
+            f"PROJECTED {verdict_word(valid)} {WARMING_UP}" if valid is False else f"PROJECTED {WARMING_UP}"
+        )
     else:
         figure = projection(band.value, band.low, band.high) if band is not None else "—"
     stage = "FINAL" if snap.ended else "DECIDED" if fc.decided else "PROJECTED"

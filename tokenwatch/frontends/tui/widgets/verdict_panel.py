@@ -20,6 +20,7 @@ from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
 from tokenwatch.frontends.tui.widgets.forecast_line import ForecastLine
 from tokenwatch.frontends.tui.widgets.verdict_rules import VerdictRules
+from tokenwatch.mlperf.warm_up import WARMING_UP
 
 
 class VerdictPanel(Horizontal):
@@ -86,7 +87,9 @@ class VerdictPanel(Horizontal):
         self.query_one("#verdict-word", Static).update(word)
         band = fc.tokens_per_s
         self.query_one(BigFigure).value = group(band.value) if band is not None else "-"
-        if band is None:
+        if band is None and fc.warming_up:
+            detail = f"tok/s: {WARMING_UP}, the pace still climbs\n(no projection until it is steady)"
+        elif band is None:
             detail = "waiting for progress on every node"
         elif snap.ended:
             detail = "tok/s, final: the nodes' sum"
