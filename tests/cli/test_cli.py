@@ -12,7 +12,17 @@ from tests.conftest import SAMPLE_RUNS
 from tokenwatch.base.events import NodeStatus, ProgressBatch, RunStarted
 from tokenwatch.recording import read_events
 
-JSONL_KEYS = {"t", "progress_pct", "aggregate", "node_spread", "stopped_nodes", "nodes", "alerts", "verdict"}
+JSONL_KEYS = {
+    "t",
+    "progress_pct",
+    "clock",
+    "aggregate",
+    "node_spread",
+    "stopped_nodes",
+    "nodes",
+    "alerts",
+    "verdict",
+}
 END_KEYS = {
     "reason",
     "banner",

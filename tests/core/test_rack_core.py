@@ -141,7 +141,12 @@ def test_progress_and_eta_from_sample_counts() -> None:
         core.ingest(ProgressBatch(float(t), np.arange(6), np.full(6, 10 * t), np.full(6, 1000 * t)))
     snap = core.snapshot(20.0)
     assert snap.progress_pct == pytest.approx(6 * 200 / 6_000 * 100)
-    assert snap.eta_s == pytest.approx((6_000 - 1_200) / 60.0)
+    # The ETA counts down to the clock's projected end: the samples left at the pace now (60 samples/s),
+    # plus half the Offline drain tail (the forecast's drain_s, 10 s), as the verdict panel's end says.
+    drain_half = CoreConfig().forecast.drain_s / 2.0
+    assert snap.eta_s == pytest.approx((6_000 - 1_200) / 60.0 + drain_half)
+    assert snap.clock.end_kind == "projected"
+    assert snap.clock.end_s == pytest.approx(snap.verdict.forecast.end_s.value)  # type: ignore[union-attr]
     assert snap.nodes.progress_pct == pytest.approx(np.full(6, 200 / 1_000 * 100))
 
 

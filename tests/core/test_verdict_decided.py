@@ -58,8 +58,11 @@ def test_a_node_down_for_good_decides_the_verdict_invalid_with_its_reason_and_sa
     before = [fc for t, fc in ticks if t < lost_at]
     assert before
     assert not any(fc.decided for fc in before)
-    # Until then a projection (VALID, then undecided as the outage widens the band), never INVALID.
-    assert before[0].valid is True
+    # Until then warming up (no VALID from a ramp), then a projection (VALID, then undecided as the
+    # outage widens the band), never INVALID.
+    projected = [fc for _, fc in ticks if not fc.warming_up]
+    assert all(fc.valid is None for fc in before if fc.warming_up)
+    assert projected[0].valid is True
     assert all(fc.valid is not False for fc in before)
     decided = [(t, fc) for t, fc in ticks if fc.decided]
     t, fc = decided[0]

@@ -26,7 +26,7 @@ LINE = re.compile(
     r"^(?P<clock>\d{2,}:\d{2})\s+(?P<progress>[\d.]+)%\s+(?P<rate>[\d,]+) tok/s"
     r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
     r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
-    r"  (?:(?P<final>FINAL)|proj (?:—|(?P<proj>[\d,]+)(?P<k>k?) ±"
+    r"  (?:(?P<final>FINAL)|proj (?:—|(?P<warming>warming up)|(?P<proj>[\d,]+)(?P<k>k?) ±"
     r"(?:(?P<half>[\d.]+) %|— \(band wider than the figure\)))) (?P<decided>DECIDED )?"
     r"(?P<verdict>VALID|INVALID|UNDECIDED)(?: \((?P<reason>[^()]*)\))?"
     r"(?:  run figures; (?P<banner>.*?)(?:; (?P<note>left out by MLPerf .*?))?)?"
@@ -117,6 +117,9 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
             assert shown(m["kw"], agg["power_w"], 1e-3), line
         verdict = snap["verdict"]
         assert m["verdict"] == {True: "VALID", False: "INVALID", None: "UNDECIDED"}[verdict["valid"]]
+        # Warming up: the words in place of a number, as the JSONL says it (no projection, no VALID).
+        assert (m["warming"] is not None) is verdict.get("warming_up", False), line
+        assert m["warming"] is None or (verdict["projected"] is None and verdict["valid"] is not True)
         assert (m["decided"] is not None, m["reason"]) == ("decided" in verdict, verdict.get("decided")), line
         projected = verdict["projected"]
         assert (m["proj"] is None) == (projected is None), line

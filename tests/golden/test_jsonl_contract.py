@@ -32,12 +32,21 @@ NUM: Types = (float, type(None))  # every measured figure: a float, or null when
 SNAPSHOT_KEYS = {
     "t",
     "progress_pct",
+    "clock",
     "aggregate",
     "node_spread",
     "stopped_nodes",
     "nodes",
     "alerts",
     "verdict",
+}
+CLOCK_TYPES: dict[str, Types] = {
+    "nominal_s": NUM,
+    "end_s": NUM,
+    "end_low_s": NUM,
+    "end_high_s": NUM,
+    "end": (str, type(None)),
+    "eta_s": NUM,
 }
 VERDICT_KEYS = {"benchmark", "projected", "end_s", "energy_to_finish_j", "valid", "checks"}
 CHECK_TYPES: dict[str, Types] = {
@@ -145,6 +154,20 @@ def test_keys_and_types(produced: Produced, case: HeadlessCase) -> None:
         assert set(snap) == SNAPSHOT_KEYS | ({"end"} if last and ended else set())
         assert isinstance(snap["t"], float)
         assert isinstance(snap["progress_pct"], NUM)
+        clock = snap["clock"]
+        assert set(clock) == set(CLOCK_TYPES)
+        for key, types in CLOCK_TYPES.items():
+            assert isinstance(clock[key], types), key
+        # One clock: the end is the run's actual one at its end, else the verdict's projected one, and
+        # the ETA counts down to it.
+        assert (clock["end"] == "actual") is (last and ended)
+        if clock["end"] == "actual":
+            assert close(clock["end_s"], snap["t"])
+            assert clock["eta_s"] == 0.0
+        if clock["end"] == "projected":
+            assert close(clock["end_s"], snap["verdict"]["end_s"])
+        if clock["end_s"] is not None and clock["end"] != "actual":
+            assert close(clock["eta_s"], max(0.0, clock["end_s"] - snap["t"]), 2 * ROUNDING)
         assert set(snap["aggregate"]) == set(AGGREGATE_TYPES)
         for key, types in AGGREGATE_TYPES.items():
             assert isinstance(snap["aggregate"][key], types), key
@@ -195,7 +218,12 @@ def check_cause(cause: dict[str, Any] | None, node: str, snap: dict[str, Any]) -
 
 def check_verdict(verdict: dict[str, Any]) -> None:
     """The verdict's keys and types; the band around its projection; VALID only when every rule is."""
-    assert VERDICT_KEYS <= set(verdict) <= {*VERDICT_KEYS, "decided"}
+    assert VERDICT_KEYS <= set(verdict) <= {*VERDICT_KEYS, "decided", "warming_up"}
+    if "warming_up" in verdict:  # the pace still climbs: no figure, no end, no VALID
+        assert verdict["warming_up"] is True
+        assert verdict["projected"] is None
+        assert verdict["end_s"] is None
+        assert verdict["valid"] is not True
     if "decided" in verdict:  # decided before the end: INVALID, and the sentence that says why
         assert verdict["valid"] is False
         assert verdict["decided"].startswith("cannot be VALID: ")

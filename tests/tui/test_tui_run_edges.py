@@ -245,7 +245,7 @@ async def test_the_end_of_a_run_shows_the_result_without_a_key() -> None:
         assert stat(app, "nodes") == f"{len(finished)}/18 finished"
         assert stat(app, "run time") == format_clock(duration)
         assert rendered(app.screen.query_one(ProgressLine)).endswith(
-            "%  ended"
+            "% of samples  ended"
         )  # not "done": 2 nodes did not
         # The alerts still in force come first, above the run's last events.
         alerts = [text_of(s) for s in strips(app.screen.query_one(AlertsPanel))]
@@ -284,7 +284,8 @@ async def test_an_interrupted_run_says_so(tmp_path: Path) -> None:
         assert "INTERRUPTED" in str(state.render())
         assert app.screen.query_one(NodeSpreadPanel).border_title == INTERRUPTED_TITLE
         progress = rendered(app.screen.query_one(ProgressLine))
-        assert progress.endswith(f"{share:5.1f}%  interrupted")
+        assert progress.startswith("07:44 run / 80:00 nominal ")  # where it stopped, beside the nominal
+        assert progress.endswith(f"{share:5.1f}% of samples  interrupted")
 
 
 # ------------------------------------------------------------------ 5. throttling is visible

@@ -17,6 +17,7 @@ from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
+from tokenwatch.core.run_clock import no_clock, run_clock
 from tokenwatch.core.run_history import node_tokens_history
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import (
@@ -56,7 +57,7 @@ def empty_snapshot(now: float = 0.0) -> RackSnapshot:
         ended=False,
         end_reason="",
         progress_pct=None,
-        eta_s=None,
+        clock=no_clock(now),
         aggregate=Aggregate(nan, nan, nan, nan, 0, 0, 0, 0, nan, nan, nan, 0.0, 0, 0, 0),
         node_spread=NodeSpread.of(z),
         stragglers=(),
@@ -129,7 +130,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     )
 
     elapsed = now
-    progress_pct, eta_s = _progress(state, elapsed, samples_done, agg_samples, state_codes)
+    progress_pct = _progress(state, elapsed, samples_done, state_codes)
     node_progress = _node_progress(state, elapsed, state_codes)
     running = up & (state.tokens > 0)
     delta = -below_median_pct(rates, running)
@@ -170,7 +171,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         ended=state.ended,
         end_reason=state.end_reason,
         progress_pct=progress_pct,
-        eta_s=eta_s,
+        clock=run_clock(now, run.nominal_duration_s, state.ended, verdict.forecast),
         aggregate=aggregate,
         node_spread=NodeSpread.of(np.where(stopped, np.nan, means)),
         stragglers=tuple(run.nodes[i] for i in np.flatnonzero(state.rules.straggling)),
@@ -263,30 +264,19 @@ def end_banner(state: RackState, codes: np.ndarray) -> str:
     return f"ended{why}: {finished} of {len(run.nodes)} nodes finished{detail}"
 
 
-def _progress(
-    state: RackState, elapsed: float, samples_done: int, sample_rate: float, codes: np.ndarray
-) -> tuple[float | None, float | None]:
+def _progress(state: RackState, elapsed: float, samples_done: int, codes: np.ndarray) -> float | None:
+    """How far the run is, in % of its samples (of its nominal length when the sample count is unknown).
+    When it will end is the clock's (:mod:`tokenwatch.core.run_clock`)."""
     run = state.run
     if run.total_samples:
-        pct = min(100.0, samples_done / run.total_samples * 100.0)
-        remaining = max(0, run.total_samples - samples_done)
-        if state.ended:
-            return pct, 0.0
-        eta = remaining / sample_rate if sample_rate and sample_rate > 0 else None
-        if eta is None and run.nominal_duration_s:
-            eta = max(0.0, run.nominal_duration_s - elapsed)
-        return pct, eta
+        return min(100.0, samples_done / run.total_samples * 100.0)
     if run.nominal_duration_s:
         # With no sample count, the run is done only when every node said it finished: a watch that
         # stops (--stop-after, Ctrl-C) with work undone shows how far run time got, not 100 %.
         if state.ended and bool((codes == _FINISHED).all()):
-            return 100.0, 0.0
-        if state.ended:
-            return min(100.0, elapsed / run.nominal_duration_s * 100.0), 0.0
-        return min(100.0, elapsed / run.nominal_duration_s * 100.0), max(
-            0.0, run.nominal_duration_s - elapsed
-        )
-    return None, None
+            return 100.0
+        return min(100.0, elapsed / run.nominal_duration_s * 100.0)
+    return None
 
 
 def _node_progress(state: RackState, elapsed: float, state_codes: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from tokenwatch.core.cause import Cause
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.power_limits import PowerLimitChange
+from tokenwatch.core.run_clock import RunClock
 from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.core.verdict_view import VerdictView
@@ -188,7 +189,7 @@ class RackSnapshot:
     ended: bool
     end_reason: str
     progress_pct: float | None
-    eta_s: float | None
+    clock: RunClock  # the run's one clock: nominal length, projected (or actual) end, ETA
     aggregate: Aggregate
     node_spread: NodeSpread
     stragglers: tuple[str, ...]
@@ -208,3 +209,8 @@ class RackSnapshot:
     # The GPUs' power-limit changes so far, oldest first (core/power_limits.py): the timelines mark them.
     power_limit_changes: tuple[PowerLimitChange, ...] = ()
     baseline: BaselineView | None = None  # the run against its reference run (--baseline)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Run time left until the run's end, as its clock says (0 once ended, None when unknown)."""
+        return self.clock.eta_s

@@ -7,6 +7,7 @@ from typing import Any
 from tokenwatch.base.formatting import json_number
 from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
+from tokenwatch.core.run_clock import RunClock
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import spread_json
 from tokenwatch.core.verdict_json import verdict_json
@@ -29,6 +30,7 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
     out: dict[str, Any] = {
         "t": json_number(snap.t),
         "progress_pct": json_number(snap.progress_pct),
+        "clock": clock_json(snap.clock),
         "aggregate": {
             "tokens_per_s": json_number(agg.tokens_per_s),
             "per_gpu_tokens_per_s": json_number(agg.per_gpu_tokens_per_s),
@@ -93,6 +95,20 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
         if snap.summary is not None and snap.summary.energy_source:
             out["end"]["energy_source"] = snap.summary.energy_source
     return out
+
+
+def clock_json(clock: RunClock) -> dict[str, Any]:
+    """The run's one clock: ``{"nominal_s", "end_s", "end_low_s", "end_high_s", "end", "eta_s"}``; ``end``
+    says which end ``end_s`` is: "projected", "actual" (the run has ended), "nominal" (no projection yet)
+    or null (unknown, and ``end_s`` with it)."""
+    return {
+        "nominal_s": json_number(clock.nominal_s),
+        "end_s": json_number(clock.end_s),
+        "end_low_s": json_number(clock.end_low_s),
+        "end_high_s": json_number(clock.end_high_s),
+        "end": clock.end_kind or None,
+        "eta_s": json_number(clock.eta_s),
+    }
 
 
 def baseline_json(view: BaselineView, names: tuple[str, ...]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_beyond import beyond_recovery
 from tokenwatch.core.verdict_inputs import node_progress, over_limits, run_settings
-from tokenwatch.mlperf.forecast import Forecast, RuleForecast, forecast
+from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast
 
 _DOWN = STATE_CODE["down"]
 _SHOWN_NODES = 3
@@ -43,14 +43,21 @@ def lost_nodes(state: RackState, now: float) -> np.ndarray:
     return np.asarray(down & long_gone, dtype=bool)
 
 
-def rest_end_s(state: RackState, now: float, lost: np.ndarray) -> float | None:
-    """The projected end of the nodes still running (None when it cannot be projected, or none run)."""
+def rest_end(state: RackState, now: float, lost: np.ndarray) -> Band | None:
+    """The projected end of the nodes still running, with its band (None when it cannot be projected, or
+    none run): the run ends when they do, without the lost nodes."""
     keep = ~lost
     if not keep.any():
         return None
     settings, _ = run_settings(state)
     fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
-    return None if fc.end_s is None or not math.isfinite(fc.end_s.value) else fc.end_s.value
+    return None if fc.end_s is None or not math.isfinite(fc.end_s.value) else fc.end_s
+
+
+def rest_end_s(state: RackState, now: float, lost: np.ndarray) -> float | None:
+    """:func:`rest_end`'s value alone (what a saving is counted to)."""
+    end = rest_end(state, now, lost)
+    return None if end is None else end.value
 
 
 def saving_words(saved_s: float, gpus: int) -> str:
@@ -71,13 +78,12 @@ def decided_reason(state: RackState, lost: np.ndarray) -> str:
     return f"cannot be VALID: {shown} down since {since}, {whose}"
 
 
-def decided_sentence(state: RackState, now: float, lost: np.ndarray) -> str:
+def decided_sentence(state: RackState, now: float, lost: np.ndarray, end: Band | None) -> str:
     """The reason and what stopping now saves: ``...; stopping now saves 50 min x 72 GPUs`` (the rest
-    of the rack's projected end minus now, times the rack's GPUs; left out when that end is unknown)."""
+    of the rack's projected ``end`` minus now, times the rack's GPUs; left out when that end is unknown)."""
     sentence = decided_reason(state, lost)
-    end = rest_end_s(state, now, lost)
-    if end is not None and end > now:
-        sentence += f"{SAVES}{saving_words(end - now, state.run.gpus)}"
+    if end is not None and end.value > now:
+        sentence += f"{SAVES}{saving_words(end.value - now, state.run.gpus)}"
     return sentence
 
 
@@ -89,14 +95,17 @@ def decide(state: RackState, now: float, fc: Forecast) -> Forecast:
         why = beyond_recovery(state, fc)
         if not why:
             return fc
-        end = rest_end_s(state, now, lost)
-        if end is not None and end > now:
-            why += f"{SAVES}{saving_words(end - now, state.run.gpus)}"
+        saved_to = rest_end_s(state, now, lost)
+        if saved_to is not None and saved_to > now:
+            why += f"{SAVES}{saving_words(saved_to - now, state.run.gpus)}"
         return dataclasses.replace(fc, valid=False, decided=why)
     n = float(len(lost))
     can_finish = n - float(lost.sum())
     rule = RuleForecast("every_node_finished", can_finish, can_finish, n, None, False, "nodes")
     rules = tuple(r for r in fc.rules if r.name != "every_node_finished")
+    # The run ends when the nodes still running do: the projected end is theirs (a lost node's own end,
+    # were it to resume, is no end this run will have; every clock shows this one).
+    end = rest_end(state, now, lost)
     return dataclasses.replace(
-        fc, rules=(rule, *rules), valid=False, decided=decided_sentence(state, now, lost)
+        fc, rules=(rule, *rules), valid=False, decided=decided_sentence(state, now, lost, end), end_s=end
     )

@@ -11,7 +11,8 @@ from tokenwatch.core.verdict_view import VerdictView
 def verdict_json(view: VerdictView, ended: bool = False) -> dict[str, Any]:
     """``{"benchmark", "projected": {"tokens_per_s", "low", "high"}, "end_s", "energy_to_finish_j":
     {"value", "low", "high"}, "valid", "decided", "checks": [...]}``; ``projected`` and
-    ``end_s`` are null until every node has made progress, ``energy_to_finish_j`` (the GPU energy from now
+    ``end_s`` are null until every node has made progress and while the run warms up (``"warming_up":
+    true``, present only then), ``energy_to_finish_j`` (the GPU energy from now
     to the projected end at the rack's power now) also while no GPU reports power and once the run has
     ended."""
     fc = view.forecast
@@ -35,6 +36,8 @@ def verdict_json(view: VerdictView, ended: bool = False) -> dict[str, Any]:
             "high": json_number(energy.high, 0),
         },
         "valid": fc.valid,
+        # Only while the rack's pace still climbs: no projection is stated ("projected" and "end_s" null).
+        **({"warming_up": True} if fc.warming_up and not ended else {}),
         # Only while the verdict is decided before the end (it can no longer change): why, in a sentence.
         **({"decided": fc.decided} if fc.decided and not ended else {}),
         "checks": [

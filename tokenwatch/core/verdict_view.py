@@ -85,6 +85,7 @@ def current_forecast(state: RackState, now: float) -> Forecast:
     fc = judged_by_loadgen(state, now, _forecast(state, now))
     if not state.ended and not fc.decided:  # once ended the verdict is FINAL (see _forecast)
         fc = decide(state, now, fc)
+        fc = dataclasses.replace(fc, end_s=_not_before(fc.end_s, now))
     state.verdict.forecast_memo = ((now, state.version), fc)
     return fc
 
@@ -98,7 +99,10 @@ def _forecast(state: RackState, now: float) -> Forecast:
         fc = _unfinished_nodes_fail(state, now, fc)
         # The projection has arrived: the figure is the run's final one, the same number every surface
         # shows (the header, the rack table, the summary), not a projection of nodes that never finished.
-        fc = dataclasses.replace(fc, tokens_per_s=honest_band(*[final_tokens_per_s(state)] * 3))
+        # Likewise the end has come: it is the run's actual end, not a projection.
+        fc = dataclasses.replace(
+            fc, tokens_per_s=honest_band(*[final_tokens_per_s(state)] * 3), end_s=Band(now, now, now)
+        )
     if not absent.any():
         return fc
     names = [state.run.nodes[i] for i in np.flatnonzero(absent)]
@@ -114,6 +118,14 @@ def _forecast(state: RackState, now: float) -> Forecast:
         f"data from {shown} (down, no progress yet): not in the projection",
     )
     return dataclasses.replace(fc, rules=(*fc.rules, every), valid=None if fc.valid else fc.valid)
+
+
+def _not_before(end: Band | None, now: float) -> Band | None:
+    """A projected end is never in the past: one that says "a moment ago" (the last queries still in
+    flight after the schedule's end) means "any moment", i.e. now. Every clock reads this end."""
+    if end is None:
+        return None
+    return Band(max(end.value, now), max(end.low, now), max(end.high, end.value, now))
 
 
 def _unfinished_nodes_fail(state: RackState, now: float, fc: Forecast) -> Forecast:

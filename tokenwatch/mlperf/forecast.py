@@ -18,10 +18,16 @@ completion``, Server ``tokens / completion time of its final query``. So, per no
 shrinking as the rest of the run gets shorter), the spread of tokens per sample when only their mean is
 known, the drain tail (0 to ``drain_s``), a change of pace that may end now (a node slower than its usual
 pace, or far slower than its peers, may return to that pace; the band reaches to both), and for a stalled
-node an outage that may last ``outage_s`` more. Random parts add in quadrature across nodes, the others add
-up. Assumed: a node's noise stays what it has been; a slowdown either persists or ends, it does not get
-worse; a stalled node resumes within ``outage_s``; nodes that are not stalled do not stall later. A fault
-that starts after the forecast is not foreseen: the band then moves at the next interval.
+node an outage that may last ``outage_s`` more, or that lasts for good (its figure is then that of its work
+so far, as the rack's figure counts it; stalled past ``outage_s`` that is its projection, a resume the low
+side). Random parts add in quadrature across nodes, the systematic ones add up across nodes, and the two,
+with one running node's unforeseen loss of ``future_share`` of the work of its time left (a fault still to
+come), combine in quadrature. Assumed: a node's noise stays what it has been; a slowdown either persists
+or ends, it does not get worse; a fault still to come costs one node at most a fifth of its remaining
+work. A fault beyond that is not foreseen: the band then moves at the next interval.
+
+**Warm-up**: until the rack's pace has stopped climbing (:mod:`tokenwatch.mlperf.warm_up`) no figure and
+no end is projected, and no VALID (``Forecast.warming_up``).
 
 **Rules** are projected node by node and the rack passes when every node does
 (:mod:`tokenwatch.mlperf.rules_forecast`): minimum duration from the projected end (Offline) or the
@@ -45,6 +51,7 @@ from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.pace import Assumptions
 from tokenwatch.mlperf.rules_forecast import OverLimit, RuleForecast, combine, latency_rules, missing_rule
 from tokenwatch.mlperf.throughput_forecast import NodeProgress, project_nodes, rack_band
+from tokenwatch.mlperf.warm_up import steady_from
 
 _Z_COUNT = 3.0  # a time-bounded run's final query count: the pace so far, +- this many Poisson SDs
 
@@ -113,6 +120,9 @@ class Forecast:
     # Why the verdict can no longer change, as a sentence ("" while it is a projection): a state that
     # makes VALID impossible (a node down for good) decides it before the run ends.
     decided: str = ""
+    # The rack's pace is still climbing (mlperf/warm_up.py): no figure, no end, and no VALID is projected
+    # from it (tokens_per_s and end_s are None; a rule already failing still says INVALID).
+    warming_up: bool = False
 
     def rule(self, name: str) -> RuleForecast:
         for r in self.rules:
@@ -135,6 +145,10 @@ def forecast(
     end: Band | None = None
     if nodes.projectable:
         band = honest_band(*rack_band(nodes))
+    # An end needs something to end by: a sample count, a schedule, or every node done. Without one the
+    # work left is unknown (judged on what is done), and "now" is no projection of the end.
+    ends_by = progress.total_samples is not None or progress.schedule_end_s is not None
+    if nodes.projectable and (ends_by or bool(progress.finished.all())):
         end = Band(
             float(nodes.end_s.max()),
             float((nodes.end_s - nodes.end_early_s).max()),
@@ -147,7 +161,20 @@ def forecast(
         rules += _latency_rules(progress, latency)
     flags = [r.ok for r in rules]
     valid = False if any(f is False for f in flags) else None if any(f is None for f in flags) else True
-    return Forecast(progress.now_s, band, end, tuple(rules), valid)
+    warming = warming_up(progress, a)
+    if warming:
+        band, end, valid = None, None, False if valid is False else None
+    return Forecast(progress.now_s, band, end, tuple(rules), valid, warming_up=warming)
+
+
+def warming_up(p: NodeProgress, a: Assumptions) -> bool:
+    """Whether the rack's pace is still on its start-up ramp (:mod:`tokenwatch.mlperf.warm_up`); a rack
+    whose every node has finished is past it whatever its series says."""
+    if bool(p.finished.all()) or not p.times_s.size:
+        return False
+    start = float(np.min(p.start_s))
+    rack = p.tokens.sum(axis=1) if p.tokens.ndim == 2 else p.tokens
+    return steady_from(p.times_s, rack, start, p.now_s, a.warm_window_s, a.warm_rise, a.warm_max_s) is None
 
 
 def _duration_and_count_rules(

@@ -23,11 +23,17 @@ class Assumptions:
     history_s: float = 3600.0  # ...over at most this much of the run before now
     drain_s: float = 10.0  # Offline: expected length of the drain tail (a tail of length d costs d/2)
     output_cv: float = 0.7  # spread of output tokens per sample, when only their running mean is known
-    # Low side: a stalled node may stay stalled this long more, and one running node may still lose this
-    # much work (a stall, or a slowdown's worth) in the rest of the run: the faults no data can foresee.
-    outage_s: float = 120.0
+    outage_s: float = 120.0  # a stalled node may stay stalled this long more
+    # Low side: one running node may still lose this share of the work of the run time it has left (a
+    # stall, a slowdown, a throttle): the faults no data can foresee.
+    future_share: float = 0.2
     stall_after_s: float = 5.0  # a running node whose tokens have not grown for this long is stalled
     z: float = 3.0  # half-width of the random part of the band, in standard errors
+    # Warm-up (mlperf/warm_up.py): steady once the rack's pace over a window rose at most warm_rise over
+    # the window before; at the latest warm_max_s into the run.
+    warm_window_s: float = 10.0
+    warm_rise: float = 0.02
+    warm_max_s: float = 600.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -91,21 +91,38 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     else:
         parts = _work_bounded(p, a, pace, rate, usual, stalled)
     duration = np.maximum(parts.end - p.start_s, 1e-9)
-    loss = np.minimum(a.outage_s, np.maximum(parts.end - p.now_s, 0.0))
+    # Work an unforeseen fault may still cost one node: a share of the run time it has left (faults come
+    # at some rate in time: the more run is left, the more they can take; a throttle or slowdown that costs
+    # a third of a node's pace for a fifth of the run takes 7 % of it).
+    loss = a.future_share * np.maximum(parts.end - p.now_s, 0.0)
     future = np.where(stalled, 0.0, parts.figure * loss / (duration + loss))
     done = p.finished
     exact = p.tokens_done / np.maximum(p.last_change_s - p.start_s, 1e-9)
+    # A stalled node that never comes back ends with the figure of its work so far (the rack's figure sums
+    # each node's tokens over its own time), higher than if it resumes after the gap: the band reaches to
+    # both. Stalled past outage_s it is taken as gone (the projection is that figure, a resume the band's
+    # low side); a node gone 10 minutes decides the verdict INVALID anyway (core/verdict_decided.py).
+    gone = stalled & (p.now_s - p.last_change_s > a.outage_s)
+    resumed = parts.figure
+    figure = np.where(gone, exact, resumed)
+    # (Gone, its figure is that of its work so far whether it is down or works on unheard: nothing higher.)
+    up_systematic = np.where(
+        gone, 0.0, np.where(stalled, np.maximum(parts.up_systematic, exact - resumed), parts.up_systematic)
+    )
+    down_systematic = np.where(
+        gone, np.maximum(parts.down_systematic, exact - resumed), parts.down_systematic
+    )
 
     def running_only(x: FloatArray) -> FloatArray:
         return np.where(done, 0.0, x)
 
     return NodeProjection(
-        np.where(done, exact, parts.figure),
+        np.where(done, exact, figure),
         np.where(done, p.last_change_s, parts.end),
         running_only(parts.down_random),
         running_only(parts.up_random),
-        running_only(parts.down_systematic),
-        running_only(parts.up_systematic),
+        running_only(down_systematic),
+        running_only(up_systematic),
         running_only(parts.late),
         running_only(parts.early),
         running_only(future),
@@ -229,10 +246,17 @@ def _token_deviation(
 
 
 def rack_band(nodes: NodeProjection) -> tuple[float, float, float]:
-    """(point, low, high) of the rack figure: the sum of the nodes', random parts in quadrature, and on the
-    low side one node's unforeseen loss of ``outage_s``."""
+    """(point, low, high) of the rack figure: the sum of the nodes'. Three independent sources of error,
+    combined in quadrature: the pace's noise (random per node: in quadrature across nodes), the systematic
+    parts (the drain, a change of pace ending, an outage: they may strike every node alike, so they add up
+    across nodes), and on the low side one node's unforeseen loss of work (``future_loss``). Adding the
+    three up as well stated a band that every seeded run fell well inside (2.9 % wide at half-way through a
+    steady 10-minute run, whose projection was within 0.4 %)."""
     point = float(nodes.tokens_per_s.sum())
-    low = point - math.sqrt(float(np.sum(nodes.down_random**2))) - float(nodes.down_systematic.sum())
-    low -= float(nodes.future_loss.max(initial=0.0))
-    high = point + math.sqrt(float(np.sum(nodes.up_random**2))) + float(nodes.up_systematic.sum())
-    return point, low, high
+    down = math.hypot(
+        math.sqrt(float(np.sum(nodes.down_random**2))),
+        float(nodes.down_systematic.sum()),
+        float(nodes.future_loss.max(initial=0.0)),
+    )
+    up = math.hypot(math.sqrt(float(np.sum(nodes.up_random**2))), float(nodes.up_systematic.sum()))
+    return point, point - down, point + up

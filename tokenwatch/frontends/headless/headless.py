@@ -18,6 +18,7 @@ from tokenwatch.base.formatting import (
 )
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.mlperf.warm_up import WARMING_UP
 
 MAX_ALERTS_IN_LINE = 4
 
@@ -68,6 +69,8 @@ def verdict_part(snap: RackSnapshot) -> str:
     if snap.ended and snap.summary is not None and snap.summary.verdict is not None:
         return f"FINAL {verdict_word(snap.summary.verdict.valid)}"
     band = snap.verdict.forecast.tokens_per_s
+    if snap.verdict.forecast.warming_up:  # no number before the steady state can be told
+        return f"proj {WARMING_UP} {verdict_word(snap.verdict.valid)}"
     shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
     decided = snap.verdict.forecast.decided
     if band is not None and decided and band.low == band.high == band.value:  # LoadGen's own: exact

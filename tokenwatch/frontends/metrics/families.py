@@ -140,6 +140,11 @@ def rack_families(snap: RackSnapshot, rack: str = "") -> list[Family]:
                 band.value if band is not None else math.nan,
             ),
             one(
+                "rack_projection_warming_up",
+                "The MLPerf forecast: 1 while the pace still climbs (no projected figure is stated), else 0.",
+                float(forecast.warming_up),
+            ),
+            one(
                 "rack_projected_valid",
                 "The MLPerf forecast: 1 projected VALID, 0 INVALID (absent while undecided).",
                 math.nan if forecast.valid is None else float(forecast.valid),

@@ -46,7 +46,10 @@ class ForecastLine(Widget):
         width, height = self.content_size
         history = view.history if view is not None else None
         if history is None or not np.isfinite(history.value).any():
-            return Text("forecast over time: waiting for progress…", style=pal.muted)
+            warming = view is not None and view.forecast.warming_up
+            return Text(
+                f"forecast over time: {'warming up' if warming else 'waiting for progress'}…", style=pal.muted
+            )
         chart_w, chart_h = max(1, width - _AXIS - 1), max(1, height - 1)
         t_end = max(self.nominal_s, float(history.times[-1]))
         value = pick_columns(history.times, history.value, 0.0, t_end, chart_w)

@@ -1,4 +1,10 @@
-"""Elapsed / nominal run time, a progress bar as wide as the line, the percentage and the ETA."""
+"""The run's clock on one line: run time against the nominal length, a progress bar as wide as the line,
+the share done, the ETA and the projected end (the same end the verdict panel states: the core's one
+clock, :mod:`tokenwatch.core.run_clock`).
+
+Where the end differs from the nominal length, both are labelled: ``27:32 / 80:00 nominal ... ETA 56:58 ·
+end 84:30 projected`` while the run goes, ``84:35 run / 80:00 nominal ... ended`` once it has ended.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,44 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tokenwatch.base.formatting import format_clock
+from tokenwatch.core.run_clock import RunClock
 from tokenwatch.frontends.tui.charts import hbar
 from tokenwatch.frontends.tui.palette import palette
+
+_MIN_BAR = 10  # cells: below this the line takes its short words
 
 
 @dataclass(frozen=True, slots=True)
 class RunProgress:
-    elapsed_s: float
-    nominal_s: float | None
+    clock: RunClock
     pct: float | None
-    eta_s: float | None
-    ended: bool
+    of: str  # what the share counts: "samples", or "time" (of the nominal length)
     end_word: str = "done"  # what the ETA's place says once ended: done, ended (nodes missing), interrupted
+
+
+def clock_words(clock: RunClock, *, short: bool = False) -> str:
+    """``27:32 / 80:00 nominal`` (running), ``84:35 run / 80:00 nominal`` (ended): the labels only where
+    the end differs from the nominal length."""
+    nominal = format_clock(clock.nominal_s) if clock.nominal_s else "--:--"
+    labelled = clock.differs_from_nominal
+    now = format_clock(clock.t)
+    if clock.end_kind == "actual" and labelled:
+        return f"{now}/{nominal} nom." if short else f"{now} run / {nominal} nominal"
+    if labelled:
+        return f"{now}/{nominal} nom." if short else f"{now} / {nominal} nominal"
+    return f"{now} / {nominal}"
+
+
+def end_words(clock: RunClock, *, short: bool = False) -> str:
+    """``ETA 56:58 · end 84:30 projected`` (the end named where it is not the nominal one)."""
+    eta = clock.eta_s
+    if eta is None:
+        return "ETA --:--"
+    words = f"ETA {format_clock(eta)}"
+    if clock.end_kind == "projected" and clock.differs_from_nominal:
+        end = format_clock(clock.end_s)
+        words = f"end {end} proj." if short else f"{words} · end {end} projected"
+    return words
 
 
 class ProgressLine(Widget):
@@ -41,14 +73,15 @@ class ProgressLine(Widget):
         if p is None:
             return text
         pal = palette(self.app)
-        clock = f"{format_clock(p.elapsed_s)} / {format_clock(p.nominal_s) if p.nominal_s else '--:--'}"
-        eta = (
-            p.end_word
-            if p.ended
-            else (f"ETA {format_clock(p.eta_s)}" if p.eta_s is not None else "ETA --:--")
-        )
-        tail = f" {p.pct:5.1f}%  {eta}" if p.pct is not None else f"  {eta}"
-        width = max(0, self.content_size.width - len(clock) - len(tail) - 4)
+        room = self.content_size.width - 4
+        for short in (False, True):
+            clock = clock_words(p.clock, short=short)
+            eta = p.end_word if p.clock.end_kind == "actual" else end_words(p.clock, short=short)
+            share = "" if p.pct is None else f"{p.pct:5.1f}%" + (f" of {p.of}" if not short else "")
+            tail = f" {share}  {eta}" if share else f"  {eta}"
+            width = max(0, room - len(clock) - len(tail))
+            if width >= _MIN_BAR:
+                break
         text.append(clock, style="bold")
         text.append("  ▕")
         text.append(hbar((p.pct or 0.0) / 100.0, width), style=pal.bar)

@@ -70,7 +70,10 @@ class ReplayBar(Widget):
             icon, word = "▶", "playing"
         text.append(f"{icon} {word:<8}", style=pal.warn if state.paused else pal.good)
         duration = state.duration_s
-        text.append(f"{format_clock(state.position_s)} / {format_clock(duration) if duration else '--:--'} ")
+        # The track spans the recording: its length is labelled, as the header labels the nominal and
+        # projected lengths (a run that overran its nominal 80:00 is recorded to its actual end).
+        length = f"{format_clock(duration)} recorded" if duration else "--:--"
+        text.append(f"{format_clock(state.position_s)} / {length} ")
         hint = "  space pause  ←/→ 1 min  ⇧←/⇧→ 10 min  +/- speed  g go to"
         speed = f" {speed_label(state.speed)}"
         # The message (a seek past the end, a refused seek) is news: the hint makes room for it.

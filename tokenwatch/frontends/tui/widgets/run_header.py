@@ -125,9 +125,8 @@ class RunHeader(Widget):
         end_word = {"complete": "done", "partial": "ended", "interrupted": "interrupted"}.get(
             end_kind(snap), ""
         )
-        self.query_one(ProgressLine).progress = RunProgress(
-            snap.t, snap.run.nominal_duration_s, snap.progress_pct, snap.eta_s, snap.ended, end_word
-        )
+        of = "samples" if snap.run.total_samples else "nominal"
+        self.query_one(ProgressLine).progress = RunProgress(snap.clock, snap.progress_pct, of, end_word)
         self.query_one(VerdictBadge).show(snap)
         self._show_baseline(snap)
 

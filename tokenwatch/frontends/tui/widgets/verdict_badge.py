@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from tokenwatch.base.formatting import group, projection, verdict_word
 from tokenwatch.core.snapshot import RackSnapshot
+from tokenwatch.mlperf.warm_up import WARMING_UP
 
 
 def badge_text(snap: RackSnapshot) -> str:
@@ -23,6 +24,10 @@ def badge_text(snap: RackSnapshot) -> str:
     exact = band is not None and bool(fc.decided) and band.low == band.high == band.value
     if snap.ended or exact:  # the final figure, or LoadGen's own: exact, no band
         figure = group(band.value) if band is not None else "—"
+    elif fc.warming_up:  # no figure yet: the pace still climbs
+        return (
+            f"PROJECTED {verdict_word(valid)} {WARMING_UP}" if valid is False else f"PROJECTED {WARMING_UP}"
+        )
     else:
         figure = projection(band.value, band.low, band.high) if band is not None else "—"
     stage = "FINAL" if snap.ended else "DECIDED" if fc.decided else "PROJECTED"

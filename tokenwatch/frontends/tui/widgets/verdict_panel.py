@@ -20,6 +20,7 @@ from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
 from tokenwatch.frontends.tui.widgets.forecast_line import ForecastLine
 from tokenwatch.frontends.tui.widgets.verdict_rules import VerdictRules
+from tokenwatch.mlperf.warm_up import WARMING_UP
 
 
 class VerdictPanel(Horizontal):
@@ -86,7 +87,9 @@ class VerdictPanel(Horizontal):
         self.query_one("#verdict-word", Static).update(word)
         band = fc.tokens_per_s
         self.query_one(BigFigure).value = group(band.value) if band is not None else "-"
-        if band is None:
+        if band is None and fc.warming_up:
+            detail = f"tok/s: {WARMING_UP}, the pace still climbs\n(no projection until it is steady)"
+        elif band is None:
             detail = "waiting for progress on every node"
         elif snap.ended:
             detail = "tok/s, final: the nodes' sum"
@@ -97,9 +100,12 @@ class VerdictPanel(Horizontal):
         else:
             half = 100.0 * (band.high - band.low) / 2.0 / band.value
             detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
-        end = fc.end_s
-        if end is not None and not snap.ended:
-            detail += f"\nend {format_clock(end.value)}  ({format_clock(end.low)} – {format_clock(end.high)})"
+        clock = snap.clock  # the run's one clock: the header's ETA counts down to this same end
+        if clock.end_kind == "projected":
+            detail += (
+                f"\nprojected end {format_clock(clock.end_s)}"
+                f" ({format_clock(clock.end_low_s)}–{format_clock(clock.end_high_s)})"
+            )
         energy = view.energy_to_finish_j
         if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
             low, high = energy.low / 3.6e6, energy.high / 3.6e6
