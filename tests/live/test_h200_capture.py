@@ -179,8 +179,8 @@ def test_the_energy_counter_grows_by_the_power_the_gpu_reports(capture: str) -> 
     assert (energy[-1] - energy[0]) / elapsed == pytest.approx(trapezoid, rel=0.05)
 
 
-def _loadgen(scenario: str) -> dict[str, str]:
-    summary = (H200 / f"loadgen-{scenario}" / "mlperf_log_summary.txt").read_text()
+def _loadgen(scenario: str, folder: Path = H200) -> dict[str, str]:
+    summary = (folder / f"loadgen-{scenario}" / "mlperf_log_summary.txt").read_text()
     fields = dict(re.findall(r"^\s*([A-Za-z][^:\n]*?)\s*:\s*(\S+)\s*$", summary, re.MULTILINE))
     return fields
 
@@ -205,10 +205,36 @@ def test_the_watch_of_a_real_gpu_run_agrees_with_loadgen_on_validity_and_counts_
 LOADGEN_TOKENS_PER_S = {"Offline": "Tokens per second", "Server": "Completed tokens per second"}
 
 
+RUNS = [(H200, "Offline"), (H200, "Server"), (H200 / "run2", "Offline"), (H200 / "run2", "Server")]
+
+
+@pytest.mark.parametrize(("folder", "scenario"), RUNS, ids=[f"{f.name}-{s}" for f, s in RUNS])
+def test_the_final_figure_of_a_real_gpu_run_is_loadgens(run_cli: Any, folder: Path, scenario: str) -> None:
+    loadgen = float(_loadgen(scenario, folder)[LOADGEN_TOKENS_PER_S[scenario]])
+    for source in ("nvml", "nvidia-smi"):
+        result = run_cli("summarize", str(folder / f"watch-{scenario}-{source}.jsonl.zst"), "--json")
+        summary = json.loads(result.stdout)
+        assert summary["verdict"]["judged_by"] == "LoadGen"
+        assert summary["verdict"]["valid"] is (_loadgen(scenario, folder)["Result is"] == "VALID")
+        assert summary["aggregate"]["tokens_per_s"] == pytest.approx(loadgen, rel=0.005)
+
+
 @pytest.mark.parametrize("scenario", ["Offline", "Server"])
-def test_the_final_figure_of_a_real_gpu_run_is_loadgens(run_cli: Any, scenario: str) -> None:
-    result = run_cli("summarize", str(H200 / f"watch-{scenario}-nvml.jsonl.zst"), "--json")
-    summary = json.loads(result.stdout)
-    loadgen = float(_loadgen(scenario)[LOADGEN_TOKENS_PER_S[scenario]])
-    assert summary["verdict"]["judged_by"] == "LoadGen"
-    assert summary["aggregate"]["tokens_per_s"] == pytest.approx(loadgen, rel=0.005)
+def test_the_live_watch_on_the_gpu_machine_ended_on_loadgens_figure(scenario: str) -> None:
+    """What the watches printed on the GPU machine as the run went (run2, the code that lets LoadGen judge):
+    the last line is FINAL with LoadGen's figure; before it, the projection warmed up and never said VALID
+    for a run LoadGen failed."""
+    run2 = H200 / "run2"
+    loadgen = _loadgen(scenario, run2)
+    figure = float(loadgen[LOADGEN_TOKENS_PER_S[scenario]])
+    for source in ("nvml", "nvidia-smi"):
+        lines = (run2 / f"watch-{scenario}-{source}.stdout").read_text().splitlines()
+        interval = [line for line in lines if re.match(r"^\d\d:\d\d ", line)]
+        last = interval[-1]
+        assert f"FINAL {loadgen['Result is']}" in last
+        shown = float(re.split(r"\s+", last)[2].replace(",", ""))
+        assert shown == pytest.approx(figure, abs=0.5)
+        assert "proj warming up" in interval[0]
+        if loadgen["Result is"] == "INVALID":
+            assert not any(" VALID" in line and "INVALID" not in line for line in interval)
+            assert any("DECIDED INVALID" in line for line in interval[:-1])

@@ -69,10 +69,11 @@ def verdict_part(snap: RackSnapshot) -> str:
     if snap.ended and snap.summary is not None and snap.summary.verdict is not None:
         return f"FINAL {verdict_word(snap.summary.verdict.valid)}"
     band = snap.verdict.forecast.tokens_per_s
-    if snap.verdict.forecast.warming_up:  # no number before the steady state can be told
-        return f"proj {WARMING_UP} {verdict_word(snap.verdict.valid)}"
-    shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
     decided = snap.verdict.forecast.decided
+    if snap.verdict.forecast.warming_up:  # no number before the steady state can be told
+        shown = WARMING_UP
+    else:
+        shown = projection(band.value, band.low, band.high, why=True) if band is not None else "—"
     if band is not None and decided and band.low == band.high == band.value:  # LoadGen's own: exact
         shown = group(band.value)
     if decided:  # VALID is out of reach: say so, why, and what stopping now saves

@@ -24,7 +24,9 @@ def badge_text(snap: RackSnapshot) -> str:
     exact = band is not None and bool(fc.decided) and band.low == band.high == band.value
     if snap.ended or exact:  # the final figure, or LoadGen's own: exact, no band
         figure = group(band.value) if band is not None else "—"
-    elif fc.warming_up:  # no figure yet: the pace still climbs
+    elif fc.warming_up:  # no figure yet: the pace still climbs (a decided verdict says so all the same)
+        if fc.decided:
+            return f"DECIDED {verdict_word(valid)} {WARMING_UP}"
         return (
             f"PROJECTED {verdict_word(valid)} {WARMING_UP}" if valid is False else f"PROJECTED {WARMING_UP}"
         )
