@@ -76,9 +76,13 @@ class RunOptions:
         """``base`` (default settings when None) with --ttft-sla / --tpot-sla / --benchmark applied."""
         config = base or CoreConfig()
         if self.ttft_sla_s is not None:
-            config = dataclasses.replace(config, ttft_sla_s=self.ttft_sla_s)
+            config = dataclasses.replace(
+                config, ttft_sla_s=self.ttft_sla_s, sla_set_by_user=config.sla_set_by_user | {"ttft"}
+            )
         if self.tpot_sla_s is not None:
-            config = dataclasses.replace(config, tpot_sla_s=self.tpot_sla_s)
+            config = dataclasses.replace(
+                config, tpot_sla_s=self.tpot_sla_s, sla_set_by_user=config.sla_set_by_user | {"tpot"}
+            )
         if self.benchmark is not None:
             config = dataclasses.replace(config, benchmark=self.benchmark)
         if self.baseline is not None:

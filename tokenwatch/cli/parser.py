@@ -138,15 +138,16 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         type=positive_duration_arg,
         metavar="DURATION",
         help=(
-            "time-to-first-token SLA for alerts and the latency panel (default 2s: MLPerf Llama-2-70B); "
-            "where the verdict knows the limit (LoadGen's detail log, --benchmark) that one is shown"
+            "time-to-first-token SLA for alerts and the latency panel (default: the verdict's limit where "
+            "it knows one, LoadGen's detail log or --benchmark, else 2s, MLPerf Llama-2-70B); a value "
+            "given here is alerted on and shown, while the verdict still judges by LoadGen's"
         ),
     )
     p.add_argument(
         "--tpot-sla",
         type=positive_duration_arg,
         metavar="DURATION",
-        help="time-per-output-token SLA (default 200ms; the verdict's limit where known, as above)",
+        help="time-per-output-token SLA (default: the verdict's limit where known, else 200ms; as above)",
     )
     p.add_argument(
         "--prometheus-port",

@@ -44,6 +44,9 @@ class CoreConfig:
     stale_after_s: float = 5.0
     ttft_sla_s: float = 2.0
     tpot_sla_s: float = 0.2
+    # The metrics whose SLA the user set (--ttft-sla / --tpot-sla): theirs is the one alerted on and shown,
+    # even where the verdict knows LoadGen's limit (the verdict still judges by LoadGen's).
+    sla_set_by_user: frozenset[str] = frozenset()
     throttle_clock_drop_pct: float = 10.0
     throttle_hold_s: float = 3.0
     alert_log_size: int = 500

@@ -176,10 +176,13 @@ def shown_limits(state: RackState) -> dict[LatencyMetric, float]:
     """The TTFT/TPOT limits every surface shows and alerts on: the ones the verdict counts against (a
     node's LoadGen's own, else the benchmark's, e.g. 450 ms TTFT for llama2-70b Interactive), else the
     ``--ttft-sla`` / ``--tpot-sla`` alert limits. One pair for the whole run, so the latency panel can
-    never say "SLA 2.00 s" beside a verdict judged against 450 ms."""
+    never say "SLA 2.00 s" beside a verdict judged against 450 ms by default; a limit the user set on the
+    command line is theirs to see and be alerted on."""
     cfg = state.config
     out: dict[LatencyMetric, float] = {"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s}
     for metric in LIMIT_METRICS:
+        if metric in cfg.sla_set_by_user:
+            continue
         limits = state.verdict.counts[metric].limit_s
         finite = limits[np.isfinite(limits)]
         if finite.size:
