@@ -45,9 +45,9 @@ def test_bare_metric_names_get_the_matcher_and_nothing_else_does() -> None:
     text = 'sum by (rack, a) (a_total) or rate(a[1m]) or DCGM_X{gpu="0"} or label_join(a, "a", "/", "a")'
     got = scoped_names(text, names, 'rack=~"r1"')
     assert got == (
-        'sum by (rack, a) (a_total{rack=~"r1"}) or rate(a{rack=~"r1"}[1m]) or DCGM_X{gpu="0"} or '
+        'sum by (rack, a) (a_total{rack=~"r1"}) or rate(a{rack=~"r1"}[1m]) or DCGM_X{gpu="0",rack=~"r1"} or '
         'label_join(a{rack=~"r1"}, "a", "/", "a")'
-    )  # a label list, a selector with braces and string literals are left as they are
+    )  # a label list and string literals are left as they are; a name's own matchers are kept beside it
     assert scoped_names(text, names, "") == text
 
 
@@ -65,7 +65,8 @@ def test_a_drill_down_reads_only_its_racks_series(preset: str) -> None:
     for field, text in drill.items():
         read = re.findall(rf"(?<![\w:])({'|'.join(map(re.escape, names))})(?![\w:])(\{{[^}}]*\}})?", text)
         assert read, field
-        assert all(sel == '{rack=~"rack01"}' for _, sel in read), (field, read)
+        # the rack's matcher in every selector (beside a name's own, e.g. a whole GPU's {GPU_I_ID=""})
+        assert all(sel.endswith('rack=~"rack01"}') for _, sel in read), (field, read)
     # The alerting pass: the whole fleet, each answer without the rack and node labels it joined.
     whole = {f: f"max without (rack, node) ({q})" for f, q in c.node_reader.queries.items()}
     assert c._node_queries(None) == whole

@@ -87,7 +87,8 @@ def test_a_node_down_fires_in_alertmanager_with_its_labels_and_resolves_when_it_
         "rule": "down",
     }
     assert alert["annotations"]["summary"] == "node07 down: simulated fault: node down"
-    assert alert["annotations"]["verdict"].startswith("projected ")
+    # the verdict's reason at that moment: projected, or already decided (a short run's samples fall short)
+    assert alert["annotations"]["verdict"].startswith(("projected ", "DECIDED INVALID: cannot be VALID"))
     assert alert["status"]["state"] == "active"
     assert firing, "Alertmanager routed the firing alert to its webhook"
     assert firing[0]["annotations"]["summary"] == "node07 down: simulated fault: node down"

@@ -179,6 +179,9 @@ async def test_the_dashboard_goes_on_when_the_disk_fills(tmp_path: Path) -> None
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_until_async(lambda: app.session.core.now >= 30, "30 s of run time", pause=pilot.pause)
+            await wait_until_async(  # some of the run on disk first, so the file has an end to name
+                lambda: recorder.written_until_t is not None, "a flush of events", pause=pilot.pause
+            )
             os.dup2(full, recorder.fileno())
             session = app.session
             await wait_until_async(  # at the writer's next flush

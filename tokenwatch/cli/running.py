@@ -109,6 +109,10 @@ class SourceSight:
             self._said.append(event.message)
             stderr_line(f"tokenwatch: warning: {printable(event.message)}")
 
+    def blind(self) -> bool:
+        """No data came and a Prometheus source said why (a watch of logs that stay quiet is not blind)."""
+        return not self.saw_data and bool(self._said)
+
     def last_problem(self) -> str:
         return f" (last said: {printable(self._said[-1])})" if self._said else ""
 
@@ -192,7 +196,7 @@ def run_session(
     # A stop signal after the run's end (a replay still writing its snapshots) cut the output short too.
     if session.interrupted or signalled:
         return INTERRUPTED_EXIT
-    if sight is not None and not sight.saw_data:
+    if sight is not None and sight.blind():
         stderr_line(f"tokenwatch: the watch ended without data from any source{sight.last_problem()}")
         return NO_DATA_EXIT
     return 0

@@ -181,21 +181,25 @@ def node_metric_names(preset: FleetPreset) -> frozenset[str]:
 
 
 def scoped_names(promql: str, names: Iterable[str], matcher: str) -> str:
-    """Every bare selector of ``names`` (a name without braces, as the catalogue's queries write them,
-    so :func:`scoped` finds nothing there) with ``matcher`` added: a drill-down then reads one rack's
-    series instead of all the fleet's GPUs' before a join drops the others."""
+    """Every selector of ``names`` (a bare name, as the catalogue's queries write them, so :func:`scoped`
+    finds nothing there, or a name with matchers of its own such as ``{GPU_I_ID=""}``) with ``matcher``
+    added: a drill-down then reads one rack's series instead of all the fleet's GPUs' before a join drops
+    the others."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     if not matcher or not alternatives:
         return promql
     # String literals, label lists and existing selectors are matched first and kept as they are.
     token = re.compile(
         rf'("(?:[^"\\]|\\.)*"|\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{{[^}}]*\}})'
-        rf"|(?<![\w:])({alternatives})(?![\w:{{(])"
+        rf"|(?<![\w:])({alternatives})(\{{[^}}]*\}})?(?![\w:(])"
     )
 
     def add(found: re.Match[str]) -> str:
-        name = found.group(2)
-        return found.group(0) if name is None else f"{name}{{{matcher}}}"
+        name, selector = found.group(2), found.group(3)
+        if name is None:
+            return found.group(0)
+        inner = selector[1:-1].strip().rstrip(",") if selector else ""  # a name's own matchers stay
+        return f"{name}{{{inner},{matcher}}}" if inner else f"{name}{{{matcher}}}"
 
     return token.sub(add, promql)
 
