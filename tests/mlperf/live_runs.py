@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.sources.conftest import FAKE_SUT
 from tokenwatch.base.events import Event, LoadGenDetail, NodeStatus, RunStarted
+from tokenwatch.mlperf.pace import Assumptions
 from tokenwatch.sources.loadgen_detail import DetailLogParser
 from tokenwatch.sources.loadgen_trace import TraceTailParser
 
@@ -113,3 +114,21 @@ def run_and_tail(
         assert proc.returncode == 0, f"{run.name}: fake SUT failed: {err[-2000:]}"
         run.events += detail.close(t_end) + trace.close(t_end)
     return tailed
+
+
+# Seconds-long runs: the forecast's minute-scale assumptions scaled down.
+SECONDS = Assumptions(
+    window_s=1.0,
+    block_s=0.25,
+    history_s=10.0,
+    drain_s=0.05,
+    outage_s=0.2,
+    stall_after_s=0.25,
+    # A seconds-long run on a fake SUT: its 0.25-s windows are noisy, its warm-up at most half a second.
+    warm_window_s=0.25,
+    warm_rise=0.1,
+    warm_max_s=0.5,
+    # A 1.5-s run whose last queries queue (the TTFT run ends 17 % below its pace at half-way): the
+    # allowance for what is still to come, as the old 0.2-s outage gave it, is half its time left.
+    future_share=0.5,
+)

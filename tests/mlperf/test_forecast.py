@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.mlperf.live_runs import SECONDS
 from tokenwatch.base.formatting import BAND_UNKNOWN, projection
 from tokenwatch.mlperf.early_stopping import overlatency_budget
 from tokenwatch.mlperf.figures import RunSettings
@@ -262,21 +263,7 @@ def test_real_loadgen_runs_at_half_way(loadgen_runs: dict[str, LoadGenRun], name
     settings = RunSettings.from_detail(detail)
     end = run.completed_at_ns.max() / 1e9
     progress, counts = progress_at(run, 0.5 * end)
-    short = Assumptions(
-        window_s=1.0,
-        block_s=0.25,
-        history_s=10.0,
-        drain_s=0.05,
-        outage_s=0.2,
-        stall_after_s=0.25,
-        # A seconds-long run on a fake SUT: its 0.25-s windows are noisy, its warm-up at most half a second.
-        warm_window_s=0.25,
-        warm_rise=0.1,
-        warm_max_s=0.5,
-        # A 1.5-s run whose last queries queue (the TTFT run ends 17 % below its pace at half-way): the
-        # allowance for what is still to come, as the old 0.2-s outage gave it, is half its time left.
-        future_share=0.5,
-    )
+    short = SECONDS
     fc = forecast(progress, settings, counts, short)
     final = detail["result_validity"] == "VALID"
     if name == "server-early-stopping":

@@ -19,10 +19,9 @@ from tests.conftest import PATIENCE_S, REPO_ROOT, RunCli, cli_env, recorded_unti
 from tests.sources.conftest import FAKE_SUT, needs_loadgen
 from tokenwatch.base.events import LoadGenDetail, Progress
 from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.mlperf.pace import Assumptions
 from tokenwatch.recording import RecordingWriter, read_events
 
-from .live_runs import TOKENS_PER_SAMPLE, TailedRun, run_and_tail
+from .live_runs import SECONDS, TOKENS_PER_SAMPLE, TailedRun, run_and_tail
 
 pytestmark = needs_loadgen
 
@@ -55,22 +54,7 @@ SETUP = {
     "server-ttft": "Performance constraints satisfied : NO",
     "server-early-stopping": "Early stopping satisfied: NO",
 }
-# Seconds-long runs: the forecast's minute-scale assumptions scaled down, and a core that ticks every 50 ms.
-SECONDS = Assumptions(
-    window_s=1.0,
-    block_s=0.25,
-    history_s=10.0,
-    drain_s=0.05,
-    outage_s=0.2,
-    stall_after_s=0.25,
-    # A seconds-long run on a fake SUT: its 0.25-s windows are noisy, its warm-up at most half a second.
-    warm_window_s=0.25,
-    warm_rise=0.1,
-    warm_max_s=0.5,
-    # A 1.5-s run whose last queries queue (the TTFT run ends 17 % below its pace at half-way): the
-    # allowance for what is still to come, as the old 0.2-s outage gave it, is half its time left.
-    future_share=0.5,
-)
+# A core that ticks every 50 ms, for seconds-long runs.
 CONFIG = CoreConfig(tick_s=0.05, window_s=0.5, verdict_interval_s=0.05, forecast=SECONDS)
 
 
