@@ -7,6 +7,7 @@ process's peak memory, so tokenwatch and Textual are imported inside the functio
 
 from __future__ import annotations
 
+import argparse
 import io
 import subprocess
 import sys
@@ -24,6 +25,23 @@ if TYPE_CHECKING:
     from tokenwatch.inputs.sim.profile import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
+
+SHORT_HELP = (
+    "a quick pass with small inputs and few repeats, so CI can run every script (benchmarks/run_all.py); "
+    "its figures only show the script still works, the targets are judged on the full run"
+)
+
+
+def add_short_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--short`` flag every benchmark takes (``run_all.py --short`` passes it to each)."""
+    parser.add_argument("--short", action="store_true", help=SHORT_HELP)
+
+
+def target(label: str, figure: str, goal: str, met: bool) -> bool:
+    """One figure against its target, printed as a line starting MET or MISSED, the form
+    ``run_all.py`` collects; returns ``met``."""
+    print(f"{'MET   ' if met else 'MISSED'}  {label}: {figure}  (target {goal})", flush=True)
+    return met
 
 
 def sim_recording(path: Path, racks: int, duration: str) -> None:

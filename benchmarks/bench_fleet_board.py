@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_common import full_frame, timed_refresh  # noqa: E402
+from bench_common import add_short_option, full_frame, target, timed_refresh  # noqa: E402
 from bench_tui import ms, sixty_four_racks  # noqa: E402
 from rich.console import Console  # noqa: E402
 
@@ -63,7 +63,22 @@ class GcWatch:
         gc.callbacks.remove(self._callback)
 
 
+REFRESH_P95_MS = 50.0
+KEY_P95_MS = 100.0
+
+
+def p95_ms(values: list[float]) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * 0.95))] * 1000
+
+
+def judged(what: str, values: list[float], limit_ms: float) -> None:
+    p95 = p95_ms(values)
+    target(what, f"p95 {p95:.1f} ms", f"<= {limit_ms:.0f} ms", p95 <= limit_ms)
+
+
 async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) -> None:
+    where = f"the fleet board, 64 racks, {size[0]}x{size[1]}"
     async with app.run_test(size=size) as pilot:
         for _ in range(200):
             if isinstance(app.screen, FleetScreen) and app.screen.is_mounted:
@@ -87,6 +102,7 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
             await pilot.pause()
         for key, values in stages.items():
             print(f"    board refresh {key:<14} {ms(values)}")
+        judged(f"{where}: a full refresh", stages["total"], REFRESH_P95_MS)
         print(f"    garbage collector meanwhile: {watch.report()}")
         watch.pauses.clear()
         board = board_screen.query_one(FleetBoard)
@@ -102,6 +118,7 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
                 times.append(time.perf_counter() - t0)
                 await pilot.pause()
             print(f"    {label:<28} {ms(times)}")
+            judged(f"{where}: {label}", times, KEY_P95_MS)
         print(f"    garbage collector meanwhile: {watch.report()}")
         watch.pauses.clear()
         opened, back, rack_refresh = [], [], []
@@ -130,6 +147,8 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
         print(f"    {'enter (a rack, first frame)':<28} {ms(opened)}")
         print(f"    {'the rack dashboard refresh':<28} {ms(rack_refresh)}")
         print(f"    {'escape (back, first frame)':<28} {ms(back)}")
+        judged(f"{where}: enter into a rack (after the first)", opened, KEY_P95_MS)
+        judged(f"{where}: escape back to the board", back, KEY_P95_MS)
         print(f"    garbage collector meanwhile: {watch.report()}")
         watch.close()
 
@@ -158,7 +177,10 @@ def main() -> None:
     )
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--no-gc-freeze", action="store_true", help="leave the heap unfrozen (before)")
+    add_short_option(parser)
     args = parser.parse_args()
+    if args.short:
+        args.iterations = 8
     print(
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
         "(other work on the machine inflates median and p95; min is the least disturbed)\n"
@@ -167,7 +189,7 @@ def main() -> None:
     core = sixty_four_racks(300.0)
     print(f"(64-rack run simulated and ingested to 5:00 in {time.perf_counter() - t0:.1f} s)")
     bench_ticks(core)
-    for size in ((120, 40), (200, 60)):
+    for size in ((120, 40),) if args.short else ((120, 40), (200, 60)):
         print(f"\nThe fleet board, 64 racks at 5:00, {size[0]}x{size[1]}:")
         app = TokenwatchApp(Session(core, [], flush_interval_s=None), mode="sim", theme_dirs=[shipped_dir()])
         if args.no_gc_freeze:  # as if already done, so it is never done

@@ -19,6 +19,7 @@ benchmarks/bench_handwritten.py``; a missing one is reported and skipped.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import statistics
 import subprocess
@@ -32,6 +33,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_common import add_short_option, target  # noqa: E402
 
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.core.histogram import LogHistogram  # noqa: E402
@@ -94,6 +98,12 @@ def histograms() -> None:
     print(
         f"    DDSketch (1 % accuracy)           {theirs_s * 1000:8.1f} ms   ({theirs_s / ours_s:.0f}x slower)"
     )
+    target(
+        "histograms: the hand-written one against DDSketch",
+        f"{theirs_s / ours_s:.1f}x faster",
+        "faster",
+        ours_s < theirs_s,
+    )
 
 
 def fleet_core() -> RackCore:
@@ -128,6 +138,13 @@ def exposition() -> None:
     print(
         f"    prometheus_client generate_latest {statistics.median(theirs) * 1000:8.1f} ms"
         f"   ({statistics.median(theirs) / statistics.median(ours):.0f}x slower)"
+    )
+    ratio = statistics.median(theirs) / statistics.median(ours)
+    target(
+        "/metrics text: the hand-written renderer against prometheus_client",
+        f"{ratio:.1f}x faster",
+        "faster",
+        ratio > 1,
     )
 
 
@@ -164,9 +181,19 @@ def charts() -> None:
         f" + {float(imported) * 1000:.0f} ms to import; {int(size) / 1024:.0f} KiB of SVG"
     )
     print(f"    (tokenwatch's SVG: {len(ours().encode()) / 1024:.0f} KiB)")
+    theirs_s = float(drawn)
+    target(
+        "a chart: report.charts against matplotlib's drawing alone",
+        f"{theirs_s / ours_s:.1f}x faster",
+        "faster",
+        ours_s < theirs_s,
+    )
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_short_option(parser)
+    parser.parse_args()  # one size only: about 20 s in all
     print("Hand-written parts against the libraries that could replace them (best of 3, one process):")
     histograms()
     exposition()

@@ -7,7 +7,7 @@ What it measures, in one run:
 
 1. ``tokenwatch watch CONFIG --headless`` (the real CLI, one child process) against all nodes: its
    CPU time (user + system) over ``--seconds`` after ``--warmup``, as % of one core, and its RSS
-   (peak and mean of 1-s samples). Targets: < 5 % of one core, < 150 MB RSS.
+   (peak and mean of 1-s samples). Targets: <= 3 % of one core, < 150 MB RSS.
 2. A full sampling round across all nodes, side by side, interleaved ``--rounds`` times:
    ``pdsh -R ssh -f N -w bench[01-N] nvidia-smi --query-gpu=...`` (a fresh SSH handshake per node per
    round) against the same query run on tokenwatch's persistent connections (one new channel per node).
@@ -38,8 +38,9 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "live")]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "live"), str(REPO / "benchmarks")]
 
+from bench_common import add_short_option, target  # noqa: E402
 from sshd_cluster import LoopbackCluster  # noqa: E402
 
 from tokenwatch.base.events import GpuBatch  # noqa: E402
@@ -223,7 +224,10 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--rounds", type=int, default=10)
+    add_short_option(p)
     args = p.parse_args()
+    if args.short:
+        args.nodes, args.seconds, args.warmup, args.rounds = 16, 10.0, 8.0, 3
     if shutil.which("pdsh") is None:
         raise SystemExit("pdsh is not installed (apt-get install pdsh)")
     root = Path(tempfile.mkdtemp(prefix="tokenwatch-bench-"))
@@ -244,6 +248,10 @@ def main() -> int:
             f"(mean {watch['rss_mean_mb']:.0f} MB)   load average {os.getloadavg()[0]:.1f}"
         )
         print(f"   last line: {watch['last_line']}")
+        cpu, peak = float(watch["cpu_pct"]), float(watch["rss_peak_mb"])
+        where = f"watch --headless, {args.nodes} sshd nodes x 4 GPUs at 1 s"
+        target(f"{where}: CPU", f"{cpu:.2f} % of one core", "<= 3 % of one core", cpu <= 3)
+        target(f"{where}: peak RSS", f"{peak:.0f} MB", "< 150 MB", peak < 150)
         writers.stop.set()
 
         ssh_config = root / "ssh_config"
@@ -275,6 +283,12 @@ def main() -> int:
             f"3. tokenwatch streaming (-lms 1000), {len(streamed)} rounds, slowest node's delivery "
             f"per round: median {st_med * 1000:.1f} ms (max {max(streamed) * 1000:.1f})   "
             f"{pdsh_med / st_med:.0f}x faster"
+        )
+        target(
+            f"a streamed sampling round across {args.nodes} nodes against pdsh's",
+            f"{pdsh_med / st_med:.0f}x faster",
+            ">= 10x faster",
+            pdsh_med / st_med >= 10,
         )
     finally:
         writers.stop.set()

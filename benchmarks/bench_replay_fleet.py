@@ -4,6 +4,7 @@
     python benchmarks/bench_replay_fleet.py --folder DIR         # made once into DIR, then reused
     python benchmarks/bench_replay_fleet.py --recording FILE     # any recording
     python benchmarks/bench_replay_fleet.py --folder DIR --reuse-index   # seeks only, with the index made
+    python benchmarks/bench_replay_fleet.py --short              # 8 racks x 10 minutes, 5 seeks (CI)
 
 The input is what `tokenwatch sim --racks 64 --duration 80m --speed 0 --headless --record FILE` writes
 (4,608 GPUs, ~236 MB compressed). Two processes, each the real app headless:
@@ -33,16 +34,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_common import sim_recording  # noqa: E402
+from bench_common import add_short_option, sim_recording, target  # noqa: E402
 
 SEEKS = 20
+SEEK_P95_MS = 300.0
+PLAYER_PEAK_MB = 500.0
 
 
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-async def dashboard(path: Path, phase: str) -> None:
+async def dashboard(path: Path, phase: str, seeks: int) -> None:
     from tokenwatch.core import RackCore
     from tokenwatch.frontends.tui.app import TokenwatchApp
     from tokenwatch.frontends.tui.theme_loader import shipped_dir
@@ -75,25 +78,28 @@ async def dashboard(path: Path, phase: str) -> None:
             end = player.duration_s or 0.0
             rng = random.Random(15)
             times, cpu = [], []
-            for _ in range(SEEKS):
-                target = rng.uniform(0, end)
+            for _ in range(seeks):
+                to_s = rng.uniform(0, end)
                 t0, c0 = time.perf_counter(), time.process_time()
-                player.seek(target)
+                player.seek(to_s)
                 await pilot.pause()
                 while player.seeking:
                     await pilot.pause(0.005)
                 times.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
                 print(
-                    f"    seek to {target / 60:5.1f} min: {times[-1] * 1000:4.0f} ms "
+                    f"    seek to {to_s / 60:5.1f} min: {times[-1] * 1000:4.0f} ms "
                     f"({cpu[-1] * 1000:4.0f} ms CPU)",
                     flush=True,
                 )
             times.sort()
             p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-            print(
-                f"  {len(times)} seeks: median {statistics.median(times) * 1000:.0f} ms, "
-                f"p95 {p95 * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms; warnings {player.warnings}"
+            target(
+                f"{len(times)} seeks in the dashboard's replay",
+                f"median {statistics.median(times) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, "
+                f"max {times[-1] * 1000:.0f} ms; warnings {player.warnings}",
+                f"p95 < {SEEK_P95_MS:.0f} ms",
+                p95 * 1000 < SEEK_P95_MS,
             )
             cpu.sort()
             print(
@@ -103,7 +109,16 @@ async def dashboard(path: Path, phase: str) -> None:
                 f"max {cpu[-1] * 1000:.0f} ms"
             )
         await pilot.press("q")
-    print(f"  {phase}: peak resident memory {peak_mb():.0f} MB", flush=True)
+    if phase == "seeks":
+        peak = peak_mb()
+        target(
+            "the player's peak resident memory",
+            f"{peak:.0f} MB",
+            f"< {PLAYER_PEAK_MB:.0f} MB",
+            peak < PLAYER_PEAK_MB,
+        )
+    else:
+        print(f"  {phase}: peak resident memory {peak_mb():.0f} MB", flush=True)
 
 
 def parts(path: Path) -> None:
@@ -143,15 +158,16 @@ def parts(path: Path) -> None:
     store.close()
 
 
-def make_recording(folder: Path) -> Path:
-    path = folder / "r64-80m.jsonl.zst"
+def make_recording(folder: Path, short: bool = False) -> Path:
+    racks, duration = (8, "10m") if short else (64, "80m")
+    path = folder / f"r{racks}-{duration}.jsonl.zst"
     if path.exists():
         return path
-    sim_recording(path, racks=64, duration="80m")
+    sim_recording(path, racks=racks, duration=duration)
     return path
 
 
-def run(path: Path, reuse_index: bool) -> None:
+def run(path: Path, reuse_index: bool, seeks: int = SEEKS) -> None:
     from tokenwatch.inputs.replay.index_place import index_path_for
 
     phases = ["first-pass", "seeks", "parts"]
@@ -162,7 +178,17 @@ def run(path: Path, reuse_index: bool) -> None:
     for phase in phases:
         print(f"{phase} ({path.name}):", flush=True)
         subprocess.run(
-            [sys.executable, __file__, "--in-process", phase, "--recording", str(path)], check=True
+            [
+                sys.executable,
+                __file__,
+                "--in-process",
+                phase,
+                "--recording",
+                str(path),
+                "--seeks",
+                str(seeks),
+            ],
+            check=True,
         )
 
 
@@ -174,16 +200,19 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, help="make the recording here once, and reuse it")
     parser.add_argument("--reuse-index", action="store_true", help="skip the first pass if FILE.twidx exists")
     parser.add_argument("--in-process", choices=("first-pass", "seeks", "parts"), help=argparse.SUPPRESS)
+    parser.add_argument("--seeks", type=int, default=SEEKS, help=argparse.SUPPRESS)
+    add_short_option(parser)
     args = parser.parse_args()
+    seeks = 5 if args.short else args.seeks
     if args.in_process == "parts":
         parts(args.recording)
     elif args.in_process:
-        asyncio.run(dashboard(args.recording, args.in_process))
+        asyncio.run(dashboard(args.recording, args.in_process, seeks))
     elif args.recording or args.folder:
-        run(args.recording or make_recording(args.folder), args.reuse_index)
+        run(args.recording or make_recording(args.folder, args.short), args.reuse_index, seeks)
     else:
         with tempfile.TemporaryDirectory() as folder:
-            run(make_recording(Path(folder)), reuse_index=False)
+            run(make_recording(Path(folder), args.short), reuse_index=False, seeks=seeks)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     python benchmarks/bench_replay_memory.py                     # makes an 8-rack x 8-hour recording first
     python benchmarks/bench_replay_memory.py --recording FILE    # any recording
     python benchmarks/bench_replay_memory.py --only dashboard
+    python benchmarks/bench_replay_memory.py --short             # 8 racks x 20 minutes (CI)
 
 The default input is what `tokenwatch sim --racks 8 --duration 8h --speed 0 --record FILE` writes
 (576 GPUs, ~180 MB compressed, ~1.3 GB of lines; about 15 s to make here), in a temporary folder.
@@ -25,7 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_common import sim_recording  # noqa: E402
+from bench_common import add_short_option, sim_recording, target  # noqa: E402
+
+DASHBOARD_PEAK_MB = 500.0
+HEADLESS_PEAK_MB = 300.0
 
 
 def peak_mb() -> float:
@@ -58,7 +62,9 @@ async def dashboard(path: Path) -> None:
             f"(one every {player.keyframe_every_s / 60:.0f} min)"
         )
         player.pause()
-        for target_h in (1.0, 7.0, 4.0, 0.5, 7.9):
+        end_h = player.position_s / 3600
+        for share in (1 / 8, 7 / 8, 4 / 8, 0.5 / 8, 7.9 / 8):  # 1, 7, 4, 0.5 and 7.9 h of an 8-hour run
+            target_h = share * end_h
             t0 = time.perf_counter()
             player.seek(target_h * 3600)
             await pilot.pause()
@@ -69,7 +75,13 @@ async def dashboard(path: Path) -> None:
                 f"(at {player.position_s / 3600:.2f} h), peak {peak_mb():.0f} MB"
             )
         await pilot.press("q")
-    print(f"  dashboard replay: peak resident memory {peak_mb():.0f} MB")
+    peak = peak_mb()
+    target(
+        "dashboard replay: peak resident memory",
+        f"{peak:.0f} MB",
+        f"< {DASHBOARD_PEAK_MB:.0f} MB",
+        peak < DASHBOARD_PEAK_MB,
+    )
 
 
 def headless(path: Path) -> None:
@@ -82,14 +94,18 @@ def headless(path: Path) -> None:
             main(["replay", str(path), "--speed", "0", "--headless", "--interval", "1h"])
         finally:
             sys.stdout = saved
-    print(
-        f"  headless replay in {time.perf_counter() - began:.0f} s: peak resident memory {peak_mb():.0f} MB"
+    peak = peak_mb()
+    target(
+        f"headless replay (in {time.perf_counter() - began:.0f} s): peak resident memory",
+        f"{peak:.0f} MB",
+        f"< {HEADLESS_PEAK_MB:.0f} MB",
+        peak < HEADLESS_PEAK_MB,
     )
 
 
-def make_recording(folder: Path) -> Path:
-    path = folder / "r8-8h.jsonl.zst"
-    sim_recording(path, racks=8, duration="8h")
+def make_recording(folder: Path, duration: str) -> Path:
+    path = folder / f"r8-{duration}.jsonl.zst"
+    sim_recording(path, racks=8, duration=duration)
     return path
 
 
@@ -100,6 +116,7 @@ def main() -> None:
     parser.add_argument("--recording", type=Path)
     parser.add_argument("--only", choices=("dashboard", "headless"))
     parser.add_argument("--in-process", choices=("dashboard", "headless"), help=argparse.SUPPRESS)
+    add_short_option(parser)
     args = parser.parse_args()
     if args.in_process == "dashboard":
         asyncio.run(dashboard(args.recording))
@@ -108,7 +125,7 @@ def main() -> None:
         headless(args.recording)
         return
     with tempfile.TemporaryDirectory() as folder:
-        path = args.recording or make_recording(Path(folder))
+        path = args.recording or make_recording(Path(folder), "20m" if args.short else "8h")
         for kind in ("dashboard", "headless"):
             if args.only in (None, kind):
                 print(f"{kind} replay of {path.name}:", flush=True)

@@ -30,7 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_common import dashboard_on_screen, sixty_four_rack_profile, timed_refresh  # noqa: E402
+from bench_common import (  # noqa: E402
+    add_short_option,
+    dashboard_on_screen,
+    sixty_four_rack_profile,
+    target,
+    timed_refresh,
+)
 from rich.console import Console  # noqa: E402
 
 from tokenwatch.core import RackCore  # noqa: E402
@@ -44,12 +50,16 @@ from tokenwatch.session import Session  # noqa: E402
 SAMPLE = ROOT / "sample_runs" / "gb300-nvl72-offline.jsonl.zst"
 
 
+def p95(values: list[float]) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * 0.95))]
+
+
 def ms(values: list[float]) -> str:
     values = sorted(values)
-    p95 = values[min(len(values) - 1, int(len(values) * 0.95))]
     return (
         f"min {values[0] * 1000:7.2f} ms   median {statistics.median(values) * 1000:7.2f} ms   "
-        f"p95 {p95 * 1000:7.2f} ms"
+        f"p95 {p95(values) * 1000:7.2f} ms"
     )
 
 
@@ -63,7 +73,12 @@ def sixty_four_racks(run_s: float) -> RackCore:
     return core
 
 
-async def measure_refresh(app: TokenwatchApp, size: tuple[int, int], iterations: int, settle: bool) -> None:
+KEY_BUDGET_MS = 100.0  # a key to its next whole frame, p95: what feels immediate
+
+
+async def measure_refresh(
+    app: TokenwatchApp, size: tuple[int, int], iterations: int, settle: bool, what: str, budget_ms: float
+) -> None:
     async with app.run_test(size=size) as pilot:
         screen = await dashboard_on_screen(app, pilot, settle)
         out = Console(
@@ -76,6 +91,13 @@ async def measure_refresh(app: TokenwatchApp, size: tuple[int, int], iterations:
             await pilot.pause()
         for key, values in stages.items():
             print(f"    {key:<14} {ms(values)}")
+        total = statistics.median(stages["total"]) * 1000
+        target(
+            f"{what}, {size[0]}x{size[1]}: a full refresh",
+            f"median {total:.1f} ms",
+            f"<= {budget_ms:.0f} ms",
+            total <= budget_ms,
+        )
         # Keys on a big table: the action plus the repaint it causes.
         for label, action in (
             ("key s (sort)", screen.action_sort_next),
@@ -91,6 +113,13 @@ async def measure_refresh(app: TokenwatchApp, size: tuple[int, int], iterations:
                 times.append(time.perf_counter() - t0)
                 await pilot.pause()
             print(f"    {label:<14} {ms(times)}")
+            key_p95 = p95(times) * 1000
+            target(
+                f"{what}, {size[0]}x{size[1]}: {label}",
+                f"p95 {key_p95:.1f} ms",
+                f"<= {KEY_BUDGET_MS:.0f} ms",
+                key_p95 <= KEY_BUDGET_MS,
+            )
 
 
 def bench_refresh(iterations: int) -> None:
@@ -100,7 +129,7 @@ def bench_refresh(iterations: int) -> None:
         session = Session(RackCore(), [player], flush_interval_s=None)
         player.bind(session)
         app = TokenwatchApp(session, mode="replay", player=player, theme_dirs=[shipped_dir()])
-        asyncio.run(measure_refresh(app, size, iterations, settle=True))
+        asyncio.run(measure_refresh(app, size, iterations, settle=True, what="72 GPUs", budget_ms=30.0))
     t0 = time.perf_counter()
     core = sixty_four_racks(300.0)
     print(f"\n(64-rack run simulated and ingested to 5:00 in {time.perf_counter() - t0:.1f} s)")
@@ -111,10 +140,14 @@ def bench_refresh(iterations: int) -> None:
         )
         session = Session(core, [], flush_interval_s=None)
         app = TokenwatchApp(session, mode="sim", speed=1.0, theme_dirs=[shipped_dir()])
-        asyncio.run(measure_refresh(app, size, max(10, iterations // 3), settle=False))
+        asyncio.run(
+            measure_refresh(
+                app, size, max(10, iterations // 3), settle=False, what="64 racks", budget_ms=200.0
+            )
+        )
 
 
-def bench_cpu(seconds: float, racks: int) -> None:
+def bench_cpu(seconds: float, racks: int, settle_s: float = 10.0) -> None:
     """`tokenwatch sim --speed 1` in a real terminal (a pty, output drained): the TUI's CPU share."""
     import psutil
 
@@ -138,7 +171,7 @@ def bench_cpu(seconds: float, racks: int) -> None:
 
     threading.Thread(target=drain, daemon=True).start()
     ps = psutil.Process(proc.pid)
-    time.sleep(10.0)  # start-up (imports, first layout) is not what an 80-minute run costs
+    time.sleep(settle_s)  # start-up (imports, first layout) is not what an 80-minute run costs
     before, t0 = ps.cpu_times(), time.monotonic()
     bytes0 = received[0]
     time.sleep(seconds)
@@ -152,10 +185,12 @@ def bench_cpu(seconds: float, racks: int) -> None:
     os.close(master)
     cpu = (after.user - before.user) + (after.system - before.system)
     gpus = racks * 72
-    print(
-        f"Watching {gpus} GPUs at 1 Hz for {t1 - t0:.0f} s (sim at real time, 160x50 pty): "
-        f"{cpu / (t1 - t0) * 100:.1f}% of one core, "
-        f"{(bytes1 - bytes0) / (t1 - t0) / 1024:.1f} KiB/s to the terminal"
+    share = cpu / (t1 - t0) * 100
+    target(
+        f"watching {gpus} GPUs at 1 Hz for {t1 - t0:.0f} s (sim at real time, 160x50 pty)",
+        f"{share:.1f} % of one core, {(bytes1 - bytes0) / (t1 - t0) / 1024:.1f} KiB/s to the terminal",
+        "< 10 % of one core",
+        share < 10,
     )
 
 
@@ -170,10 +205,13 @@ def main() -> None:
     parser.add_argument("--only", choices=("refresh", "cpu"))
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--cpu-seconds", type=float, default=60.0)
+    add_short_option(parser)
     args = parser.parse_args()
+    if args.short:
+        args.iterations, args.cpu_seconds = 10, 10.0
     runs: dict[str, Callable[[], None]] = {
         "refresh": lambda: bench_refresh(args.iterations),
-        "cpu": lambda: bench_cpu(args.cpu_seconds, 1),
+        "cpu": lambda: bench_cpu(args.cpu_seconds, 1, settle_s=5.0 if args.short else 10.0),
     }
     for name, run in runs.items():
         if args.only in (None, name):
