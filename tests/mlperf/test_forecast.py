@@ -340,3 +340,32 @@ def test_an_honest_band_is_finite_and_never_wider_than_its_figure(
 def test_a_band_below_zero_is_clamped_at_zero() -> None:
     band = honest_band(100.0, -20.0, 100.0)
     assert (band.low, band.high) == (0.0, 100.0)
+
+
+def test_a_node_timed_by_its_samples_has_a_band_that_holds_its_true_start() -> None:
+    """A node whose start the watch saw only as its first sample (a /metrics baseline at 0 tokens, a
+    second before LoadGen's first query) is timed up to a sampling interval early: the band reaches to
+    the figure over its true span, where with exact times it would not."""
+    true_start, first_sample, end = 1.0, 0.0, 92.0
+    tokens = 986.0 * (end - true_start)
+    done = NodeProgress(
+        "Offline",
+        end,
+        np.array([first_sample, end]),
+        np.array([[0.0], [tokens]]),
+        np.array([tokens]),
+        np.array([300.0]),
+        np.array([first_sample]),
+        np.array([end]),
+        np.array([True]),
+        np.array([300.0]),
+    )
+    loadgens = tokens / (end - true_start)
+    exact = forecast(done).tokens_per_s
+    sampled = forecast(dataclasses.replace(done, timing_s=np.array([1.0]))).tokens_per_s
+    assert exact is not None and sampled is not None
+    assert exact.value == sampled.value == pytest.approx(tokens / end)
+    assert not exact.low <= loadgens <= exact.high
+    assert sampled.low <= loadgens <= sampled.high
+    # Two intervals over the node's span, no more: 2 s of 92 s.
+    assert sampled.high == pytest.approx(exact.value * (1 + 2.0 / end))

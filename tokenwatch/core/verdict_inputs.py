@@ -119,6 +119,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         None if schedule is None else start + schedule[keep],
         None,
         latency,
+        np.nan_to_num(state.cadence.typical_s[keep], nan=0.0),
     )
 
 
