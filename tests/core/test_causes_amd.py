@@ -27,7 +27,7 @@ RATE = 10_000.0
 
 
 def _entry(gpu: int, clock: float, power: float, temp: float) -> dict[str, Any]:
-    entry = copy.deepcopy(CAPTURE)
+    entry: dict[str, Any] = copy.deepcopy(CAPTURE)
     entry["gpu"] = gpu
     entry["clock"]["gfx_0"]["clk"]["value"] = round(clock)
     entry["power"]["socket_power"]["value"] = round(power, 1)
