@@ -10,6 +10,7 @@ the figures against the scrapes' own numbers.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -58,7 +59,7 @@ def test_every_name_the_preset_reads_is_the_projects_own(name: str) -> None:
             assert kind in ("counter", "gauge"), sample
 
 
-def _histogram(name: str, labels: str, bounds: list[float], values: list[float]) -> list[str]:
+def _histogram(name: str, labels: str, bounds: Sequence[float], values: Sequence[float]) -> list[str]:
     counts = [sum(1 for v in values if v <= b) for b in bounds]
     lines = [f"# TYPE {name} histogram"]
     lines += [f'{name}_bucket{{{labels}le="{b:g}"}} {c}' for b, c in zip(bounds, counts, strict=True)]
