@@ -168,7 +168,29 @@ def test_a_local_watch_without_the_tool_says_so(
 def test_xpu_smi_cannot_sample_faster_than_a_second(tmp_path: Path) -> None:
     cfg = tmp_path / "w.yaml"
     cfg.write_text("run: {name: x}\ngpu: {source: xpu-smi, interval: 500ms}\n")
-    with pytest.raises(
-        SchemaError, match=r"w\.yaml:2: gpu\.interval: xpu-smi dump samples at most once a second"
-    ):
+    with pytest.raises(SchemaError, match=r"w\.yaml:2: gpu\.interval: xpu-smi samples at most once a second"):
         load_watch_config(cfg)
+
+
+async def test_local_nvidia_smi_dmon_streams_every_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").symlink_to(HERE / "fake_nvidia_smi_dmon.py")
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVSMI_GPUS", "3")
+    cfg = tmp_path / "local.yaml"
+    cfg.write_text("run: {name: one-box}\ngpu: {source: nvidia-smi-dmon, interval: 1s}\n")
+    loaded = load_watch_config(cfg)
+    collector = build_collector(loaded)
+    assert collector.gpus_per_node == 3  # nvidia-smi -L
+    async with LiveRun(loaded, collector) as run:
+        await run.wait_for("3 GPUs", lambda: {r.gpu for r in gpu_rows(run.events)} == {0, 1, 2})
+        await run.wait_for("the node's power", lambda: run.snapshot().aggregate.power_w > 0)
+        snap = run.snapshot()
+        last = [e for e in run.events if isinstance(e, GpuBatch)][-1]
+    # Each GPU's row is a row of the capture (109 or 108 W) plus the GPU number; the rack is their sum.
+    power = last.values[:, GPU_METRICS.index("power_w")]
+    assert set((power - last.gpu).tolist()) <= {108.0, 109.0}
+    assert snap.aggregate.power_w == pytest.approx(float(power.sum()))

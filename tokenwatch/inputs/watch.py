@@ -97,7 +97,7 @@ def _gpu_count_here(config: WatchConfig) -> int | None:
         from tokenwatch.inputs.live.nvml_source import count_gpus, load_pynvml
 
         return count_gpus(load_pynvml())
-    if config.gpu.source == "nvidia-smi" and shutil.which("nvidia-smi"):
+    if config.gpu.source in ("nvidia-smi", "nvidia-smi-dmon") and shutil.which("nvidia-smi"):
         try:
             listed = subprocess.run(
                 ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
