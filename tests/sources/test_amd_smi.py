@@ -81,6 +81,26 @@ def test_every_shape_reads_the_capture_figures(shape: str) -> None:
     ]
 
 
+def test_a_newer_gpu_data_document_under_load() -> None:
+    """The gpu_data envelope of a newer amd-smi, as a loaded Radeon printed it: THROTTLED with every
+    violation N/A names no reason; the figures are the capture's."""
+    events = parse_capture((CAPTURE.parent / "radeon-gpu-data-gpu0.json").read_text(), node="rx")
+    (batch,) = batches(events)
+    row = dict(zip(GPU_METRICS, batch.values[0], strict=True))
+    assert (row["power_w"], row["sm_clock_mhz"], row["mem_clock_mhz"]) == (12.3, 2774.0, 1258.0)
+    assert (row["util_pct"], row["hbm_busy_pct"], row["temp_c"], row["hbm_temp_c"]) == (
+        91.0,
+        66.0,
+        63.0,
+        70.0,
+    )
+    assert (row["hbm_used_mib"], row["hbm_total_mib"]) == (20450.0, 30576.0)
+    assert batch.throttle_reasons.tolist() == [0]
+    assert warnings(events) == [
+        "amd-smi: GPU 0 of rx reports no energy counter: shown as unknown (energy from integrated power)"
+    ]
+
+
 def test_documents_in_a_stream_are_reads_at_the_time_they_complete() -> None:
     document = TEXT.encode()
     parser = AmdSmiParser("n", node_index=4)
