@@ -47,6 +47,7 @@ from tokenwatch.core.cause_evidence import (
     span_means,
     span_reasons,
 )
+from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.power_limits import gpu_list
 from tokenwatch.core.state import RackState
 
@@ -236,7 +237,8 @@ def _clock(state: RackState, ev: RackEvidence, i: int) -> _Candidate | None:
     why = _reason_words(reasons) or "no clock-event reason"
     if kind == "power_cap":
         power = float(np.nanmean(span_means(state, i, "power_w", since)[list(gpus)]))
-        limit = float(np.nanmean(ev.limit[i, list(gpus)]))
+        # amd-smi and xpu-smi report no limit: an all-NaN mean is unknown, quietly.
+        limit = float(nan_quiet(np.nanmean, ev.limit[i, list(gpus)]))
         why = f"SW power cap: {group(power)} of {group(limit)} W" if math.isfinite(limit) else why
     text = f"{on} SM clock -{worst:.0f} % vs rack typical ({why})"
     return _Candidate(worst, Cause(kind, text, gpu, since, "sm_clock_mhz"), f"SM clock -{worst:.0f} %")

@@ -20,7 +20,9 @@ from tokenwatch.base.yaml_schema import KeyPath, Reader, SchemaError, duration_f
 from tokenwatch.inputs.hostlist import HostListError, expand_hostlist
 from tokenwatch.inputs.notify_config import NotifyConfig, check_notify
 
-GpuSourceKind = Literal["nvidia-smi", "nvml", "dcgm-exporter", "prometheus", "none"]
+GpuSourceKind = Literal[
+    "nvidia-smi", "nvidia-smi-dmon", "nvml", "dcgm-exporter", "amd-smi", "xpu-smi", "prometheus", "none"
+]
 ProgressKind = Literal[
     "loadgen-trace", "loadgen-detail", "endpoints-events", "log", "prometheus", "prometheus-query"
 ]
@@ -319,6 +321,8 @@ def _check_gpu(reader: Reader, config: WatchConfig) -> None:
             "nvml reads the GPUs of the machine tokenwatch runs on; "
             "with nodes use nvidia-smi or dcgm-exporter",
         )
+    if gpu.source in ("xpu-smi", "nvidia-smi-dmon") and gpu.interval_s < 1:
+        raise reader.error(("gpu", "interval"), f"{gpu.source} samples at most once a second: use 1s or more")
     if gpu.source == "prometheus" and gpu.url is None:
         raise reader.error(("gpu",), "source prometheus needs 'url' (the Prometheus server)")
     if gpu.url is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenwatch.base.clock import Clock
-from tokenwatch.base.events import MAX_RUN_GPUS, Collector
+from tokenwatch.base.events import MAX_RUN_GPUS, Collector, GpuBatch
 from tokenwatch.core import CoreConfig
 from tokenwatch.inputs.config import WatchConfig, rack_label
 from tokenwatch.inputs.hostlist import HostListError
@@ -97,7 +97,7 @@ def _gpu_count_here(config: WatchConfig) -> int | None:
         from tokenwatch.inputs.live.nvml_source import count_gpus, load_pynvml
 
         return count_gpus(load_pynvml())
-    if config.gpu.source == "nvidia-smi" and shutil.which("nvidia-smi"):
+    if config.gpu.source in ("nvidia-smi", "nvidia-smi-dmon") and shutil.which("nvidia-smi"):
         try:
             listed = subprocess.run(
                 ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
@@ -106,7 +106,23 @@ def _gpu_count_here(config: WatchConfig) -> int | None:
             return None
         count = sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
         return count or None
+    if config.gpu.source == "amd-smi" and shutil.which("amd-smi"):
+        return _amd_gpu_count()
     return None
+
+
+def _amd_gpu_count() -> int | None:
+    """The GPUs one ``amd-smi metric --json`` names (None where it cannot say)."""
+    from tokenwatch.sources.amd_smi import parse_capture
+
+    try:
+        listed = subprocess.run(
+            ["amd-smi", "metric", "--json"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    batches = [e for e in parse_capture(listed.stdout) if isinstance(e, GpuBatch)]
+    return len(batches[0].gpu) if batches else None
 
 
 def _client_keys(config: WatchConfig) -> tuple[Any, ...] | None:

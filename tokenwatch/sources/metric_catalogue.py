@@ -5,8 +5,9 @@ names; a query of a Prometheus server (:mod:`tokenwatch.inputs.prometheus.preset
 PromQL from the same names with :meth:`GpuRead.promql`, so a figure reads the same whichever way it
 arrives.
 
-Presets: the inference servers vLLM, SGLang and TensorRT-LLM (``trtllm-serve``), NVIDIA's
-dcgm-exporter, and tokenwatch's own ``/metrics`` (so one tokenwatch can read another's fleet).
+Presets: the inference servers vLLM, SGLang and TensorRT-LLM (``trtllm-serve``), NVIDIA Dynamo's
+frontend, Hugging Face TGI, NVIDIA's dcgm-exporter, and tokenwatch's own ``/metrics`` (so one
+tokenwatch can read another's fleet).
 Where a role lists several families, the first one present is used (per node, or per GPU): servers
 rename metrics between releases, and newer ones export both names for the same data.
 """
@@ -177,6 +178,48 @@ PRESETS: Mapping[str, MetricPreset] = {
                 "ttft": _trtllm("time_to_first_token_seconds"),
                 "tpot": _trtllm("time_per_output_token_seconds"),
                 "e2e": _trtllm("e2e_request_latency_seconds"),
+            },
+        )
+    ),
+    # NVIDIA Dynamo's frontend (its OpenAI-compatible HTTP service), names from
+    # lib/runtime/src/metrics/prometheus_names.rs (ai-dynamo/dynamo@04070c75b52f, module frontend_service,
+    # prefix "dynamo_frontend_"; DYN_METRICS_PREFIX can change it, and then no preset matches). Output
+    # tokens: the real-time counter where the release has it, else the output-length histogram's sum,
+    # which grows as requests finish. Samples: that histogram's count, one per finished request (the
+    # requests counter counts errors too). TPOT: its inter-token latency histogram.
+    "dynamo": MetricPreset(
+        ServerNames(
+            tokens=("dynamo_frontend_output_tokens_total", "dynamo_frontend_output_sequence_tokens_sum"),
+            prompt_tokens=("dynamo_frontend_input_sequence_tokens_sum",),
+            samples=("dynamo_frontend_output_sequence_tokens_count",),
+            latency={
+                "ttft": ("dynamo_frontend_time_to_first_token_seconds",),
+                "tpot": ("dynamo_frontend_inter_token_latency_seconds",),
+                "e2e": ("dynamo_frontend_request_duration_seconds",),
+            },
+            gauges={
+                "running": ("dynamo_frontend_inflight_requests",),
+                "waiting": ("dynamo_frontend_queued_requests",),
+            },
+        )
+    ),
+    # Hugging Face TGI's router, names from docs/source/reference/metrics.md
+    # (huggingface/text-generation-inference@db931fcf42da). No token counters: the per-request histograms
+    # of generated tokens and input length, whose sums grow as requests finish; a counter of successful
+    # requests (served without "_total" by the Rust exporter; prometheus_client's parser may add it).
+    # No time-to-first-token metric: TTFT stays unknown. TPOT: the per-request mean time per token.
+    "tgi": MetricPreset(
+        ServerNames(
+            tokens=("tgi_request_generated_tokens_sum",),
+            prompt_tokens=("tgi_request_input_length_sum",),
+            samples=("tgi_request_success", "tgi_request_success_total"),
+            latency={
+                "tpot": ("tgi_request_mean_time_per_token_duration",),
+                "e2e": ("tgi_request_duration",),
+            },
+            gauges={
+                "running": ("tgi_batch_current_size",),
+                "waiting": ("tgi_queue_size",),
             },
         )
     ),

@@ -149,12 +149,21 @@ class CommandSource:
     which name their node by index."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], parser_factory: Callable[[int], StreamParser], periodic_s: float
+        self,
+        name: str,
+        argv: Sequence[str],
+        parser_factory: Callable[[int], StreamParser],
+        periodic_s: float,
+        *,
+        program: str | None = None,
     ) -> None:
+        """``program`` names the tool in messages where ``argv`` runs it through something else (a
+        ``sh -c`` loop around a one-shot tool such as ``amd-smi metric --json``)."""
         self.name = name
         self.argv = list(argv)
         self.parser_factory = parser_factory
         self.periodic_s: float | None = periodic_s
+        self.program = program or self.argv[0]
 
     async def run(self, transport: Transport, ctx: NodeContext) -> None:
         parser = self.parser_factory(ctx.index)  # a fresh stream starts with a fresh header
@@ -168,7 +177,7 @@ class CommandSource:
             status, stderr = await stream.finish()
         finally:
             await stream.aclose()
-        raise SourceEnded(describe_exit(self.argv[0], status, stderr))
+        raise SourceEnded(describe_exit(self.program, status, stderr))
 
 
 class FileTailSource:

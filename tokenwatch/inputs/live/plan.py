@@ -44,6 +44,8 @@ def node_sources(
                 g.interval_s,
             )
         )
+    elif gpu and g.source in ("amd-smi", "xpu-smi", "nvidia-smi-dmon"):
+        sources.append(_vendor_smi_source(g.source, target.name, g.interval_s))
     elif gpu and g.source == "nvml":
         sources.append(NvmlSource(g.interval_s, nvml))
     elif gpu and g.source == "dcgm-exporter":
@@ -70,6 +72,38 @@ def node_sources(
         names.add(source.name)
         sources.append(source)
     return sources
+
+
+def _vendor_smi_source(tool: str, node: str, interval_s: float) -> CommandSource:
+    """AMD's amd-smi (run once per interval by a shell loop), Intel's xpu-smi dump or nvidia-smi dmon
+    (streams)."""
+    if tool == "nvidia-smi-dmon":
+        from tokenwatch.sources.nvidia_smi_dmon import NvidiaSmiDmonParser, dmon_command
+
+        return CommandSource(
+            "nvidia-smi dmon",
+            dmon_command(interval_s),
+            lambda node_index: NvidiaSmiDmonParser(node, node_index=node_index),
+            interval_s,
+        )
+    if tool == "amd-smi":
+        from tokenwatch.sources.amd_smi import AmdSmiParser, loop_argv
+
+        return CommandSource(
+            "amd-smi",
+            loop_argv(interval_s),
+            lambda node_index: AmdSmiParser(node, node_index=node_index),
+            interval_s,
+            program="amd-smi",
+        )
+    from tokenwatch.sources.xpu_smi import XpuSmiParser, dump_command
+
+    return CommandSource(
+        "xpu-smi",
+        dump_command(interval_s),
+        lambda node_index: XpuSmiParser(node, node_index=node_index),
+        interval_s,
+    )
 
 
 def _progress_source(
@@ -139,8 +173,9 @@ def log_parser_factory(entry: ProgressSourceConfig, node: str) -> Callable[[], S
 def local_gpu_problem(config: WatchConfig, nvml: Any = None) -> str | None:
     """Why the GPU source cannot work on this machine (local mode), or None."""
     source = config.gpu.source
-    if source == "nvidia-smi" and shutil.which("nvidia-smi") is None:
-        return "gpu.source nvidia-smi: nvidia-smi is not on this machine's PATH"
+    tool = "nvidia-smi" if source == "nvidia-smi-dmon" else source
+    if tool in ("nvidia-smi", "amd-smi", "xpu-smi") and shutil.which(tool) is None:
+        return f"gpu.source {source}: {tool} is not on this machine's PATH"
     if source == "nvml":
         from tokenwatch.inputs.live.nvml_source import count_gpus, load_pynvml
 
