@@ -15,6 +15,7 @@ from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet import fleet_table
 from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
+from tokenwatch.core.loadgen_latency import loadgen_latency
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
 from tokenwatch.core.run_clock import no_clock, run_clock
@@ -301,18 +302,20 @@ def latency_stats(state: RackState) -> dict[LatencyMetric, LatencyStats]:
         hist = state.rack_latency[metric]
         if not hist.total:
             continue
-        p50, p90, p99 = quantiles_of(hist.counts, (0.5, 0.9, 0.99))
         nonzero = np.flatnonzero(hist.counts)
+        exact = loadgen_latency(state, metric)
+        if exact is None:
+            p50, p90, p99 = quantiles_of(hist.counts, (0.5, 0.9, 0.99))
+            figures = (p50, p90, p99, hist.mean(), state.latency_max[metric])
+        else:
+            figures = exact
         out[metric] = LatencyStats(
             metric,
             hist.total,
-            p50,
-            p90,
-            p99,
-            hist.mean(),
-            state.latency_max[metric],
+            *figures,
             bucket_value(nonzero),
             hist.counts[nonzero].copy(),
+            exact is not None,
         )
     return out
 

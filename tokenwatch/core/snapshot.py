@@ -163,6 +163,9 @@ class LatencyStats:
     max: float
     bucket_values_s: FloatArray  # non-empty log buckets' representative values
     bucket_counts: IntArray
+    # The percentiles, mean and max are LoadGen's exact figures (a one-node run whose LoadGen wrote its
+    # result, core/loadgen_latency.py), not estimates from the histogram's buckets ("~" on screen).
+    exact: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)

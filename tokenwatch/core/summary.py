@@ -23,6 +23,7 @@ from tokenwatch.core.energy import run_energy
 from tokenwatch.core.final_figure import did_work as figure_counts
 from tokenwatch.core.final_figure import left_out, left_out_note, rack_sum
 from tokenwatch.core.histogram import quantiles_of
+from tokenwatch.core.loadgen_latency import loadgen_latency
 from tokenwatch.core.node_outcome import WHOLE, NodeOutcome
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.state import RackState
@@ -359,10 +360,13 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         for i, name in enumerate(run.nodes)
     ]
     latency: dict[str, dict[str, float]] = {}
+    estimated = False
     for metric in LATENCY_METRICS:
         hist = state.rack_latency[metric]
         if hist.total:
-            values = quantiles_of(hist.counts, list(PERCENTILES.values()))
+            exact = loadgen_latency(state, metric)  # the figures LoadGen wrote, where it did
+            values = list(exact[:3]) if exact else quantiles_of(hist.counts, list(PERCENTILES.values()))
+            estimated |= exact is None
             latency[metric] = {k: v * 1000.0 for k, v in zip(PERCENTILES, values, strict=True)}
     duration = state.now
     # Energy: the GPUs' counters where they have them, else power integrated tick by tick up to the last
@@ -391,7 +395,7 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         summary,
         energy_source=source if has_energy else None,
         left_out_note=left_out_note(left_out(state)),
-        latency_estimated=bool(latency),
+        latency_estimated=estimated,
     )
 
 

@@ -165,9 +165,11 @@ class LatencyHistogram(Widget):
         if math.isfinite(sla):
             markers[column(sla)] = ("SLA", styles["SLA"], "┃")
         # Legend line: the marker values, each in its marker's colour.
+        # LoadGen's exact figures as they are; the buckets' estimates marked "~" (they hold ~3 digits).
+        mark = "" if stats.exact else "~"
         for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
             text.append(f"{name} ", style=styles[name])
-            text.append(f"{seconds_ms(value)}   ", style="bold")
+            text.append(f"{mark}{seconds_ms(value)}   ", style="bold")
         if math.isfinite(sla):
             breach = stats.p99 > sla
             text.append(f"SLA {seconds_ms(sla)}", style=pal.bad)
