@@ -32,6 +32,7 @@ from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
 from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
 from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
 from tokenwatch.frontends.tui.theme_loader import shipped_dir
+from tokenwatch.frontends.tui.widgets.end_banner import EndBanner
 from tokenwatch.frontends.tui.widgets.fleet_board import SORT_KEYS, FleetBoard, fleet_order
 from tokenwatch.frontends.tui.widgets.node_table import NodeTable
 from tokenwatch.inputs.sim.collector import SimulatorCollector
@@ -273,3 +274,21 @@ def test_snapshot_of_the_fleet_board(
     200x60 the fleet's throughput and alerts beside the board."""
     app = replay_app(fleet_recording, AT_S)
     assert snap_compare(app, terminal_size=size, run_before=ready(app))
+
+
+async def test_a_refresh_in_the_gap_while_a_screen_is_taken_down_is_no_crash(fleet_recording: Path) -> None:
+    """On a loaded machine the refresh timer can fire while the board's widgets are half gone (a screen
+    being replaced): the refresh is skipped and the next draws what is there, never a traceback (a
+    replay of 8 racks crashed with "No nodes match 'EndBanner' on FleetScreen")."""
+    app = replay_app(fleet_recording, AT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        board = app.screen
+        assert isinstance(board, FleetScreen)
+        await board.query_one(EndBanner).remove()  # the gap: one of its widgets already gone
+        app.refresh_data(force=True)  # raised NoMatches from inside the timer's callback
+        await pilot.pause()
+        await board.mount(EndBanner(id="end-banner"), before=1)
+        app.refresh_data(force=True)  # the next refresh draws the screen as it is
+        await pilot.pause()
+        assert board.query_one(EndBanner).snapshot is app.latest

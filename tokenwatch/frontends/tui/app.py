@@ -18,6 +18,7 @@ from platformdirs import user_downloads_path
 from textual import constants
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.events import DeliveryFailed
 from textual.theme import Theme
@@ -193,10 +194,16 @@ class TokenwatchApp(App[None]):
         if self._lead_with_fleet(self.latest):
             return  # the board draws itself once mounted
         screen = self.screen
-        if isinstance(screen, DashboardScreen | FleetScreen):
-            screen.show_snapshot(self.latest, self.badge(), replay)
-        elif isinstance(screen, NodeScreen):
-            screen.show_snapshot(self.latest, self.node_history(screen.node, rack), self.badge())
+        try:
+            if isinstance(screen, DashboardScreen | FleetScreen):
+                screen.show_snapshot(self.latest, self.badge(), replay)
+            elif isinstance(screen, NodeScreen):
+                screen.show_snapshot(self.latest, self.node_history(screen.node, rack), self.badge())
+        except NoMatches:
+            # A screen between mounted and composed, or being taken down as another replaces it (a
+            # loaded machine's timer fires in that gap: the board's end banner was not there yet). The
+            # next refresh draws the screen that is there.
+            self._last_token = None
 
     def _lead_with_fleet(self, snap: RackSnapshot) -> bool:
         """A run of more than one rack leads with the fleet board: it takes the dashboard's place once
