@@ -17,13 +17,13 @@ from tokenwatch.sources.metric_catalogue import (
 
 
 def test_what_each_path_offers() -> None:
-    assert set(PRESETS) == {"vllm", "sglang", "trtllm", "dcgm", "tokenwatch"}
-    assert SCRAPE_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "trtllm")  # node-local servers
+    assert set(PRESETS) == {"vllm", "sglang", "trtllm", "aiperf", "dcgm", "tokenwatch"}
+    assert SCRAPE_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "trtllm", "aiperf")  # node-local
     assert GPU_PRESET_NAMES == ("dcgm", "tokenwatch")
     assert QUERY_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "tokenwatch")  # those with token counters
     for entry in PRESETS.values():
         assert set(entry.gpu) <= set(GPU_METRICS)
-    with pytest.raises(ValueError, match=r"unknown metrics preset 'x' \(known: dcgm, sglang"):
+    with pytest.raises(ValueError, match=r"unknown metrics preset 'x' \(known: aiperf, dcgm, sglang"):
         preset("x")
 
 
