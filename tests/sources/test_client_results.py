@@ -1,7 +1,7 @@
-"""Client-side benchmark outputs read from the real programs' own files (tests/data/peers/README.md): AIPerf's
-export, per-interval export and live /metrics, vllm bench serve's result JSON, SGLang bench_serving's JSONL and
-a GenAI-Perf export. Each figure is checked against the file read independently (the json module, a regex),
-and where the file does not state a figure it is unknown, never 0."""
+"""Client-side benchmark outputs read from the real programs' own files (tests/data/peers/README.md):
+AIPerf's export, per-interval export and live /metrics, vllm bench serve's result JSON, SGLang
+bench_serving's JSONL and a GenAI-Perf export. Each figure is checked against the file read independently
+(the json module, a regex), and where the file does not state a figure it is unknown, never 0."""
 
 from __future__ import annotations
 
@@ -75,7 +75,9 @@ def test_aiperf_counting_with_its_own_tokenizer_is_said() -> None:
     assert result.output_tokens == raw["total_output_tokens"]["avg"] == 18537
     assert result.server_output_tokens == raw["total_usage_completion_tokens"]["avg"] == 12800
     (note,) = result.notes
-    assert "18,537" in note and "12,800" in note and "+44.8 %" in note
+    assert "18,537" in note
+    assert "12,800" in note
+    assert "+44.8 %" in note
 
 
 def test_vllm_bench_serve_result() -> None:
@@ -163,7 +165,8 @@ def test_summarize_prints_client_results(run_cli: RunCli) -> None:
     done = run_cli("summarize", str(AIPERF), str(VLLM), str(SGLANG), str(GENAI_PERF))
     assert done.returncode == 0, done.stderr
     rows = {line[:20].strip(): line for line in done.stdout.splitlines()}
-    assert "481.3" in rows["output tokens/s"] and "778.2" in rows["output tokens/s"]
+    assert "481.3" in rows["output tokens/s"]
+    assert "778.2" in rows["output tokens/s"]
     assert "44,190.6" in rows["output tokens/s"]
     assert rows["duration (s)"].split()[-1] == "—"  # GenAI-Perf states no duration
     as_json = run_cli("summarize", str(AIPERF), str(GENAI_PERF), "--json")
@@ -171,7 +174,8 @@ def test_summarize_prints_client_results(run_cli: RunCli) -> None:
     assert out["server"] is None
     aiperf, genai = out["clients"]
     assert aiperf["output_tokens_per_s"] == round(load(AIPERF)["output_token_throughput"]["avg"], 6)
-    assert genai["output_tokens"] is None and genai["duration_s"] is None
+    assert genai["output_tokens"] is None
+    assert genai["duration_s"] is None
 
 
 def test_summarize_sets_client_results_beside_the_servers(run_cli: RunCli) -> None:
