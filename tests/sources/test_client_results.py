@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunCli
-from tokenwatch.base.events import Progress
+from tokenwatch.base.events import Notice, Progress
 from tokenwatch.sources.client_results import looks_like_client_result, read_client_results
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 
@@ -193,3 +193,35 @@ def test_summarize_sets_client_results_beside_the_servers(run_cli: RunCli) -> No
     text = run_cli("summarize", str(folder), str(VLLM)).stdout
     assert "Client-side benchmarks beside the server's own figures" in text
     assert f"({expected:+.1f} %)" in text
+
+
+def test_aiperf_metrics_before_its_first_stats_are_no_verdict_on_the_preset() -> None:
+    """Until its first stats interval AIPerf serves aiperf_info alone: no progress, and no 'recognises none'
+    warning (the next scrape has the totals)."""
+    parser = MetricsScrapeParser("aiperf", node="client", node_index=0)
+    assert parser.parse((PEERS / "aiperf" / "metrics-before-first-stats.txt").read_text(), 1.0) == []
+    events = parser.parse((PEERS / "aiperf" / "metrics-mid-run.txt").read_text(), 2.0)
+    assert [type(e).__name__ for e in events] == ["Progress"]
+    other = MetricsScrapeParser("vllm", node="client", node_index=0)
+    (warning,) = other.parse((PEERS / "aiperf" / "metrics-mid-run.txt").read_text(), 1.0)
+    assert isinstance(warning, Notice)
+    assert "the vllm preset recognises none of this scrape's metrics: aiperf_" in warning.message
+
+
+def test_aiperf_metrics_with_garbage_and_non_finite_lines() -> None:
+    """A garbage line is a warning naming its line; a NaN total is not read (the last good one stands)."""
+    good = (PEERS / "aiperf" / "metrics-mid-run.txt").read_text()
+    parser = MetricsScrapeParser("aiperf", node="client", node_index=0)
+    parser.parse(good, 1.0)
+    line = re.search(r"^aiperf_total_usage_completion_tokens_avg_tokens\{.*$", good, re.M)
+    assert line is not None
+    number = good[: line.start()].count("\n") + 2  # the garbage line follows the NaN line
+    damaged = good.replace(
+        line.group(0),
+        'aiperf_total_usage_completion_tokens_avg_tokens{benchmark_id="x"} NaN\nthis is { not a metric',
+    )
+    events = parser.parse(damaged, 2.0)
+    (warning,) = [e for e in events if isinstance(e, Notice)]
+    assert f"line {number}: not a metric line" in warning.message
+    (progress,) = [e for e in events if isinstance(e, Progress)]
+    assert progress.tokens_done == _gauge(good, "aiperf_total_usage_completion_tokens_avg_tokens")

@@ -136,7 +136,9 @@ class MetricsScrapeParser:
                 by_node.setdefault(node, []).append(item)
             elif item.labels.get(self.node_label or "") is None:
                 unplaced += 1
-        if series and not self._recognised_any:
+        # A scrape of ``*_info`` gauges alone says what is there, not yet what it measures (AIPerf serves
+        # only aiperf_info until its first stats interval): no verdict on the preset from it.
+        if series and not self._recognised_any and not all(s.name.endswith("_info") for s in series):
             self._check_recognised(series, t, out)
         if unplaced and not self._warned_unplaced:
             self._warned_unplaced = True
