@@ -225,3 +225,25 @@ def test_aiperf_metrics_with_garbage_and_non_finite_lines() -> None:
     assert f"line {number}: not a metric line" in warning.message
     (progress,) = [e for e in events if isinstance(e, Progress)]
     assert progress.tokens_done == _gauge(good, "aiperf_total_usage_completion_tokens_avg_tokens")
+
+
+def test_summarize_sets_client_results_beside_a_recording(run_cli: RunCli) -> None:
+    """Beside a recording the server's column is the recording's own summary: its aggregate tokens/s and
+    its latency percentiles, as `summarize --json` states them."""
+    recording = Path(__file__).resolve().parents[2] / "sample_runs" / "gb300-nvl72-server.jsonl.zst"
+    done = run_cli("summarize", str(recording), str(SGLANG), "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    server = out["client_side"]["server"]
+    assert server["output_tokens_per_s"] == out["aggregate"]["tokens_per_s"]
+    assert server["duration_s"] == out["duration_s"]
+    assert server["ttft_p99"] == out["latency_ms"]["ttft"]["p99"]
+    assert server["requests_per_s"] == pytest.approx(sum(n["samples_per_s"] for n in out["nodes"]), rel=1e-6)
+    (client,) = out["client_side"]["clients"]
+    assert client["tool"] == "SGLang bench_serving"
+
+
+def test_a_baseline_needs_the_servers_run(run_cli: RunCli) -> None:
+    done = run_cli("summarize", str(VLLM), "--baseline", "sim:gb300-nvl72")
+    assert done.returncode == 2
+    assert "--baseline compares a recording or result folders" in done.stderr

@@ -172,3 +172,14 @@ def test_any_damage_is_a_result_warnings_or_one_error(
         for value in (result.output_tokens_per_s, result.duration_s, result.output_tokens, result.requests):
             assert math.isnan(value) or (math.isfinite(value) and value >= 0)
     assert all(isinstance(w, str) and str(path) in w for w in warnings)
+
+
+def test_aiperfs_csv_export_points_to_its_json(tmp_path: Path, run_cli: RunCli) -> None:
+    """AIPerf's CSV export holds the JSON's figures rounded: one line naming the JSON to give instead."""
+    path = write(
+        tmp_path, "profile_export_aiperf.csv", "Metric,avg,min,max\nBenchmark Duration (sec),19.88\n"
+    )
+    done = run_cli("summarize", str(path))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "give the JSON export beside it (profile_export_aiperf.json" in line

@@ -29,6 +29,9 @@ SNIFF_BYTES = 64 << 10
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Keys that only these tools' results carry near their start (a recording's lines never do).
 _MARKERS = (b'"output_token_throughput"', b'"output_throughput"', b'"timeslices"', b'"aiperf_version"')
+# AIPerf's CSV exports (the summary's and the per-interval one) start with these headers; they hold the
+# JSON exports' figures rounded to 0.01, so the JSON beside them is what is read.
+_AIPERF_CSV = (b"Metric,avg,", b"Timeslice,Start_NS,")
 Reader = Callable[[Mapping[str, Any], str, list[str]], ClientResult]
 
 
@@ -39,6 +42,8 @@ def looks_like_client_result(path: Path) -> bool:
             head = fh.read(SNIFF_BYTES)
     except OSError:
         return False
+    if head.startswith(_AIPERF_CSV):
+        return True  # recognised, to be refused with the file to give instead
     if head.startswith(_ZSTD_MAGIC) or not head.lstrip().startswith(b"{"):
         return False
     return any(marker in head for marker in _MARKERS)
@@ -62,6 +67,11 @@ def _loads(text: str) -> object:
 def read_client_results(path: Path) -> tuple[list[ClientResult], list[str]]:
     """Every run a client benchmark's result file holds, with the warnings about what was unusable."""
     data = read_bounded(path, MAX_RESULT_BYTES, "client benchmark result")
+    if data.startswith(_AIPERF_CSV):
+        raise SourceFormatError(
+            f"{path}: AIPerf's CSV export (figures rounded to 0.01): give the JSON export beside it "
+            "(profile_export_aiperf.json, or _timeslices.json for the per-interval one)"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
