@@ -60,7 +60,7 @@ def test_a_truncated_export_is_one_line_and_exit_status_2(tmp_path: Path, run_cl
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), -5.0, "fast", None, True])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -5.0, "fast", None, True, 10**400])
 def test_an_unusable_rate_is_unknown_with_a_warning(tmp_path: Path, value: object) -> None:
     path = write(tmp_path, "bench.json", edited(VLLM, output_throughput=value))
     (result,), warnings = read_client_results(path)

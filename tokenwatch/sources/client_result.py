@@ -75,7 +75,10 @@ def finite(value: object) -> float:
     """A JSON value as a finite float, or NaN (missing, null, text, a bool, NaN or an infinity)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return NAN
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer literal beyond any float (JSON allows 400 digits)
+        return NAN
     return number if math.isfinite(number) else NAN
 
 
@@ -99,7 +102,9 @@ class Figures:
     def checked(self, key: str, raw: object, minimum: float = 0.0) -> float:
         value = finite(raw)
         if math.isnan(value):
-            self.warn(f"{key}: {raw!r} is not a finite number: unknown")
+            shown = repr(raw)
+            shown = shown if len(shown) <= 40 else shown[:40] + "…"
+            self.warn(f"{key}: {shown} is not a finite number: unknown")
             return NAN
         if value < minimum:
             self.warn(f"{key}: {value:g} is below {minimum:g}: unknown")
