@@ -42,7 +42,11 @@ def is_aiperf_export(document: Mapping[str, Any]) -> bool:
 
 
 class _Records(Figures):
-    """Figures out of ``{"unit", "avg", ...}`` records."""
+    """Figures out of ``{"unit", "avg", ...}`` records (a record's unknown unit said once, not per stat)."""
+
+    def __init__(self, document: Mapping[str, Any], where: str, warnings: list[str]) -> None:
+        super().__init__(document, where, warnings)
+        self._bad_units: set[str] = set()
 
     def stat(
         self, name: str, key: str = "avg", *, required: bool = False, per: Mapping[str, float] | None = None
@@ -64,7 +68,11 @@ class _Records(Figures):
             return value
         unit = record.get("unit")
         if not isinstance(unit, str) or unit not in per:
-            self.warn(f"{name}: unit {unit!r} is not one this reader knows ({', '.join(per)}): unknown")
+            if name not in self._bad_units:
+                self._bad_units.add(name)
+                self.warn(
+                    f"{name}: unit {_short(unit)} is not one this reader knows ({', '.join(per)}): unknown"
+                )
             return NAN
         return value * per[unit]
 
