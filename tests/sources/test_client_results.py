@@ -247,3 +247,19 @@ def test_a_baseline_needs_the_servers_run(run_cli: RunCli) -> None:
     done = run_cli("summarize", str(VLLM), "--baseline", "sim:gb300-nvl72")
     assert done.returncode == 2
     assert "--baseline compares a recording or result folders" in done.stderr
+
+
+def test_summarize_reads_an_artifact_folder_by_its_exports(run_cli: RunCli, tmp_path: Path) -> None:
+    """AIPerf's and GenAI-Perf's artifact folders (no LoadGen summary in them) stand for their summary
+    exports; the per-interval export beside AIPerf's is the same run again and is not listed twice."""
+    aiperf = tmp_path / "artifacts" / "tiny-llama-openai-completions-concurrency16"
+    genai = tmp_path / "artifacts" / "ensemble-triton-tensorrtllm-concurrency100"
+    aiperf.mkdir(parents=True)
+    genai.mkdir(parents=True)
+    (aiperf / "profile_export_aiperf.json").write_bytes(AIPERF.read_bytes())
+    (aiperf / "profile_export_aiperf_timeslices.json").write_bytes(SLICES.read_bytes())
+    (genai / "profile_export_genai_perf.json").write_bytes(GENAI_PERF.read_bytes())
+    done = run_cli("summarize", str(tmp_path / "artifacts"), "--json")
+    assert done.returncode == 0, done.stderr
+    tools = [c["tool"] for c in json.loads(done.stdout)["clients"]]
+    assert tools == ["GenAI-Perf", "AIPerf 0.13.0"]  # sorted by path: ensemble-... before tiny-llama-...

@@ -83,11 +83,19 @@ def _refuse_a_recording_without_a_run(path: str) -> None:
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     from tokenwatch.runs.client_side import read_clients, side_by_side
-    from tokenwatch.sources.client_results import looks_like_client_result
+    from tokenwatch.runs.result_folders import find_summary_folders
+    from tokenwatch.sources.client_results import exports_in, looks_like_client_result
 
     clients = [p for p in args.paths if Path(p).is_file() and looks_like_client_result(Path(p))]
-    runs = [p for p in args.paths if p not in clients]
-    results, client_warnings = read_clients([Path(p) for p in clients])
+    # A client benchmark's artifact folder (no LoadGen summary in it) stands for the exports it holds.
+    artifact_dirs = {
+        p: found
+        for p in args.paths
+        if Path(p).is_dir() and not find_summary_folders(Path(p)) and (found := exports_in(Path(p)))
+    }
+    runs = [p for p in args.paths if p not in clients and p not in artifact_dirs]
+    exports = [Path(p) for p in clients] + [f for found in artifact_dirs.values() for f in found]
+    results, client_warnings = read_clients(exports)
     summary = _server_summary(args, runs) if runs else None
     if summary is None and args.baseline is not None:
         raise UsageError(

@@ -255,7 +255,8 @@ def build_parser() -> OneLineParser:
         "is summarised in samples/s). Client-side benchmark results given among the paths (AIPerf's "
         "profile_export_aiperf.json or its per-interval _timeslices.json, GenAI-Perf's "
         "profile_export_genai_perf.json, vllm bench serve's result JSON, SGLang bench_serving's JSONL; "
-        "recognised by their content) are shown side by side with the server's own figures, or alone.",
+        "recognised by their content; a folder with no LoadGen summary stands for the AIPerf and GenAI-Perf "
+        "exports under it) are shown side by side with the server's own figures, or alone.",
     )
     summarize.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     summarize.add_argument("--json", action="store_true", help="print the JSON contract instead of the table")

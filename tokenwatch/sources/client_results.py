@@ -49,6 +49,17 @@ def looks_like_client_result(path: Path) -> bool:
     return any(marker in head for marker in _MARKERS)
 
 
+# The summary exports AIPerf and GenAI-Perf write into their artifact folders, by their default names (the
+# per-interval export is left out: it is the same run again).
+EXPORT_NAMES = ("profile_export_aiperf.json", "*_genai_perf.json")
+
+
+def exports_in(folder: Path) -> list[Path]:
+    """AIPerf's and GenAI-Perf's summary exports anywhere under an artifact folder, sorted."""
+    found = {path for pattern in EXPORT_NAMES for path in folder.rglob(pattern) if path.is_file()}
+    return sorted(found)
+
+
 def _reader_for(document: Mapping[str, Any]) -> Reader | None:
     if "timeslices" in document:
         return read_aiperf_timeslices
