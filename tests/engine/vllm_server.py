@@ -61,6 +61,11 @@ class VllmServer:
     process: subprocess.Popen[bytes]
     model: str = MODEL_NAME
 
+    @property
+    def model_dir(self) -> Path:
+        """The tiny Llama's folder (its tokenizer is what a client benchmark counts tokens with)."""
+        return self.log.parent / "model"
+
     def metrics_text(self) -> str:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
             return str(response.read().decode())

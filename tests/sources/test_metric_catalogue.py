@@ -17,14 +17,14 @@ from tokenwatch.sources.metric_catalogue import (
 
 
 def test_what_each_path_offers() -> None:
-    assert set(PRESETS) == {"vllm", "sglang", "trtllm", "dynamo", "tgi", "dcgm", "tokenwatch"}
-    assert SCRAPE_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "trtllm", "dynamo", "tgi")  # node-local servers
+    assert set(PRESETS) == {"vllm", "sglang", "trtllm", "dynamo", "tgi", "aiperf", "dcgm", "tokenwatch"}
+    assert SCRAPE_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "trtllm", "dynamo", "tgi", "aiperf")  # node-local
     assert GPU_PRESET_NAMES == ("dcgm", "tokenwatch")
     # those with token counters (Dynamo's and TGI's include histogram sums, which only grow)
     assert QUERY_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "dynamo", "tgi", "tokenwatch")
     for entry in PRESETS.values():
         assert set(entry.gpu) <= set(GPU_METRICS)
-    with pytest.raises(ValueError, match=r"unknown metrics preset 'x' \(known: dcgm, dynamo, sglang"):
+    with pytest.raises(ValueError, match=r"unknown metrics preset 'x' \(known: aiperf, dcgm, dynamo, sglang"):
         preset("x")
 
 

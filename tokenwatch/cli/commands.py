@@ -82,24 +82,43 @@ def _refuse_a_recording_without_a_run(path: str) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from tokenwatch.runs.from_core import summarize_recording
-    from tokenwatch.runs.result_folders import summarize_result_dirs
+    from tokenwatch.runs.client_side import read_clients, side_by_side
+    from tokenwatch.runs.result_folders import find_summary_folders
+    from tokenwatch.sources.client_results import exports_in, looks_like_client_result
 
-    dirs = [p for p in args.paths if Path(p).is_dir()]
-    if dirs:
-        if len(dirs) != len(args.paths):
-            raise UsageError("tokenwatch summarize: give either one recording or result folders, not both")
-        summary, warnings = summarize_result_dirs([Path(p) for p in dirs], gpus_per_node=args.gpus_per_node)
-    else:
-        if len(args.paths) != 1:
-            raise UsageError("tokenwatch summarize: give one recording at a time")
-        summary, warnings = summarize_recording(args.paths[0])
-    print_warnings(warnings)
-    comparison = _baseline_comparison(args, summary, None if dirs else args.paths[0])
+    clients = [p for p in args.paths if Path(p).is_file() and looks_like_client_result(Path(p))]
+    # A client benchmark's artifact folder (no LoadGen summary in it) stands for the exports it holds.
+    artifact_dirs = {
+        p: found
+        for p in args.paths
+        if Path(p).is_dir() and not find_summary_folders(Path(p)) and (found := exports_in(Path(p)))
+    }
+    runs = [p for p in args.paths if p not in clients and p not in artifact_dirs]
+    exports = [Path(p) for p in clients] + [f for found in artifact_dirs.values() for f in found]
+    results, client_warnings = read_clients(exports)
+    summary = _server_summary(args, runs) if runs else None
+    if summary is None and args.baseline is not None:
+        raise UsageError(
+            "tokenwatch summarize: --baseline compares a recording or result folders, not client results"
+        )
+    print_warnings(client_warnings)
+    table = side_by_side(summary, results) if results else None
+    if summary is None:
+        assert table is not None
+        if args.json:
+            sys.stdout.buffer.write(orjson.dumps(table.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+        else:
+            from tokenwatch.frontends.headless.client_table import render_side_by_side
+
+            sys.stdout.write(render_side_by_side(table) + "\n")
+        return 0
+    comparison = _baseline_comparison(args, summary, None if Path(runs[0]).is_dir() else runs[0])
     if args.json:
         out = summary.to_json()
         if comparison is not None:
             out["baseline"] = comparison.to_json()
+        if table is not None:
+            out["client_side"] = table.to_json()
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         sys.stdout.write(render_summary(summary) + "\n")
@@ -107,7 +126,29 @@ def cmd_summarize(args: argparse.Namespace) -> int:
             from tokenwatch.frontends.headless.baseline_table import render_baseline
 
             sys.stdout.write("\n" + render_baseline(comparison) + "\n")
+        if table is not None:
+            from tokenwatch.frontends.headless.client_table import render_side_by_side
+
+            sys.stdout.write("\n" + render_side_by_side(table) + "\n")
     return 0
+
+
+def _server_summary(args: argparse.Namespace, paths: list[str]) -> RunSummary:
+    """The run's own summary: of result folders, or of one recording (its warnings printed first)."""
+    from tokenwatch.runs.from_core import summarize_recording
+    from tokenwatch.runs.result_folders import summarize_result_dirs
+
+    dirs = [p for p in paths if Path(p).is_dir()]
+    if dirs:
+        if len(dirs) != len(paths):
+            raise UsageError("tokenwatch summarize: give either one recording or result folders, not both")
+        summary, warnings = summarize_result_dirs([Path(p) for p in dirs], gpus_per_node=args.gpus_per_node)
+    else:
+        if len(paths) != 1:
+            raise UsageError("tokenwatch summarize: give one recording at a time")
+        summary, warnings = summarize_recording(paths[0])
+    print_warnings(warnings)
+    return summary
 
 
 def _baseline_comparison(

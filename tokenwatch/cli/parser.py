@@ -249,10 +249,14 @@ def build_parser() -> OneLineParser:
 
     summarize = sub.add_parser(
         "summarize",
-        help="the rack summary table of a recording or MLPerf result folders",
+        help="the rack summary table of a recording or MLPerf result folders, and client benchmark results",
         description="Summarise a recording, or MLPerf LoadGen result folders (each result named by its "
         "path relative to the folder the DIRs have in common; a result that states samples/s and no tokens "
-        "is summarised in samples/s).",
+        "is summarised in samples/s). Client-side benchmark results given among the paths (AIPerf's "
+        "profile_export_aiperf.json or its per-interval _timeslices.json, GenAI-Perf's "
+        "profile_export_genai_perf.json, vllm bench serve's result JSON, SGLang bench_serving's JSONL; "
+        "recognised by their content; a folder with no LoadGen summary stands for the AIPerf and GenAI-Perf "
+        "exports under it) are shown side by side with the server's own figures, or alone.",
     )
     summarize.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     summarize.add_argument("--json", action="store_true", help="print the JSON contract instead of the table")

@@ -6,8 +6,8 @@ PromQL from the same names with :meth:`GpuRead.promql`, so a figure reads the sa
 arrives.
 
 Presets: the inference servers vLLM, SGLang and TensorRT-LLM (``trtllm-serve``), NVIDIA Dynamo's
-frontend, Hugging Face TGI, NVIDIA's dcgm-exporter, and tokenwatch's own ``/metrics`` (so one
-tokenwatch can read another's fleet).
+frontend, Hugging Face TGI, the AIPerf client benchmark's live ``/metrics``, NVIDIA's dcgm-exporter,
+and tokenwatch's own ``/metrics`` (so one tokenwatch can read another's fleet).
 Where a role lists several families, the first one present is used (per node, or per GPU): servers
 rename metrics between releases, and newer ones export both names for the same data.
 """
@@ -88,12 +88,16 @@ class MetricPreset:
     ``gpu`` maps a :data:`GPU_METRICS` column to its reads, the first that a GPU has wins.
     ``node_local``: the exposition describes the one node it is served on (scraped there); False for
     a fleet-wide exposition whose nodes are told apart by a label (read through Prometheus).
+    ``since_run_start``: its counts start with the benchmark run (a client benchmark's own totals), so a
+    scrape's first reading counts in full; a server's count since it started, and their first reading is
+    the baseline.
     """
 
     server: ServerNames | None = None
     gpu: Mapping[str, tuple[GpuRead, ...]] = field(default_factory=dict)
     throttle_reasons: tuple[str, ...] = ()
     node_local: bool = True
+    since_run_start: bool = False
 
     @property
     def sample_names(self) -> frozenset[str]:
@@ -223,6 +227,24 @@ PRESETS: Mapping[str, MetricPreset] = {
             },
         )
     ),
+    # AIPerf's live /metrics (``aiperf profile --api-port N``; AIPerf 0.13.0): the run's totals so far as
+    # gauges, republished every --stats-interval. Output tokens are the server's own count (usage) where the
+    # server reports it, else the sum of AIPerf's per-request output lengths (its tokenizer's count);
+    # latencies are summaries (quantiles, no buckets) and are not read.
+    "aiperf": MetricPreset(
+        ServerNames(
+            tokens=(
+                "aiperf_total_usage_completion_tokens_avg_tokens",
+                "aiperf_output_sequence_length_tokens_sum",
+            ),
+            prompt_tokens=(
+                "aiperf_total_usage_prompt_tokens_avg_tokens",
+                "aiperf_input_sequence_length_tokens_sum",
+            ),
+            samples=("aiperf_completed_request_count_avg_requests", "aiperf_request_count_avg_requests"),
+        ),
+        since_run_start=True,
+    ),
     # dcgm-exporter, in tokenwatch's units (W, MHz, MiB, %, °C).
     "dcgm": MetricPreset(
         gpu={
@@ -298,8 +320,11 @@ PRESETS: Mapping[str, MetricPreset] = {
 SCRAPE_PROGRESS_PRESET_NAMES = tuple(n for n, p in PRESETS.items() if p.server is not None and p.node_local)
 GPU_PRESET_NAMES = tuple(n for n, p in PRESETS.items() if p.gpu)
 # A query's ProgressBatch carries token counts for every node: presets without a token counter
-# (trtllm-serve) can only be scraped.
-QUERY_PROGRESS_PRESET_NAMES = tuple(n for n, p in PRESETS.items() if p.server is not None and p.server.tokens)
+# (trtllm-serve) can only be scraped, and so can a client benchmark's own totals (AIPerf runs beside a
+# server, not in a fleet's Prometheus).
+QUERY_PROGRESS_PRESET_NAMES = tuple(
+    n for n, p in PRESETS.items() if p.server is not None and p.server.tokens and not p.since_run_start
+)
 
 
 def preset(name: str) -> MetricPreset:

@@ -20,7 +20,8 @@ Prometheus-query collector builds its PromQL from.
 A server's counters count since it started, not since the watch did: by default each series' first
 reading is its **baseline**, as Prometheus' ``rate()`` treats it, so attaching to a server that has run
 for hours adds nothing at the first scrape, and every later figure is what it made since.
-``baseline=False`` counts the first reading in full (a scrape of a server that started with the run).
+``baseline=False`` counts the first reading in full (a scrape of a server that started with the run), as
+a preset whose counts start with the run does by default (AIPerf's live totals).
 """
 
 from __future__ import annotations
@@ -92,10 +93,11 @@ class MetricsScrapeParser:
         nodes: Sequence[str] = (),
         node_index: int | None = None,
         *,
-        baseline: bool = True,
+        baseline: bool | None = None,
     ) -> None:
         self.preset = preset(preset_name)
-        self.baseline = baseline
+        # A client benchmark's totals start with its run: nothing before it to leave out.
+        self.baseline = not self.preset.since_run_start if baseline is None else baseline
         if node is None and node_label is None:
             raise ValueError("metrics: give the node, or the label that names it (node_label)")
         if self.preset.gpu and not nodes and (node_label is not None or node_index is None):
@@ -134,7 +136,9 @@ class MetricsScrapeParser:
                 by_node.setdefault(node, []).append(item)
             elif item.labels.get(self.node_label or "") is None:
                 unplaced += 1
-        if series and not self._recognised_any:
+        # A scrape of ``*_info`` gauges alone says what is there, not yet what it measures (AIPerf serves
+        # only aiperf_info until its first stats interval): no verdict on the preset from it.
+        if series and not self._recognised_any and not all(s.name.endswith("_info") for s in series):
             self._check_recognised(series, t, out)
         if unplaced and not self._warned_unplaced:
             self._warned_unplaced = True
