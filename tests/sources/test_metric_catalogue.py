@@ -18,7 +18,14 @@ from tokenwatch.sources.metric_catalogue import (
 
 def test_what_each_path_offers() -> None:
     assert set(PRESETS) == {"vllm", "sglang", "trtllm", "dynamo", "tgi", "aiperf", "dcgm", "tokenwatch"}
-    assert SCRAPE_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "trtllm", "dynamo", "tgi", "aiperf")  # node-local
+    assert SCRAPE_PROGRESS_PRESET_NAMES == (
+        "vllm",
+        "sglang",
+        "trtllm",
+        "dynamo",
+        "tgi",
+        "aiperf",
+    )  # node-local
     assert GPU_PRESET_NAMES == ("dcgm", "tokenwatch")
     # those with token counters (Dynamo's and TGI's include histogram sums, which only grow)
     assert QUERY_PROGRESS_PRESET_NAMES == ("vllm", "sglang", "dynamo", "tgi", "tokenwatch")
