@@ -17,6 +17,7 @@ per problem; a rack whose series are gone (its exporter died) is marked down whi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.base.gc_pause import gc_paused
+from tokenwatch.base.server_access import ServerAccess
 from tokenwatch.inputs.discovery import Discovered
 from tokenwatch.inputs.prometheus.api import (
     MAX_RANGE_POINTS,
@@ -77,7 +79,8 @@ class FleetFocus:
 class FleetSettings:
     """``rack_label`` / ``node_label``: the labels naming a series' rack and node; ``window_s`` the
     rate window of server presets; ``settle_s`` how long after a grid instant it is asked (scrapes
-    stamped before it are in by then); ``gpus_per_node`` where the config says (else discovered)."""
+    stamped before it are in by then); ``gpus_per_node`` where the config says (else discovered);
+    ``access`` the headers, credentials and TLS settings the server wants."""
 
     url: str
     preset: str = "tokenwatch"
@@ -90,6 +93,7 @@ class FleetSettings:
     timeout_s: float = 5.0
     settle_s: float = 0.5
     gpus_per_node: int | None = None
+    access: ServerAccess = dataclasses.field(default_factory=ServerAccess)
 
 
 class PrometheusFleetCollector:
@@ -178,7 +182,7 @@ class PrometheusFleetCollector:
         ask = {"nodes": self._q(f"group by ($rack, $node) ({self.preset.up})")}
         if s.gpus_per_node is None:
             ask["gpus"] = self._q(f"max({self.preset.gpus})")
-        async with PrometheusApi(s.url, s.timeout_s) as api:
+        async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             answers = await asyncio.gather(*(api.query(q) for q in ask.values()), return_exceptions=True)
         found, gpus_answer = answers[0], answers[1] if len(answers) > 1 else None
         if isinstance(found, BaseException):
@@ -277,7 +281,9 @@ class PrometheusFleetCollector:
         s = self.settings
         tokens = self._q(self.preset.fleet_tokens)
         try:
-            return await counters_start(s.url, s.timeout_s, tokens, watch_wall, s.lookback_s, s.interval_s)
+            return await counters_start(
+                s.url, s.timeout_s, tokens, watch_wall, s.lookback_s, s.interval_s, s.access
+            )
         except PromApiError as exc:
             self._said["history"] = f"prometheus fleet: no history: {exc}"
             return None
@@ -292,7 +298,7 @@ class PrometheusFleetCollector:
         if last < first:
             return []
         queries = {f: self._q(q) for f, q in self.templates.items()}
-        async with PrometheusApi(s.url, s.timeout_s * 4) as api:
+        async with PrometheusApi(s.url, s.timeout_s * 4, s.access) as api:
             answered, failed = await api.query_range_all(queries, first, last, step)
         events: list[Event] = [
             Notice(
@@ -315,7 +321,7 @@ class PrometheusFleetCollector:
         if problem is not None:
             await emit(Notice(self.now(), "warning", problem, source=self.name))
         done = 0
-        async with PrometheusApi(s.url, s.timeout_s) as api:
+        async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             while self.polls is None or done < self.polls:
                 instant = self._next_instant()
                 await self.clock.sleep(instant + s.settle_s - self.clock.wall())
