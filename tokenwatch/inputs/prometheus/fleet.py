@@ -53,6 +53,10 @@ FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server fo
 # fewer than 400 intervals gets every interval. The server's time grows with the steps (its joins for the
 # running nodes' figures are most of a 64-rack backfill): an 80-minute run is 320 steps of 15 s, not 960 of 5.
 HISTORY_POINTS = 400
+# A server that answers nothing is asked again after a growing pause (1, 3, 7 ... intervals after the
+# failed round ends), at most this long: a watch left running against a dead server does not hammer it,
+# and one that comes back is seen within a minute.
+BACKOFF_CAP_S = 60.0
 
 
 class FleetFocus:
@@ -122,6 +126,7 @@ class PrometheusFleetCollector:
         self._failing: set[str] = set()  # the errors queries fail with now (each said once)
         self._said: dict[str, str] = {}  # problems found before the run started, said when it starts
         self._last_instant = -math.inf  # Unix time of the last grid instant read (history or live)
+        self._failed_rounds = 0  # rounds in a row in which no query was answered
         self._last_detail = -math.inf
 
     # ------------------------------------------------------------ queries
@@ -141,6 +146,7 @@ class PrometheusFleetCollector:
         """Every query at once; the answers by field, and a notice when what fails changes (an
         unreachable server fails every query: one notice, not one per query)."""
         results, errors = await api.query_all(queries, at)
+        self._failed_rounds = self._failed_rounds + 1 if errors and not results else 0
         failed: dict[str, list[str]] = {}  # error -> the fields it hit
         for field, error in errors.items():
             failed.setdefault(str(error), []).append(field)
@@ -277,8 +283,12 @@ class PrometheusFleetCollector:
 
     async def run_start(self, watch_wall: float) -> float | None:
         """When the run began (Unix time): the first step in the last ``lookback`` at which the fleet's
-        generated-token counters grew; None with no growth or no answer."""
+        generated-token counters grew; None with no growth or no answer. Not asked when the fleet could
+        not be listed: the server that could not say which nodes there are cannot say when they began,
+        and its failure is said at once rather than after another timeout."""
         s = self.settings
+        if "discover" in self._said:
+            return None
         tokens = self._q(self.preset.fleet_tokens)
         try:
             return await counters_start(
@@ -331,10 +341,16 @@ class PrometheusFleetCollector:
 
     def _next_instant(self) -> float:
         """The next grid instant after the last one read, and never one already past by a whole
-        interval (a slow round skips instants rather than falling behind)."""
+        interval (a slow round skips instants rather than falling behind); after rounds that got no
+        answer at all, one at least the backoff's pause away."""
         interval = self.settings.interval_s
-        latest = math.floor((self.clock.wall() - self.settings.settle_s) / interval) * interval
-        return max(self._last_instant + interval, latest)
+        wall = self.clock.wall()
+        latest = math.floor((wall - self.settings.settle_s) / interval) * interval
+        instant = max(self._last_instant + interval, latest)
+        if self._failed_rounds > 1:
+            pause = min(BACKOFF_CAP_S, interval * (2 ** min(self._failed_rounds - 1, 16) - 1))
+            instant = max(instant, math.ceil((wall + pause) / interval) * interval)
+        return instant
 
     async def poll(self, api: PrometheusApi, instant: float) -> list[Event]:
         """One round at the grid instant ``instant`` (Unix time): the rack figures, then the nodes of
