@@ -74,7 +74,7 @@ def test_failing_rounds_back_off_and_an_answer_restores_the_cadence() -> None:
     """Five rounds fail (every query a 503), then the server answers. After the n-th failed round in a
     row the next one comes 2^(n-1) intervals later (at most a minute); after an answer, one interval."""
     queries_per_round = 13  # the rack figures (no fleet was listed: no node queries)
-    handler = type("Handler", (FailsFirst,), {"failing": 5 * queries_per_round, "seen": []})
+    handler: type[FailsFirst] = type("Handler", (FailsFirst,), {"failing": 5 * queries_per_round, "seen": []})
     with serving(handler) as url:
         collector = Recording(
             FleetSettings(url=url, interval_s=1.0), now=lambda: 0.0, clock=ManualClock(), polls=8

@@ -181,6 +181,7 @@ def fleet_table(fleet: FleetState, now: float) -> FleetTable:
         worst_cause=worst_cause,
         first_node=np.array([r[0] for r in ranges], np.int64),
         node_count=np.array([r[1] for r in ranges], np.int64),
+        data_age_s=np.maximum(now - fleet.last_seen, 0.0),
     )
 
 
