@@ -36,10 +36,12 @@ from tokenwatch.base.formatting import one_line, printable
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.base.server_access import AccessError, ServerAccess
 
-# A 64-rack fleet's answer is a few MB, the per-GPU answer of a 1,000-rack alerting pass ~15 MB: an answer
-# this big is wrong. A round's ~28 answers together are bounded too, so 28 hostile answers cannot add up.
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-MAX_INFLIGHT_BYTES = 256 * 1024 * 1024
+# A 64-rack fleet's answer is a few MB, the largest of a 1,000-rack fleet (a GPU metric of 72,000 GPUs, a
+# field's 80-minute backfill) ~10 MB: an answer this big is wrong. JSON read into Python objects takes up to
+# ~15x its bytes (measured: 32 MiB of minimal samples, 495 MiB), so the bound is what one parse may cost. A
+# round's ~28 answers being read at once are bounded together, so 28 hostile answers cannot add up.
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+MAX_INFLIGHT_BYTES = 128 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024  # of an HTTP error's body: enough for Prometheus' JSON error
 # Prometheus keeps idle connections for minutes; outlive a few poll intervals so each poll reuses them.
 KEEPALIVE_S = 60.0
