@@ -22,7 +22,8 @@ from access_proxy import AccessProxy, Certificates, make_certificates
 from fleet_support import ENGINES, close_all, expected, missing_engine, rack_core, rack_events, serve, tsdb
 
 from tests.conftest import PATIENCE_S, run_tokenwatch, wait_until
-from tokenwatch.base.events import RACK_FIGURES, RackFiguresBatch
+from tokenwatch.base.clock import ManualClock
+from tokenwatch.base.events import RACK_FIGURES, Event, RackFiguresBatch
 from tokenwatch.base.server_access import SecretFrom, ServerAccess
 from tokenwatch.core import RackCore
 from tokenwatch.inputs.prometheus.api import PrometheusApi
@@ -186,6 +187,32 @@ def test_a_watch_through_the_gateway_never_writes_the_secret(engine: Engine, tmp
     for text in written:
         assert SECRET not in text
         assert encoded not in text
+
+
+def test_a_rotated_token_is_read_again_after_a_refused_round(engine: Engine, tmp_path: Path) -> None:
+    """The watch's token file still holds the old token when a round is refused; it is rotated then, and
+    the next round (a fresh pool) sends the new one."""
+    path = token_file(tmp_path, "the-old-token")
+
+    class Rotating(PrometheusFleetCollector):
+        async def poll(self, api: PrometheusApi, instant: float) -> list[Event]:
+            events = await super().poll(api, instant)
+            token_file(tmp_path, SECRET)  # rotated while the watch runs
+            return events
+
+    async def ignore(_event: Event) -> None:
+        pass
+
+    with AccessProxy(engine.url, {"Authorization": f"Bearer {SECRET}"}) as proxy:
+        settings = FleetSettings(
+            url=proxy.url, interval_s=1.0, access=ServerAccess(bearer=SecretFrom(str(path)))
+        )
+        collector = Rotating(settings, now=lambda: 0.0, clock=ManualClock(), polls=2)
+        asyncio.run(collector.run(ignore))
+    queries_per_round = len(collector.templates)
+    assert proxy.refused == queries_per_round  # the first round, with the old token
+    assert proxy.passed == queries_per_round  # the second, with the new one
+    assert {h["Authorization"] for h in proxy.refused_headers} == {"Bearer the-old-token"}
 
 
 def test_wrong_credentials_are_one_line_and_the_token_is_not_in_it(engine: Engine, tmp_path: Path) -> None:

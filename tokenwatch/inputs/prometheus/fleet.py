@@ -337,6 +337,10 @@ class PrometheusFleetCollector:
                 await self.clock.sleep(instant + s.settle_s - self.clock.wall())
                 for event in await self.poll(api, instant):
                     await emit(event)
+                if self._failed_rounds:
+                    # A fresh pool for the next round: its token file is read again (a rotated token), its
+                    # connections made anew.
+                    await api.aclose()
                 done += 1
 
     def _next_instant(self) -> float:
