@@ -50,7 +50,9 @@ from tokenwatch.inputs.prometheus.api import PrometheusApi
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
 from tokenwatch.recording import RecordingReader, read_events
 
-pytestmark = [pytest.mark.timeout(180)]
+# One worker runs the module, one engine after the other: two engines each scraping 64 exporters at once
+# on a loaded machine miss scrapes.
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("fleet-64-racks")]
 
 RACKS, NODES, GPUS = 64, 6, 4
 HELD_AT_S = 60.0
@@ -287,20 +289,31 @@ def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: Fleet) -> No
     unknown, its size kept) and every other rack's figures are what they were. It comes back after."""
     c, started = asyncio.run(discovered(fleet.url))
     c.node_reader = None
-    before = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
+    before = full_round(c)
     dead = 6
+    others = [r for r in range(RACKS) if r != dead]
+    known = np.isfinite(before.values[others])
     port = fleet.servers[dead].port
     fleet.servers[dead].close()
     try:
         after = before
+
+        def only_dead_gone() -> bool:
+            """A round with it down and every other rack as whole as before (under load a late scrape
+            can leave another rack's series, or some of them, out of one round)."""
+            return bool(
+                after.down[dead]
+                and after.down.sum() == 1
+                and (np.isfinite(after.values[others]) == known).all()
+            )
+
         deadline = time.monotonic() + PATIENCE_S
-        while not after.down[dead] and time.monotonic() < deadline:
+        while not only_dead_gone() and time.monotonic() < deadline:
             time.sleep(0.5)  # the poll interval: a round each time
             after = next(e for e in asyncio.run(one_round(c)) if isinstance(e, RackFiguresBatch))
         assert after.down.tolist() == [r == dead for r in range(RACKS)]
         assert after.values[dead, COL["nodes_total"]] == NODES  # its size is still known
         assert np.isnan(after.values[dead, COL["tokens_per_s"]])
-        others = [r for r in range(RACKS) if r != dead]
         # Equal but for the order the engine adds in (VictoriaMetrics' sums differ in the last bit).
         np.testing.assert_allclose(after.values[others], before.values[others], rtol=1e-12)
         core = RackCore()
