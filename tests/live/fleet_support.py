@@ -1,6 +1,8 @@
 """A fleet of simulated racks behind a real Prometheus: each rack a core fed by the seeded simulator and
 served by tokenwatch's own exporter (what one headless ``tokenwatch watch --prometheus-port`` per rack
-serves), scraped every second by the Debian ``prometheus`` binary."""
+serves), scraped every second by the Debian ``prometheus`` binary, or by VictoriaMetrics (the Debian
+``victoria-metrics`` binary, which scrapes with the same config and answers the same HTTP API):
+:func:`tsdb` makes either by name, for fixtures parametrized over the engines big fleets run."""
 
 from __future__ import annotations
 
@@ -29,6 +31,11 @@ from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 PROMETHEUS = shutil.which("prometheus")
+VICTORIA_METRICS = shutil.which("victoria-metrics")
+ENGINES = ("prometheus", "victoria-metrics")
+# VictoriaMetrics hides the newest 30 s from queries by default (-search.latencyOffset), for samples still
+# arriving; a fleet scraped every second here needs only a second of it.
+VM_LATENCY_OFFSET_S = 1.0
 
 
 def rack_name(r: int) -> str:
@@ -115,16 +122,19 @@ class Prometheus:
         self.targets = len(targets)
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def command(self) -> list[str]:
         assert PROMETHEUS is not None
+        return [
+            PROMETHEUS,
+            f"--config.file={self.tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+
+    def start(self) -> None:
         self.proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={self.tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
+            self.command(),
             stdout=subprocess.DEVNULL,
             stderr=open(self.tmp / "prometheus.log", "wb"),  # noqa: SIM115
         )
@@ -142,6 +152,7 @@ class Prometheus:
             seen = f"{len(up)} of {len(targets)} up"
             if len(up) == self.targets:
                 self._wait_for_next_scrapes({t["scrapeUrl"]: t["lastScrape"] for t in up})
+                self._wait_until_queryable()
                 return
             time.sleep(0.25)  # the poll interval
         raise RuntimeError(f"prometheus targets not up in {timeout_s:g} s: {seen}")
@@ -153,6 +164,9 @@ class Prometheus:
             "a second scrape of every target, so every series has a fresh sample",
             poll_s=0.25,
         )
+
+    def _wait_until_queryable(self) -> None:
+        """Prometheus answers a sample as soon as it is scraped."""
 
     def _targets(self) -> list[dict[str, str]]:
         """Prometheus's active targets, each with its ``health`` and ``lastScrape`` (none if it is down)."""
@@ -173,6 +187,53 @@ class Prometheus:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class VictoriaMetrics(Prometheus):
+    """A real VictoriaMetrics (single node) on loopback scraping the same targets with the same config,
+    queried through its Prometheus API, newest data hidden for :data:`VM_LATENCY_OFFSET_S`."""
+
+    def command(self) -> list[str]:
+        assert VICTORIA_METRICS is not None
+        return [
+            VICTORIA_METRICS,
+            f"-promscrape.config={self.tmp / 'prometheus.yml'}",
+            f"-storageDataPath={self.tmp / 'data'}",
+            f"-httpListenAddr=127.0.0.1:{self.port}",
+            f"-search.latencyOffset={VM_LATENCY_OFFSET_S:g}s",
+            "-search.disableCache",  # a cached answer would outlive an exporter's death in the tests
+            "-loggerLevel=ERROR",
+        ]
+
+    def _wait_until_queryable(self) -> None:
+        """VictoriaMetrics makes scraped samples searchable after a buffer flush and its latency
+        offset: until every target's ``up`` answers a query."""
+
+        def every_target() -> bool:
+            url = f"{self.url}/api/v1/query?query=count(up%3D%3D1)"
+            with (
+                contextlib.suppress(OSError, KeyError, ValueError, IndexError),
+                urllib.request.urlopen(url, timeout=10) as answer,
+            ):
+                result = orjson.loads(answer.read())["data"]["result"]
+                return bool(result) and int(result[0]["value"][1]) == self.targets
+            return False
+
+        wait_until(every_target, "every target's samples searchable in VictoriaMetrics", poll_s=0.25)
+
+
+def missing_engine(engine: str) -> str | None:
+    """Why a fleet test on ``engine`` cannot run here (None: it can)."""
+    if engine == "prometheus" and PROMETHEUS is None:
+        return "prometheus is not installed (apt-get install prometheus)"
+    if engine == "victoria-metrics" and VICTORIA_METRICS is None:
+        return "victoria-metrics is not installed (apt-get install victoria-metrics)"
+    return None
+
+
+def tsdb(engine: str, tmp: Path, targets: Sequence[str]) -> Prometheus:
+    """The engine named (one of :data:`ENGINES`) scraping ``targets`` every second, not started yet."""
+    return VictoriaMetrics(tmp, targets) if engine == "victoria-metrics" else Prometheus(tmp, targets)
 
 
 def serve(core: RackCore, port: int = 0) -> MetricsServer:

@@ -68,7 +68,10 @@ def test_a_fleet_config_loads_and_plans_no_ssh(tmp_path: Path) -> None:
         ),
         (("lookback: 2h", "lookback: 2d"), "fleet.lookback: must be between"),
         (("rack_label: cluster_rack", "rack_label: 'rack-name'"), "nodes.rack_label: not a Prometheus label"),
-        (("url: http://prometheus:9090", "url: https://prometheus:9090"), "only http:// is supported"),
+        (
+            ("url: http://prometheus:9090", "url: ftp://prometheus:9090"),
+            "only http:// and https:// are supported",
+        ),
         (("  preset: tokenwatch\n", "  preset: tokenwatch\n  node_label: '1node'\n"), "fleet.node_label"),
     ],
 )

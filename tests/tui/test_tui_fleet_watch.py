@@ -1,4 +1,5 @@
-"""``watch`` of a fleet config in the dashboard, end to end through a real Prometheus: three
+"""``watch`` of a fleet config in the dashboard, end to end through a real Prometheus (and again through
+a real VictoriaMetrics): three
 simulated racks, each served by its own tokenwatch exporter (as one headless watch per rack serves it),
 scraped every second. The app is built as ``tokenwatch watch CONFIG`` builds it (the
 config loaded, :func:`build_collector`, the fleet focus handed to the session) and driven by Pilot.
@@ -9,7 +10,7 @@ Escape clears the focus; a rack whose exporter dies is down on the board while t
 
 Cost: 3 racks of 4 nodes x 4 GPUs, simulated to t = 60 s once and then held still (what the server
 aggregates is exactly what each core says); about 20 s in all, most of it Prometheus starting and the
-watch's 1-s intervals. Skipped without the ``prometheus`` binary.
+watch's 1-s intervals, per engine. An engine whose binary is missing is skipped.
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 
-from tests.conftest import wait_until_async
+from tests.conftest import free_port, wait_until_async
 from tests.live.fleet_support import (
-    PROMETHEUS,
-    Prometheus,
+    ENGINES,
     close_all,
     expected,
+    missing_engine,
     rack_core,
     rack_events,
     rack_name,
     serve,
+    tsdb,
 )
 from tokenwatch.core import RackCore
 from tokenwatch.core.fleet_table import FleetTable
@@ -41,6 +43,7 @@ from tokenwatch.frontends.tui.app import TokenwatchApp
 from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
 from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
 from tokenwatch.frontends.tui.theme_loader import shipped_dir
+from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
 from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard
 from tokenwatch.frontends.tui.widgets.node_table import NodeTable
 from tokenwatch.inputs.config import load_watch_config
@@ -49,10 +52,7 @@ from tokenwatch.inputs.prometheus.fleet import FleetFocus
 from tokenwatch.inputs.watch import build_collector, core_config, fleet_focus
 from tokenwatch.session import Session
 
-pytestmark = [
-    pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
-    pytest.mark.timeout(120),
-]
+pytestmark = [pytest.mark.timeout(120)]
 
 RACKS, NODES, GPUS = 3, 4, 4
 HELD_AT_S = 60.0
@@ -68,14 +68,18 @@ class Fleet:
     servers: list[MetricsServer]
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+@pytest.fixture(scope="module", params=ENGINES)
+def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    engine = request.param
+    reason = missing_engine(engine)
+    if reason is not None:
+        pytest.skip(reason)
     cores = [
         rack_core(rack_events(r, NODES, FAULTS.get(r, ""), until_s=HELD_AT_S), HELD_AT_S)
         for r in range(RACKS)
     ]
     servers = [serve(core) for core in cores]
-    prom = Prometheus(tmp_path_factory.mktemp("fleet-prometheus"), [f"127.0.0.1:{s.port}" for s in servers])
+    prom = tsdb(engine, tmp_path_factory.mktemp(f"fleet-{engine}"), [f"127.0.0.1:{s.port}" for s in servers])
     prom.start()
     try:
         prom.wait_until_scraped()
@@ -257,6 +261,11 @@ async def test_a_rack_whose_exporter_dies_is_down_on_the_board_the_others_go_on(
             assert after.nodes_up[dead] == 0
             assert after.nodes_total[dead] == NODES  # its size is still known
             assert math.isnan(after.tokens_per_s[dead])
+            # How old its figures are, on its row: since the last round that had them.
+            assert after.data_age_s is not None
+            assert after.data_age_s[dead] >= 0.0
+            assert FleetBoard.cells(after, dead)["cause"].startswith("no data for ")
+            assert max(after.data_age_s[1:]) <= 3.0  # the others' are within the 3 intervals of being up
             for r in range(1, RACKS):
                 want = expected(fleet.cores[r])
                 assert after.tokens_per_s[r] == pytest.approx(want.tokens_per_s, rel=1e-9)
@@ -267,4 +276,23 @@ async def test_a_rack_whose_exporter_dies_is_down_on_the_board_the_others_go_on(
             assert header.tokens_per_s == pytest.approx(live, rel=1e-9)
         finally:
             fleet.servers[dead] = serve(fleet.cores[dead], port)
+        await app.action_quit()
+
+
+async def test_a_fleet_watch_that_cannot_reach_its_server_says_so_on_screen(tmp_path: Path) -> None:
+    """No server at the URL: the screen's alert panel says so in one line (and keeps saying nothing
+    else), as stderr does headless."""
+    url = f"http://127.0.0.1:{free_port()}"
+    app = watch_app(url, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+
+        def said() -> list[str]:
+            panels = app.screen.query(AlertsPanel)
+            return [a.message for panel in panels for a in panel.alerts]
+
+        why = f"prometheus fleet: cannot list the fleet's nodes: cannot reach {url}"
+        await until(pilot, "the alert panel saying why", lambda: any(m.startswith(why) for m in said()))
+        assert all("\n" not in m for m in said())
+        # No run could start (no nodes listed): nothing else is said beside the server's trouble.
+        assert all(m.startswith("prometheus fleet: ") and f"cannot reach {url}" in m for m in said())
         await app.action_quit()

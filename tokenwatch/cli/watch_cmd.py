@@ -14,6 +14,7 @@ from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
 from tokenwatch.inputs.config import WatchConfig, load_watch_config, rack_label
+from tokenwatch.inputs.fleet_access import server_access
 from tokenwatch.inputs.live.supervisor import LiveOptions
 from tokenwatch.inputs.watch import build_collector, core_config, fleet_focus, plan_watch
 
@@ -88,12 +89,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     gpu = config.gpu
     if config.fleet is not None:
         f = config.fleet
+        sent = server_access(f.auth, f.headers).describe()  # never a secret, only where it is
         # As a config writes it (10m, 3h), not in fractions of an hour (0.166667 h)
         history = f"history up to {format_duration(f.lookback_s)} back" if f.lookback_s else "no history"
         out.write(
             f"  fleet     rack figures every {f.interval_s:g} s, every node every {f.detail_interval_s:g} s "
             f"(alerts), {history}\n"
         )
+        if sent:
+            out.write(f"  access    {sent}\n")
     else:
         out.write(
             f"  gpu       {gpu.source}"

@@ -26,6 +26,8 @@ class FleetTable:
     (``worst_delta_pct`` < 0) and ``worst_cause`` the cause hint for it ("" when none is known).
     ``first_node`` / ``node_count``: which of the run's nodes (indexes into ``RunInfo.nodes``) are the
     rack's, for drilling down (``node_count`` 0 where the fleet is known only rack by rack).
+    ``data_age_s``: seconds since each rack last came with figures (not down; NaN: never), where the fleet
+    is known rack by rack from a server that may stop answering; None for a table made from the nodes.
     """
 
     racks: tuple[str, ...]
@@ -45,6 +47,7 @@ class FleetTable:
     worst_cause: tuple[str, ...]
     first_node: IntArray
     node_count: IntArray
+    data_age_s: FloatArray | None = None
 
     def __len__(self) -> int:
         return len(self.racks)

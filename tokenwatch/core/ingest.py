@@ -27,6 +27,7 @@ from tokenwatch.base.events import (
     ProgressBatch,
     RackFiguresBatch,
 )
+from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet_state import ingest_rack_figures, new_fleet_state
 from tokenwatch.core.power_limits import note_limits
@@ -80,8 +81,13 @@ def apply_event(state: RackState, ev: DataEvent) -> None:
     elif isinstance(ev, EngineQueue):
         _engine_queue(state, ev)
     else:
-        kind = "warning" if ev.level == "warning" else ("error" if ev.level == "error" else "info")
-        state.alerts.event(ev.t, ev.node, kind, ev.message, "critical" if kind == "error" else kind)
+        say_notice(state.alerts, ev)
+
+
+def say_notice(alerts: AlertLog, ev: Notice) -> None:
+    """A source's notice as one line of the alert log (an error is critical)."""
+    kind = "warning" if ev.level == "warning" else ("error" if ev.level == "error" else "info")
+    alerts.event(ev.t, ev.node, kind, ev.message, "critical" if kind == "error" else kind)
 
 
 def _rack_figures(state: RackState, ev: RackFiguresBatch) -> None:

@@ -20,12 +20,13 @@ from tokenwatch.base.events import (
     Event,
     Heartbeat,
     LatencyMetric,
+    Notice,
     RunEnded,
     RunStarted,
 )
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
-from tokenwatch.core.ingest import apply_event
+from tokenwatch.core.ingest import apply_event, say_notice
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets, node_latency_buckets
 from tokenwatch.core.node_history import NodeHistory, node_history
 from tokenwatch.core.rack_snapshot import build_snapshot, empty_snapshot
@@ -65,6 +66,9 @@ class RackCore:
         self.config = config or CoreConfig()
         self._alerts = AlertLog(self.config.alert_log_size)
         self._skips = SkipLog(self._alerts)
+        # What sources said while no run could start (a fleet's server unreachable, so no nodes to start
+        # a run of): shown by the snapshot before the run, so the screen says why it waits.
+        self._said_before_run = AlertLog(self.config.alert_log_size)
         self._state: RackState | None = None
         self._callbacks: list[_IntervalCallback] = []
 
@@ -139,6 +143,10 @@ class RackCore:
                 self._skips.skip(state.now, "a second run start in one stream")
             return
         if state is None:
+            if isinstance(ev, Notice):
+                say_notice(self._said_before_run, ev)
+                say_notice(self._alerts, ev)  # and in the run's log, once one starts
+                return
             self._skips.skip(0.0, f"{type(ev).__name__} before the run start")
             return
         if not 0 <= ev.t <= MAX_RUN_TIME_S:  # NaN fails too
@@ -184,7 +192,7 @@ class RackCore:
         """An immutable view at ``now`` (default: the latest event time). Never mutates the core."""
         state = self._state
         if state is None:
-            return empty_snapshot(0.0 if now is None else now)
+            return empty_snapshot(0.0 if now is None else now, self._said_before_run)
         return build_snapshot(state, state.now if now is None else now)
 
     def history(self) -> RunHistory:

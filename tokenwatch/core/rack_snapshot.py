@@ -8,6 +8,7 @@ import numpy as np
 
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
+from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule
@@ -46,8 +47,8 @@ _ALERTS_IN_SNAPSHOT = 200
 _UP, _STALE, _DOWN, _FINISHED = (STATE_CODE[s] for s in ("up", "stale", "down", "finished"))
 
 
-def empty_snapshot(now: float = 0.0) -> RackSnapshot:
-    """What front ends show before a run has started."""
+def empty_snapshot(now: float = 0.0, said: AlertLog | None = None) -> RackSnapshot:
+    """What front ends show before a run has started (``said``: what sources said meanwhile)."""
     run = RunInfo("waiting for a run", "Offline", "live", (), 0, None, None, 0.0)
     nan = math.nan
     z = np.zeros(0)
@@ -70,7 +71,7 @@ def empty_snapshot(now: float = 0.0) -> RackSnapshot:
         ),
         latency={},
         timeline=Timeline(z, z, z, nan),
-        alerts=(),
+        alerts=said.newest_first(_ALERTS_IN_SNAPSHOT) if said is not None else (),
         active_alerts=(),
         sla_s={},
     )

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from tokenwatch.base.events import Scenario
 from tokenwatch.base.yaml_schema import KeyPath, Reader, SchemaError, duration_field, load_yaml
+from tokenwatch.inputs.fleet_access import FleetAuth, check_fleet_access, check_fleet_url, with_paths_from
 from tokenwatch.inputs.hostlist import HostListError, expand_hostlist
 from tokenwatch.inputs.notify_config import NotifyConfig, check_notify
 
@@ -70,6 +71,8 @@ class FleetConfig:
     detail_interval_s: float = duration_field(30.0, key="detail_interval")  # every node, for alerts
     lookback_s: float = duration_field(3 * 3600.0, key="lookback")  # where to seek the run's start
     rate_window_s: float = duration_field(60.0, key="rate_window")  # rate() window of server presets
+    auth: FleetAuth | None = None  # bearer token / basic auth from a file or variable, TLS (fleet_access.py)
+    headers: dict[str, str] | None = None  # sent with every query (X-Scope-OrgID: a Mimir tenant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +163,13 @@ def load_watch_config(path: str | Path) -> WatchConfig:
 
 
 def _with_path(config: WatchConfig, path: str) -> WatchConfig:
-    notify = config.notify
+    notify, fleet = config.notify, config.fleet
+    folder = Path(path).resolve().parent
     if notify is not None:  # a command named by a relative path is found beside the config
-        notify = dataclasses.replace(notify, base_dir=str(Path(path).resolve().parent))
-    return dataclasses.replace(config, path=path, notify=notify)
+        notify = dataclasses.replace(notify, base_dir=str(folder))
+    if fleet is not None and fleet.auth is not None:  # so are the fleet's token and TLS files
+        fleet = dataclasses.replace(fleet, auth=with_paths_from(fleet.auth, folder))
+    return dataclasses.replace(config, path=path, notify=notify, fleet=fleet)
 
 
 def is_rules_file(preset: str) -> bool:
@@ -192,7 +198,13 @@ def _refuse_secrets(reader: Reader, data: Any, path: KeyPath) -> None:
         for key, value in data.items():
             sub = (*path, str(key))
             if str(key).lower() in _SECRET_KEYS:
-                raise reader.error(sub, "secrets are not accepted in the config (SSH uses keys or the agent)")
+                how = (
+                    "give the file or environment variable that holds it (fleet.auth: bearer_token_file, "
+                    "bearer_token_env, password_file, password_env)"
+                    if path[:1] == ("fleet",)
+                    else "SSH uses keys or the agent"
+                )
+                raise reader.error(sub, f"secrets are not accepted in the config ({how})")
             _refuse_secrets(reader, value, sub)
     elif isinstance(data, list):
         for i, item in enumerate(data):
@@ -295,7 +307,8 @@ def _check_fleet(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -
             raise reader.error(
                 (section,), f"not used with fleet (the fleet's Prometheus serves the {section})"
             )
-    _check_url(reader, ("fleet", "url"), fleet.url)
+    check_fleet_url(reader, ("fleet", "url"), fleet.url)
+    check_fleet_access(reader, fleet.url, fleet.auth, fleet.headers)
     if fleet.preset not in FLEET_PRESETS:
         known = ", ".join(FLEET_PRESETS)
         raise reader.error(("fleet", "preset"), f"unknown preset {fleet.preset!r} (known: {known})")

@@ -252,6 +252,7 @@ def fleet_watch(
     for each rack's figures (and for the nodes on screen), finds the racks and nodes when the watch
     starts and fills in the run's history. ``collector.rack_collectors[0].focus`` is what the
     dashboard sets to drill down."""
+    from tokenwatch.inputs.fleet_access import server_access
     from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
 
     fleet = config.fleet
@@ -270,6 +271,7 @@ def fleet_watch(
         lookback_s=fleet.lookback_s,
         window_s=fleet.rate_window_s,
         gpus_per_node=gpus,
+        access=server_access(fleet.auth, fleet.headers),
     )
     collector.rack_collectors = [PrometheusFleetCollector(settings, now=collector.now, clock=collector.clock)]
     collector.meta_extra = {"gpu_source": "prometheus-fleet", "local": False}

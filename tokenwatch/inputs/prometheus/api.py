@@ -8,6 +8,12 @@ instead of a new connection (and a thread) per query. aiohttp rather than httpx:
 of what a round added to the server's own time. Every failure becomes :class:`PromApiError` with one
 line saying what went wrong, never another exception.
 
+What a server beyond a URL wants (a bearer token, basic auth, a tenant header, its own CA or a client
+certificate) is a :class:`ServerAccess`, its secrets read when the pool is made. Answers are bounded in
+size and time: one answer at most :data:`MAX_RESPONSE_BYTES`, the answers a client holds at once at most
+:data:`MAX_INFLIGHT_BYTES`, each query within ``timeout_s`` however slowly the bytes come: a broken or
+hostile server costs a warning, never the watch's memory.
+
 A range answer is read straight into numpy (one vectorised conversion of the value strings per series),
 not one Python tuple per point: a backfill of 64 racks is ~800,000 points.
 """
@@ -26,10 +32,16 @@ import numpy as np
 import orjson
 
 from tokenwatch.base.events import FloatArray
-from tokenwatch.base.formatting import one_line
+from tokenwatch.base.formatting import one_line, printable
 from tokenwatch.base.gc_pause import gc_paused
+from tokenwatch.base.server_access import AccessError, ServerAccess
 
-MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a 64-rack fleet's answer is a few MB; anything this big is wrong
+# A 64-rack fleet's answer is a few MB, the largest of a 1,000-rack fleet (a GPU metric of 72,000 GPUs, a
+# field's 80-minute backfill) ~10 MB: an answer this big is wrong. JSON read into Python objects takes up to
+# ~15x its bytes (measured: 32 MiB of minimal samples, 495 MiB), so the bound is what one parse may cost. A
+# round's ~28 answers being read at once are bounded together, so 28 hostile answers cannot add up.
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+MAX_INFLIGHT_BYTES = 128 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024  # of an HTTP error's body: enough for Prometheus' JSON error
 # Prometheus keeps idle connections for minutes; outlive a few poll intervals so each poll reuses them.
 KEEPALIVE_S = 60.0
@@ -52,13 +64,17 @@ class PrometheusApi:
     """Instant and range queries against one Prometheus server; ``async with`` closes the pool.
 
     ``timeout_s`` bounds each query as a whole; an answer over :data:`MAX_RESPONSE_BYTES`
-    (decompressed) is refused. The session is made on first use, inside the running loop.
+    (decompressed), or one that would take the answers being read past :data:`MAX_INFLIGHT_BYTES`, is
+    refused. ``access``: headers, credentials and TLS settings. The session is made on first use,
+    inside the running loop.
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 5.0, access: ServerAccess | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.access = access or ServerAccess()
         self._session: aiohttp.ClientSession | None = None
+        self._inflight_bytes = 0  # of the answers being read now
 
     async def __aenter__(self) -> PrometheusApi:
         return self
@@ -75,13 +91,16 @@ class PrometheusApi:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
+            headers = {**self.access.request_headers(), "Accept-Encoding": ACCEPT_ENCODING}
+            tls = self.access.ssl_context()
             connector = aiohttp.TCPConnector(
-                limit=MAX_CONNECTIONS, keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=int(KEEPALIVE_S)
+                limit=MAX_CONNECTIONS,
+                keepalive_timeout=KEEPALIVE_S,
+                ttl_dns_cache=int(KEEPALIVE_S),
+                ssl=tls if tls is not None else True,
             )
             self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                headers={"Accept-Encoding": ACCEPT_ENCODING},
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout_s), headers=headers
             )
         return self._session
 
@@ -92,11 +111,7 @@ class PrometheusApi:
         status, body = await self._ask("/api/v1/query", params)
         with gc_paused():
             if status != 200:
-                # Prometheus answers bad PromQL with 400 and a JSON error body: report that, not just "400".
-                try:
-                    return parse_response(body)
-                except PromApiError as inner:
-                    raise PromApiError(f"HTTP {status}: {inner}") from None
+                raise _status_error(status, body)
             return parse_response(body)
 
     async def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
@@ -104,11 +119,10 @@ class PrometheusApi:
         labels and its points' times and values."""
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         status, body = await self._ask("/api/v1/query_range", params)
-        try:
-            with gc_paused():
-                return parse_range_response(body)
-        except PromApiError as inner:
-            raise PromApiError(f"HTTP {status}: {inner}" if status != 200 else str(inner)) from None
+        if status != 200:
+            raise _status_error(status, body)
+        with gc_paused():
+            return parse_range_response(body)
 
     async def query_all(
         self, queries: Mapping[str, str], at: float | None = None
@@ -134,6 +148,13 @@ class PrometheusApi:
                 return await self._get(path, params)
         except TimeoutError:
             raise PromApiError(f"no answer from {self.base_url} within {self.timeout_s:g} s") from None
+        except AccessError as exc:
+            raise PromApiError(f"cannot authenticate to {self.base_url}: {exc}") from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise PromApiError(
+                f"{self.base_url}'s TLS certificate is not trusted ({one_line(exc.certificate_error)}): "
+                "give its CA as auth.ca_file"
+            ) from None
         except aiohttp.ClientConnectionError as exc:
             raise PromApiError(f"cannot reach {self.base_url}: {one_line(exc)}") from None
         except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL aiohttp cannot use
@@ -155,14 +176,38 @@ class PrometheusApi:
                 raise PromApiError(f"answer larger than {limit // 2**20} MiB: refusing it")
             chunks: list[bytes] = []
             size = 0
-            async for chunk in response.content.iter_any():
-                size += len(chunk)
-                if size > limit:
-                    if ok:
-                        raise PromApiError(f"answer larger than {limit // 2**20} MiB: refusing it")
-                    break  # the start of an error page says enough
-                chunks.append(chunk)
+            try:
+                async for chunk in response.content.iter_any():
+                    size += len(chunk)
+                    self._inflight_bytes += len(chunk)
+                    if size > limit:
+                        if ok:
+                            raise PromApiError(f"answer larger than {limit // 2**20} MiB: refusing it")
+                        break  # the start of an error page says enough
+                    if self._inflight_bytes > MAX_INFLIGHT_BYTES:
+                        raise PromApiError(
+                            f"answers being read at once exceed {MAX_INFLIGHT_BYTES // 2**20} MiB: "
+                            "refusing this one"
+                        )
+                    chunks.append(chunk)
+            finally:
+                self._inflight_bytes -= size
             return response.status, b"".join(chunks)
+
+
+def _status_error(status: int, body: bytes) -> PromApiError:
+    """An answer other than 200, in one line: Prometheus' own JSON error (bad PromQL is a 400 with
+    one), else the status and the start of what came."""
+    try:
+        parse_response(body)
+    except PromApiError as inner:
+        if not str(inner).startswith("not a Prometheus API answer"):
+            return PromApiError(f"HTTP {status}: {inner}")
+    said = printable(one_line(body[:120].decode("utf-8", "replace"))) or "no body"
+    if status in (401, 403):
+        why = "the server wants credentials, or refused the ones sent (fleet.auth)"
+        return PromApiError(f"HTTP {status}: {why}: {said}")
+    return PromApiError(f"HTTP {status}: {said}")
 
 
 def _split(fields: list[str], answers: list[Any]) -> tuple[dict[str, Any], dict[str, BaseException]]:
@@ -196,9 +241,10 @@ def _data(body: bytes) -> dict[str, Any]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise PromApiError(f"the answer is not JSON: {body[:60]!r}") from None
-    if not isinstance(doc, dict):
-        raise PromApiError("the answer is not a JSON object")
+        raise PromApiError(f"not a Prometheus API answer (not JSON: {body[:60]!r})") from None
+    if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
+        what = "a JSON object without a status" if isinstance(doc, dict) else "not a JSON object"
+        raise PromApiError(f"not a Prometheus API answer ({what})")
     if doc.get("status") != "success":
         kind, error = doc.get("errorType", "error"), doc.get("error", "no error message")
         raise PromApiError(f"{kind}: {str(error)[:300]}")
@@ -254,7 +300,13 @@ def first_growth(series: list[RangeSeries]) -> float | None:
 
 
 async def counters_start(
-    url: str, timeout_s: float, counters: str, watch_wall: float, lookback_s: float, interval_s: float
+    url: str,
+    timeout_s: float,
+    counters: str,
+    watch_wall: float,
+    lookback_s: float,
+    interval_s: float,
+    access: ServerAccess | None = None,
 ) -> float | None:
     """When a run began (Unix time) as Prometheus can tell: the start of the first step in the last
     ``lookback_s`` at which a counter that the query ``counters`` answers grew; None with no lookback or
@@ -263,7 +315,7 @@ async def counters_start(
         return None
     start = watch_wall - lookback_s
     step = max(interval_s, lookback_s / MAX_RANGE_POINTS)
-    async with PrometheusApi(url, timeout_s) as api:
+    async with PrometheusApi(url, timeout_s, access) as api:
         series = await api.query_range(counters, start, watch_wall, step)
     grew = first_growth(series)
     return None if grew is None else max(start, grew - step)

@@ -17,6 +17,7 @@ per problem; a rack whose series are gone (its exporter died) is marked down whi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.base.gc_pause import gc_paused
+from tokenwatch.base.server_access import ServerAccess
 from tokenwatch.inputs.discovery import Discovered
 from tokenwatch.inputs.prometheus.api import (
     MAX_RANGE_POINTS,
@@ -51,6 +53,10 @@ FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server fo
 # fewer than 400 intervals gets every interval. The server's time grows with the steps (its joins for the
 # running nodes' figures are most of a 64-rack backfill): an 80-minute run is 320 steps of 15 s, not 960 of 5.
 HISTORY_POINTS = 400
+# A server that answers nothing is asked again after a growing pause (1, 3, 7 ... intervals after the
+# failed round ends), at most this long: a watch left running against a dead server does not hammer it,
+# and one that comes back is seen within a minute.
+BACKOFF_CAP_S = 60.0
 
 
 class FleetFocus:
@@ -77,7 +83,8 @@ class FleetFocus:
 class FleetSettings:
     """``rack_label`` / ``node_label``: the labels naming a series' rack and node; ``window_s`` the
     rate window of server presets; ``settle_s`` how long after a grid instant it is asked (scrapes
-    stamped before it are in by then); ``gpus_per_node`` where the config says (else discovered)."""
+    stamped before it are in by then); ``gpus_per_node`` where the config says (else discovered);
+    ``access`` the headers, credentials and TLS settings the server wants."""
 
     url: str
     preset: str = "tokenwatch"
@@ -90,6 +97,7 @@ class FleetSettings:
     timeout_s: float = 5.0
     settle_s: float = 0.5
     gpus_per_node: int | None = None
+    access: ServerAccess = dataclasses.field(default_factory=ServerAccess)
 
 
 class PrometheusFleetCollector:
@@ -118,6 +126,7 @@ class PrometheusFleetCollector:
         self._failing: set[str] = set()  # the errors queries fail with now (each said once)
         self._said: dict[str, str] = {}  # problems found before the run started, said when it starts
         self._last_instant = -math.inf  # Unix time of the last grid instant read (history or live)
+        self._failed_rounds = 0  # rounds in a row in which no query was answered
         self._last_detail = -math.inf
 
     # ------------------------------------------------------------ queries
@@ -137,6 +146,7 @@ class PrometheusFleetCollector:
         """Every query at once; the answers by field, and a notice when what fails changes (an
         unreachable server fails every query: one notice, not one per query)."""
         results, errors = await api.query_all(queries, at)
+        self._failed_rounds = self._failed_rounds + 1 if errors and not results else 0
         failed: dict[str, list[str]] = {}  # error -> the fields it hit
         for field, error in errors.items():
             failed.setdefault(str(error), []).append(field)
@@ -178,7 +188,7 @@ class PrometheusFleetCollector:
         ask = {"nodes": self._q(f"group by ($rack, $node) ({self.preset.up})")}
         if s.gpus_per_node is None:
             ask["gpus"] = self._q(f"max({self.preset.gpus})")
-        async with PrometheusApi(s.url, s.timeout_s) as api:
+        async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             answers = await asyncio.gather(*(api.query(q) for q in ask.values()), return_exceptions=True)
         found, gpus_answer = answers[0], answers[1] if len(answers) > 1 else None
         if isinstance(found, BaseException):
@@ -273,11 +283,17 @@ class PrometheusFleetCollector:
 
     async def run_start(self, watch_wall: float) -> float | None:
         """When the run began (Unix time): the first step in the last ``lookback`` at which the fleet's
-        generated-token counters grew; None with no growth or no answer."""
+        generated-token counters grew; None with no growth or no answer. Not asked when the fleet could
+        not be listed: the server that could not say which nodes there are cannot say when they began,
+        and its failure is said at once rather than after another timeout."""
         s = self.settings
+        if "discover" in self._said:
+            return None
         tokens = self._q(self.preset.fleet_tokens)
         try:
-            return await counters_start(s.url, s.timeout_s, tokens, watch_wall, s.lookback_s, s.interval_s)
+            return await counters_start(
+                s.url, s.timeout_s, tokens, watch_wall, s.lookback_s, s.interval_s, s.access
+            )
         except PromApiError as exc:
             self._said["history"] = f"prometheus fleet: no history: {exc}"
             return None
@@ -292,7 +308,7 @@ class PrometheusFleetCollector:
         if last < first:
             return []
         queries = {f: self._q(q) for f, q in self.templates.items()}
-        async with PrometheusApi(s.url, s.timeout_s * 4) as api:
+        async with PrometheusApi(s.url, s.timeout_s * 4, s.access) as api:
             answered, failed = await api.query_range_all(queries, first, last, step)
         events: list[Event] = [
             Notice(
@@ -315,20 +331,30 @@ class PrometheusFleetCollector:
         if problem is not None:
             await emit(Notice(self.now(), "warning", problem, source=self.name))
         done = 0
-        async with PrometheusApi(s.url, s.timeout_s) as api:
+        async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             while self.polls is None or done < self.polls:
                 instant = self._next_instant()
                 await self.clock.sleep(instant + s.settle_s - self.clock.wall())
                 for event in await self.poll(api, instant):
                     await emit(event)
+                if self._failed_rounds:
+                    # A fresh pool for the next round: its token file is read again (a rotated token), its
+                    # connections made anew.
+                    await api.aclose()
                 done += 1
 
     def _next_instant(self) -> float:
         """The next grid instant after the last one read, and never one already past by a whole
-        interval (a slow round skips instants rather than falling behind)."""
+        interval (a slow round skips instants rather than falling behind); after rounds that got no
+        answer at all, one at least the backoff's pause away."""
         interval = self.settings.interval_s
-        latest = math.floor((self.clock.wall() - self.settings.settle_s) / interval) * interval
-        return max(self._last_instant + interval, latest)
+        wall = self.clock.wall()
+        latest = math.floor((wall - self.settings.settle_s) / interval) * interval
+        instant = max(self._last_instant + interval, latest)
+        if self._failed_rounds > 1:
+            pause = min(BACKOFF_CAP_S, interval * (2 ** min(self._failed_rounds - 1, 16) - 1))
+            instant = max(instant, math.ceil((wall + pause) / interval) * interval)
+        return instant
 
     async def poll(self, api: PrometheusApi, instant: float) -> list[Event]:
         """One round at the grid instant ``instant`` (Unix time): the rack figures, then the nodes of

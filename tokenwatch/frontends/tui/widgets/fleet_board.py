@@ -47,6 +47,14 @@ def verdict_of(value: float) -> str:
     return verdict_word(None if math.isnan(value) else bool(value))
 
 
+def data_age(seconds: float) -> str:
+    """How old a silent rack's figures are, in the cause column: ``no data for 1m05s``."""
+    if not math.isfinite(seconds):
+        return "no data yet"
+    whole = int(seconds)
+    return f"no data for {whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"no data for {whole}s"
+
+
 def fleet_order(table: FleetTable, key: str, descending: bool) -> np.ndarray:
     """Row order by ``key``; missing values (NaN) always last, ties by rack order."""
     position = np.arange(len(table), dtype=np.float64)
@@ -178,6 +186,9 @@ class FleetBoard(SortedTable):
         delta = float(table.worst_delta_pct[i])
         state = table.state[i]
         up, total = int(table.nodes_up[i]), int(table.nodes_total[i])
+        cause = table.worst_cause[i]
+        if state != "up" and table.data_age_s is not None:  # a rack the server stopped telling of
+            cause = data_age(float(table.data_age_s[i]))
         return {
             "rack": table.racks[i],
             "nodes": "DOWN" if state == "down" else f"{up}/{total}",
@@ -190,7 +201,7 @@ class FleetBoard(SortedTable):
             "proj": group(table.projected_tokens_per_s[i]),
             "worst": table.worst_node[i] or DASH,
             "worst_delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
-            "cause": table.worst_cause[i],
+            "cause": cause,
         }
 
     def _row_strip(self, table: FleetTable, i: int, pal: Palette, base: Style, width: int) -> Strip:
