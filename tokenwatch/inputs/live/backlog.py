@@ -75,6 +75,10 @@ class Backfill:
 
 
 def retime(event: Event, t: float) -> Event:
+    if type(event) is Progress:  # most of a history: built directly, several times faster than replace
+        return Progress(
+            t, event.node, event.samples_done, event.tokens_done, event.prompt_tokens_done, event.filled
+        )
     return dataclasses.replace(event, t=t)
 
 
