@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from tokenwatch.base.events import Progress, ProgressBatch, RunStarted
+from tokenwatch.base.events import Event, Progress, ProgressBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.recording.codec import dumps, loads
 
@@ -30,7 +30,9 @@ def test_filled_points_round_trip_and_plain_ones_carry_no_key() -> None:
 def test_a_replay_of_a_history_learns_the_records_cadence() -> None:
     """Records every 10 s, filled in a point a second between them: the node's limit is 3 x 10 s, from
     the recording's lines as from the live events."""
-    events = [RunStarted(0.0, "r", "Offline", ("n0",), 1, None, None, "live", 0.0, {"attached_at_s": 60.0})]
+    events: list[Event] = [
+        RunStarted(0.0, "r", "Offline", ("n0",), 1, None, None, "live", 0.0, {"attached_at_s": 60.0})
+    ]
     for k in range(61):
         events.append(Progress(float(k), "n0", None, 100 * k, filled=k % 10 != 0))
     core = RackCore()
