@@ -8,9 +8,19 @@ import math
 import numpy as np
 import pytest
 
-from tokenwatch.base.events import GPU_METRICS, GpuBatch, NodeStatus, ProgressBatch, RunStarted
+from tokenwatch.base.events import (
+    GPU_METRICS,
+    Event,
+    GpuBatch,
+    NodeStatus,
+    Progress,
+    ProgressBatch,
+    RunEnded,
+    RunStarted,
+)
 from tokenwatch.core import RackCore
 from tokenwatch.core.energy import EnergyCounters, energy_source, node_energy
+from tokenwatch.core.summary import rack_table_rows
 
 _POWER, _ENERGY = GPU_METRICS.index("power_w"), GPU_METRICS.index("energy_j")
 
@@ -28,7 +38,7 @@ _POWER, _ENERGY = GPU_METRICS.index("power_w"), GPU_METRICS.index("energy_j")
 def test_one_counter(readings: list[float], energy: float) -> None:
     counters = EnergyCounters.for_rack(1, 1)
     for value in readings:
-        counters.note((slice(None), slice(None)), np.array([[value]]))
+        counters.note((slice(None), slice(None)), np.array([[value]]), 0.0, np.zeros(1, np.int64))
     counted = counters.counted_j()[0, 0]
     assert counted == pytest.approx(energy, abs=1e-5, nan_ok=True)  # float64 at 5e9 J: ~1e-6 J steps
 
@@ -42,6 +52,8 @@ def test_node_sources() -> None:
         counters.note(
             (slice(None), slice(None)),
             np.array([[step, 2 * step], [step, np.nan], [np.nan] * 2, [step, np.nan]]),
+            step,
+            np.zeros(4, np.int64),
         )
     seen = np.array([[True, True], [True, True], [False, False], [True, False]])
     energy, from_counter = node_energy(counters, seen)
@@ -76,8 +88,96 @@ def test_snapshot_and_summary_per_node() -> None:
     assert snap.nodes.tokens_per_joule[0] == pytest.approx(30_000 / 200_000.0)
     integrated = core.state.energy.node_integrated_j[1]
     assert integrated == pytest.approx(2 * 500.0 * 100, rel=0.02)
-    assert snap.nodes.tokens_per_joule[1] == pytest.approx(20_000 / integrated)
+    # its tokens up to the last tick its power is integrated to (19,800 at t = 99): 200 tok/s per kW
+    assert snap.nodes.tokens_per_joule[1] == pytest.approx(19_800 / integrated)
+    assert snap.nodes.tokens_per_joule[1] == pytest.approx(200 / 1000.0, rel=0.01)
     assert snap.aggregate.energy_j == pytest.approx(200_000.0 + integrated)
     summary = core.summary()
     assert summary.energy_source == "mixed"
-    assert summary.tokens_per_joule == pytest.approx(50_000 / (200_000.0 + integrated))
+    # each node's tokens over its energy's window: node01's up to the last tick (no run end here)
+    assert summary.tokens_per_joule == pytest.approx((30_000 + 19_800) / (200_000.0 + integrated))
+
+
+@pytest.mark.parametrize("counter", [True, False], ids=["energy counter", "integrated power"])
+def test_after_an_attach_the_power_figures_cover_the_window_the_gpus_were_read(counter: bool) -> None:
+    """A watch attached at 01:00 of a run: its log's history gives the node's tokens from t = 0 (300 tok/s),
+    its GPUs (2 x 700 W) are read from the attach on. Tokens per joule is the tokens made over the energy
+    of the same minute (300 / 1,400), the mean power 1,400 W (not the energy over two minutes), and the
+    summary says from when the power figures hold."""
+    rate, gpu_w, attach, end = 300.0, 700.0, 60, 120
+    core = RackCore()
+    core.ingest(RunStarted(0.0, "e", "Offline", ("node00",), 2, None, None, "live", 0.0))
+    core.ingest(NodeStatus(0.0, "node00", "up"))
+    for k in range(end + 1):
+        t = float(k)
+        if k >= attach:
+            values = np.full((2, len(GPU_METRICS)), np.nan)
+            values[:, _POWER] = gpu_w
+            if counter:
+                values[:, _ENERGY] = 5e6 + gpu_w * (t - attach)
+            core.ingest(
+                GpuBatch(t + 0.5, np.zeros(2, np.int64), np.arange(2), values, np.zeros(2, np.uint64))
+            )
+        core.ingest(ProgressBatch(t + 0.5, np.array([0]), np.array([k]), np.array([round(rate * t)])))
+    core.ingest(RunEnded(float(end) + 1.0))
+    true_tpj = rate / (2 * gpu_w)
+    snap = core.snapshot()
+    assert snap.nodes.tokens_per_joule[0] == pytest.approx(true_tpj, rel=0.02)
+    assert snap.aggregate.run_tokens_per_joule == pytest.approx(true_tpj, rel=0.02)
+    summary = core.summary()
+    assert summary.power_mean_w == pytest.approx(2 * gpu_w, rel=0.02)
+    assert summary.tokens_per_joule == pytest.approx(true_tpj, rel=0.02)
+    assert summary.energy_since_s == pytest.approx(attach, abs=1.0)
+    assert ("Power figures cover", "from 01:00 (GPU readings began)") in rack_table_rows(summary)
+    assert summary.to_json()["power"]["since_s"] == pytest.approx(attach, abs=1.0)
+
+
+def test_gpus_read_from_the_start_cover_the_whole_run() -> None:
+    """Read from the first second, nothing is said about a window: the figures are the run's."""
+    core = RackCore()
+    core.ingest(RunStarted(0.0, "e", "Offline", ("node00",), 1, None, None, "sim", 0.0))
+    core.ingest(NodeStatus(0.0, "node00", "up"))
+    for k in range(61):
+        values = np.full((1, len(GPU_METRICS)), np.nan)
+        values[:, _POWER] = 500.0
+        core.ingest(GpuBatch(k + 0.5, np.zeros(1, np.int64), np.arange(1), values, np.zeros(1, np.uint64)))
+        core.ingest(ProgressBatch(k + 0.5, np.array([0]), np.array([k]), np.array([100 * k])))
+    core.ingest(RunEnded(61.0))
+    summary = core.summary()
+    assert summary.energy_since_s is None
+    assert summary.power_mean_w == pytest.approx(500.0, rel=0.02)
+    assert "since_s" not in summary.to_json()["power"]
+
+
+@pytest.mark.parametrize(
+    ("gpus_from", "catch_up"), [(60.4, 63.3), (62.4, 60.5)], ids=["GPUs read first", "log caught up first"]
+)
+def test_lines_written_while_the_watch_started_are_not_in_the_window(
+    gpus_from: float, catch_up: float
+) -> None:
+    """Attached at 01:00, the watch's first read of the log brings the lines written while it was starting
+    (the history ends at 00:52): made before the GPUs were read, so not in their window, whichever of the
+    two comes first."""
+    rate, gpu_w, attach, end = 300.0, 700.0, 60.0, 160.0
+    core = RackCore()
+    core.ingest(
+        RunStarted(0.0, "e", "Offline", ("node00",), 1, None, None, "live", 0.0, {"attached_at_s": attach})
+    )
+    events: list[Event] = [
+        Progress(float(k), "node00", None, round(rate * k), filled=k % 10 != 2) for k in range(53)
+    ]
+    events.append(NodeStatus(attach, "node00", "up"))
+    events.append(Progress(catch_up, "node00", None, round(rate * math.floor(catch_up))))
+    events += [
+        Progress(s + 0.5, "node00", None, round(rate * s)) for s in range(math.floor(catch_up) + 1, 160)
+    ]
+    power = np.full((1, len(GPU_METRICS)), np.nan)
+    power[:, _POWER] = gpu_w
+    one = np.zeros(1, np.int64)
+    events += [GpuBatch(t, one, one, power, np.zeros(1, np.uint64)) for t in np.arange(gpus_from, end, 0.2)]
+    for event in sorted(events, key=lambda e: e.t):
+        core.ingest(event)
+    core.ingest(RunEnded(end))
+    summary = core.summary()
+    assert summary.tokens_per_joule == pytest.approx(rate / gpu_w, rel=0.02)
+    assert summary.power_mean_w == pytest.approx(gpu_w, rel=0.02)

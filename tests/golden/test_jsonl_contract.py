@@ -190,7 +190,7 @@ def test_keys_and_types(produced: Produced, case: HeadlessCase) -> None:
             assert set(node) == set(NODE_TYPES)
             for key, types in NODE_TYPES.items():
                 assert isinstance(node[key], types), (node["name"], key)
-            assert node["status"] in ("up", "stale", "down", "finished")
+            assert node["status"] in ("up", "stale", "down", "finished", "idle")
             check_cause(node["cause"], node["name"], snap)
         for alert in snap["alerts"]:
             assert set(alert) == set(ALERT_TYPES)

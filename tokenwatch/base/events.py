@@ -30,8 +30,13 @@ Scenario = Literal["Offline", "Server"]
 SCENARIOS: tuple[Scenario, ...] = ("Offline", "Server")
 SourceKind = Literal["sim", "live", "replay"]
 RunMode = SourceKind  # what a session runs as (sim, replay, a live watch): the kind of its source
-NodeState = Literal["up", "stale", "down", "finished"]
-NODE_STATES: tuple[NodeState, ...] = ("up", "stale", "down", "finished")
+# "idle": the node's sources answer but say nothing (an engine with no requests logs nothing); "stale":
+# a source stopped answering, or nothing vouches for a silent node.
+NodeState = Literal["up", "stale", "down", "finished", "idle"]
+NODE_STATES: tuple[NodeState, ...] = ("up", "stale", "down", "finished", "idle")
+# RunStarted.meta key: the nodes whose sources a live watch supervises itself (it says "stale" or "down"
+# the moment one stops answering), so their silence is an idle engine, not a lost one.
+VOUCHED_NODES_META = "sources_vouched"
 LatencyMetric = Literal["ttft", "tpot", "e2e"]
 LATENCY_METRICS: tuple[LatencyMetric, ...] = ("ttft", "tpot", "e2e")
 NoticeLevel = Literal["info", "warning", "error"]
@@ -159,6 +164,9 @@ class Progress:
     samples_done: int | None
     tokens_done: int | None
     prompt_tokens_done: int | None = None
+    # A point a backlog's history fills in between two of its records (sources/progress_spread.py): the
+    # counts as they rose, but no arrival of the source (its cadence is its records', not a second).
+    filled: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -170,6 +178,7 @@ class ProgressBatch:
     samples_done: IntArray
     tokens_done: IntArray
     prompt_tokens_done: IntArray | None = None
+    filled: bool = False  # the points a backlog's history fills in (see Progress.filled)
 
     def __post_init__(self) -> None:
         _read_only(self.node_index, self.samples_done, self.tokens_done, self.prompt_tokens_done)

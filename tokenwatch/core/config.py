@@ -18,7 +18,8 @@ GPU_SERIES_METRICS: tuple[str, ...] = (
     "util_pct",
     "temp_c",
 )
-# The core keeps node states as int8 codes: the index into NODE_STATES (0 up, 1 stale, 2 down, 3 finished).
+# The core keeps node states as int8 codes: the index into NODE_STATES (0 up, 1 stale, 2 down,
+# 3 finished, 4 idle).
 STATE_CODE: dict[NodeState, int] = {state: code for code, state in enumerate(NODE_STATES)}
 
 

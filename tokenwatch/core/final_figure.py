@@ -20,7 +20,7 @@ from tokenwatch.base.durations import format_clock
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.state import RackState
 
-_UP, _STALE, _DOWN, _FINISHED = (STATE_CODE[s] for s in ("up", "stale", "down", "finished"))
+_UP, _STALE, _DOWN, _FINISHED, _IDLE = (STATE_CODE[s] for s in ("up", "stale", "down", "finished", "idle"))
 _NAMES_SHOWN = 6
 
 
@@ -63,8 +63,8 @@ def left_out(state: RackState) -> tuple[LeftOut, ...]:
     out = []
     for i in np.flatnonzero(codes != _FINISHED).tolist():
         code = int(codes[i])
-        if code == _UP:
-            why = "still running"
+        if code in (_UP, _IDLE):
+            why = "still running" if code == _UP else "idle"
         else:
             since, _ = state.why_stopped(i, code)
             why = "down" if code == _DOWN else "stale"

@@ -197,7 +197,7 @@ def _gpu_extras(
             note_limits(
                 state.power_limits, t, grid[0][where][moved], grid[1][where][moved], old[moved], new[moved]
             )
-    state.energy.note(where, values[..., _ENERGY])
+    state.energy.note(where, values[..., _ENERGY], t, state.tokens)
     if state.config.live_view:
         state.gpu_errors.note(where, t, values[..., _XID], values[..., _NVLINK])
 
@@ -210,8 +210,11 @@ def _engine_queue(state: RackState, ev: EngineQueue) -> None:
     _seen(state, i, ev.t)
 
 
-def _apply_counters(state: RackState, i: np.ndarray | slice, t: float, raw: np.ndarray) -> None:
-    """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes ``i`` (a slice = all, in order)."""
+def _apply_counters(
+    state: RackState, i: np.ndarray | slice, t: float, raw: np.ndarray, *, arrival: bool = True
+) -> None:
+    """raw: (3, k) new raw counters (tokens, samples, prompt) of nodes ``i`` (a slice = all, in order);
+    ``arrival``: the nodes were heard from (False: points a history fills in)."""
     prev = state.raw_counters[:, i]
     restarted = raw < prev
     if restarted.any():
@@ -223,12 +226,14 @@ def _apply_counters(state: RackState, i: np.ndarray | slice, t: float, raw: np.n
         state.t_last_change[grew] = t
         state.tokens[:], state.samples[:], state.prompt_tokens[:] = totals
         state.t_first[np.isnan(state.t_first)] = t
-        _seen_all(state, t)
+        if arrival:
+            _seen_all(state, t)
         return
     state.t_last_change[i[grew]] = t
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     state.t_first[i[np.isnan(state.t_first[i])]] = t
-    _seen(state, i, t)
+    if arrival:
+        _seen(state, i, t)
 
 
 def _progress(state: RackState, ev: Progress) -> None:
@@ -253,7 +258,10 @@ def _progress(state: RackState, ev: Progress) -> None:
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     if math.isnan(state.t_first[i]):
         state.t_first[i] = ev.t
-    _seen(state, i, ev.t)
+    if not ev.filled:  # a filled-in point of history is no arrival: the node's cadence is its records'
+        _seen(state, i, ev.t)
+    if not state.energy.caught_up[i] and ev.t > state.energy.attach_s:
+        state.energy.catch_up(i, ev.t, state.last_sample_t, totals[0])
 
 
 def _progress_batch(state: RackState, ev: ProgressBatch) -> None:
@@ -271,7 +279,7 @@ def _progress_batch(state: RackState, ev: ProgressBatch) -> None:
     raw[1] = ev.samples_done[rows]
     prompt = ev.prompt_tokens_done
     raw[2] = prompt[rows] if prompt is not None else state.raw_counters[2, index]
-    _apply_counters(state, index, ev.t, raw)
+    _apply_counters(state, index, ev.t, raw, arrival=not ev.filled)
 
 
 def _latency(state: RackState, ev: LatencyBatch) -> None:

@@ -11,7 +11,7 @@ from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, La
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
-from tokenwatch.core.energy import energy_source, node_energy, tokens_per_joule
+from tokenwatch.core.energy import energy_source, node_energy, node_window, tokens_per_joule
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet import fleet_table
 from tokenwatch.core.fleet_snapshot import with_fleet
@@ -44,7 +44,7 @@ _SM = GPU_METRICS.index("sm_clock_mhz")
 _HBM = GPU_METRICS.index("hbm_used_mib")
 _TEMP = GPU_METRICS.index("temp_c")
 _ALERTS_IN_SNAPSHOT = 200
-_UP, _STALE, _DOWN, _FINISHED = (STATE_CODE[s] for s in ("up", "stale", "down", "finished"))
+_UP, _STALE, _DOWN, _FINISHED, _IDLE = (STATE_CODE[s] for s in ("up", "stale", "down", "finished", "idle"))
 
 
 def empty_snapshot(now: float = 0.0, said: AlertLog | None = None) -> RackSnapshot:
@@ -105,7 +105,10 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     node_energy_j, from_counter = node_energy(state.energy, np.isfinite(state.gpu_last_seen))
     has_energy = node_energy_j > 0  # NaN (no GPU reading) compares False
     energy_j = float(node_energy_j[has_energy].sum()) if has_energy.any() else state.energy_j
-    node_tpj = tokens_per_joule(state.tokens, node_energy_j)
+    # tokens over the window the energy covers (from the attach, where GPU readings have no history)
+    _, window_tokens = node_window(state.energy, from_counter, state.tokens)
+    node_tpj = tokens_per_joule(window_tokens, node_energy_j)
+    energy_tokens = float(window_tokens[has_energy].sum()) if has_energy.any() else float(state.tokens.sum())
     agg_rate = float(np.nansum(rates)) if np.isfinite(rates).any() else math.nan
     agg_samples = float(np.nansum(sample_rates)) if np.isfinite(sample_rates).any() else math.nan
     gpus = run.gpus
@@ -128,7 +131,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         samples_done=samples_done,
         prompt_tokens_done=int(state.prompt_tokens.sum()),
         energy_source=energy_source(from_counter, has_energy),
-        run_tokens_per_joule=tokens_done / energy_j if energy_j > 0 else math.nan,
+        run_tokens_per_joule=energy_tokens / energy_j if energy_j > 0 else math.nan,
     )
 
     elapsed = now
@@ -254,8 +257,8 @@ def end_banner(state: RackState, codes: np.ndarray) -> str:
     finished = int((codes == _FINISHED).sum())
     others = []
     for i in np.flatnonzero(codes != _FINISHED).tolist():
-        if codes[i] == _UP:
-            others.append(f"{run.nodes[i]} still running")
+        if codes[i] in (_UP, _IDLE):
+            others.append(f"{run.nodes[i]} {'still running' if codes[i] == _UP else 'idle'}")
             continue
         since, _ = state.why_stopped(i, int(codes[i]))
         when = f" since {format_clock(since)}" if np.isfinite(since) else ""

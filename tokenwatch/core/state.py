@@ -17,6 +17,7 @@ import numpy as np
 from tokenwatch.base.events import (
     GPU_METRICS,
     LATENCY_METRICS,
+    VOUCHED_NODES_META,
     FloatArray,
     IntArray,
     LatencyMetric,
@@ -40,6 +41,7 @@ from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
 
 _STALE = STATE_CODE["stale"]
 _DOWN = STATE_CODE["down"]
+_IDLE = STATE_CODE["idle"]
 
 
 @dataclass(slots=True, eq=False)
@@ -126,6 +128,7 @@ class RackState:
     gpu_last_seen: FloatArray  # (nodes, gpus) run time of each GPU's latest sample (NaN = never)
     state_since: FloatArray  # run time of each node's latest explicit state change (NaN = none yet)
     cadence: NodeCadence  # each node's gaps between events and the staleness limit they give
+    vouched: np.ndarray  # (nodes,) bool: silence is idle, not stale (see VOUCHED_NODES_META)
     latency: dict[LatencyMetric, list[LogHistogram]]
     rack_latency: dict[LatencyMetric, LogHistogram]
     latency_max: dict[LatencyMetric, float]
@@ -160,6 +163,7 @@ class RackState:
     # Rack-level figures of a fleet watched through Prometheus (core/fleet_state.py); None otherwise.
     fleet_figures: FleetState | None = None
     now: float = 0.0
+    attach_s: float = 0.0  # how far into the run a live watch joined it (0: from its start)
     ended: bool = False
     end_reason: str = ""
     energy_j: float = 0.0
@@ -175,13 +179,22 @@ class RackState:
         return self.cadence.stale_limit_s
 
     def effective_state(self, t: float) -> np.ndarray:
-        """Node state codes at ``t``: explicit states, plus stale for 'up' nodes silent past their limit."""
+        """Node state codes at ``t``: explicit states; an 'up' node silent past its limit is idle where its
+        sources are vouched for (a supervised live node: a source that stopped answering is said
+        explicitly), else stale; an 'up' node whose engine reports no request running or waiting and whose
+        counters have not moved within the limit is idle."""
         state = self.explicit_state.copy()
+        limit = self.stale_limit_s
         # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
-        silent = (t - self.last_seen > self.stale_limit_s) | (
-            np.isnan(self.last_seen) & (t > self.config.stale_after_s)
-        )
-        state[(state == 0) & silent] = _STALE
+        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > self.config.stale_after_s))
+        up = state == 0
+        state[up & silent] = np.where(self.vouched[up & silent], _IDLE, _STALE)
+        if self.engine.any_seen:
+            latest = self.engine.latest
+            with np.errstate(invalid="ignore"):
+                empty = (latest[:, 0] == 0) & (latest[:, 1] == 0) & (t - self.engine.seen_t <= limit)
+                still = ~(t - self.t_last_change <= limit)  # NaN (no work yet) counts as still
+            state[(state == 0) & empty & still] = _IDLE
         return state
 
     def gpu_freshness(self, t: float, codes: np.ndarray) -> np.ndarray:
@@ -237,6 +250,15 @@ class RackState:
         return bool(np.isfinite(self.gpu_values[:, :, GPU_METRICS.index("power_w")]).any())
 
 
+def attached_at(ev: RunStarted) -> float:
+    """How far into the run a live watch joined it (``meta["attached_at_s"]``; 0: from its start)."""
+    try:
+        value = float(ev.meta.get("attached_at_s", 0.0))
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
 def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipLog) -> RackState:
     """The empty state of the run ``ev`` starts, sized for its nodes and GPUs."""
     cfg = config
@@ -280,6 +302,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         gpu_last_seen=np.full((n, g), np.nan),
         state_since=np.full(n, np.nan),
         cadence=NodeCadence.for_nodes(n, cfg.stale_after_s),
+        vouched=np.isin(np.array(ev.nodes, dtype=object), list(ev.meta.get(VOUCHED_NODES_META, ()))),
         latency={m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS},
         rack_latency={m: LogHistogram() for m in LATENCY_METRICS},
         latency_max=dict.fromkeys(LATENCY_METRICS, math.nan),
@@ -300,7 +323,8 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         verdict=new_verdict_state(ev, cfg),
         node_latency_max={m: np.full(n, np.nan) for m in LATENCY_METRICS},
         fleet=new_fleet_memo(run, cfg, alerts, ev.t),
-        energy=EnergyCounters.for_rack(n, g),
+        energy=EnergyCounters.for_rack(n, g, attached_at(ev)),
+        attach_s=attached_at(ev),
         power_limits=PowerLimitLog(),
         gpu_errors=GpuErrors.for_rack(n, g),
         engine=EngineQueues.for_nodes(n, r),

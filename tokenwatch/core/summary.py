@@ -19,7 +19,7 @@ from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import LATENCY_METRICS
 from tokenwatch.base.formatting import DASH, group, json_number
 from tokenwatch.core.config import STATE_CODE
-from tokenwatch.core.energy import run_energy
+from tokenwatch.core.energy import run_energy_window
 from tokenwatch.core.final_figure import did_work as figure_counts
 from tokenwatch.core.final_figure import left_out, left_out_note, rack_sum
 from tokenwatch.core.histogram import quantiles_of
@@ -84,6 +84,9 @@ class RunSummary:
     # What the power figures divide by (recordings): "counter" (the GPUs' energy counters), "power"
     # (integrated power readings) or "mixed" (core/energy.py); None for result folders.
     energy_source: str | None = None
+    # The run time the power figures' window opens when it is not the run's start (a watch that attached
+    # mid-run, its GPU readings without history): mean power and tokens per joule cover it alone.
+    energy_since_s: float | None = None
     # The nodes MLPerf's figure has no result for (core/final_figure.py), in words; "" when none.
     left_out_note: str = ""
     # What the rack figures are of: "tokens", or "samples" for results that state samples/s only (a
@@ -195,6 +198,8 @@ class RunSummary:
             }
             if self.energy_source:
                 out["power"]["energy_source"] = self.energy_source
+            if self.energy_since_s is not None:
+                out["power"]["since_s"] = json_number(self.energy_since_s, 3)
         if self.layout is not None:
             out["layout"] = self.layout
         if self.apart:
@@ -372,11 +377,16 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
     # Energy: the GPUs' counters where they have them, else power integrated tick by tick up to the last
     # sampled tick (the run's end, once it has ended; the last whole second before the stream stops,
     # when it has none).
+    # Each node's energy over its own window (from the attach, where GPU readings have no history), and
+    # the tokens and time of that same window (core/energy.py).
     covered = state.last_sample_t
-    energy, source = run_energy(state.energy, np.isfinite(state.gpu_last_seen))
-    has_energy = (state.has_power() or source == "counter") and energy > 0
-    power_mean = energy / covered if has_energy and covered > 0 else None
-    tokens_per_joule = float(state.tokens.sum()) / energy if has_energy else None
+    window = run_energy_window(
+        state.energy, np.isfinite(state.gpu_last_seen), state.tokens, covered, state.config.tick_s
+    )
+    source = window.source
+    has_energy = (state.has_power() or source == "counter") and window.energy_j > 0
+    power_mean = window.mean_power_w if has_energy and covered > 0 else None
+    tokens_per_joule = window.tokens_per_joule if has_energy else None
     summary = summarize_nodes(
         run.name,
         run.scenario,
@@ -394,6 +404,7 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
     return dataclasses.replace(
         summary,
         energy_source=source if has_energy else None,
+        energy_since_s=window.since_s if has_energy else None,
         left_out_note=left_out_note(left_out(state)),
         latency_estimated=estimated,
     )
@@ -417,6 +428,10 @@ def rack_table_rows(summary: RunSummary) -> list[tuple[str, str]]:
         rows.append(("Mean power", f"{summary.power_mean_w / 1000:,.1f} kW"))
     if summary.tokens_per_joule is not None:
         rows.append(("Tokens per joule", f"{summary.tokens_per_joule:.2f}"))
+    if summary.energy_since_s is not None and (summary.power_mean_w is not None or summary.tokens_per_joule):
+        rows.append(
+            ("Power figures cover", f"from {format_clock(summary.energy_since_s)} (GPU readings began)")
+        )
     return rows
 
 

@@ -111,7 +111,7 @@ def _gpu_batch(e: GpuBatch) -> dict[str, Any]:
 
 
 def _progress(e: Progress) -> dict[str, Any]:
-    return {
+    out = {
         "k": "progress",
         "t": e.t,
         "node": e.node,
@@ -119,6 +119,9 @@ def _progress(e: Progress) -> dict[str, Any]:
         "tokens": e.tokens_done,
         "prompt_tokens": e.prompt_tokens_done,
     }
+    if e.filled:  # only then: recordings without history read and write as before
+        out["filled"] = True
+    return out
 
 
 def _progress_batch(e: ProgressBatch) -> dict[str, Any]:
@@ -131,6 +134,8 @@ def _progress_batch(e: ProgressBatch) -> dict[str, Any]:
     }
     if e.prompt_tokens_done is not None:
         out["prompt_tokens"] = e.prompt_tokens_done
+    if e.filled:
+        out["filled"] = True
     return out
 
 
@@ -393,6 +398,7 @@ def _d_progress(r: Mapping[str, Any]) -> Progress:
         _count(r.get("samples"), "samples"),
         _count(r.get("tokens"), "tokens"),
         _count(r.get("prompt_tokens"), "prompt_tokens"),
+        filled=r.get("filled") is True,
     )
 
 
@@ -409,7 +415,7 @@ def _d_progress_batch(r: Mapping[str, Any], index: _IndexArrays) -> ProgressBatc
         prompt is not None and len(prompt) != len(tokens)
     ):
         raise CodecError("batch columns differ in length")
-    return ProgressBatch(_time(r), node_index, samples, tokens, prompt)
+    return ProgressBatch(_time(r), node_index, samples, tokens, prompt, filled=r.get("filled") is True)
 
 
 def _d_latency(r: Mapping[str, Any]) -> LatencyBatch:

@@ -44,7 +44,12 @@ class ProgressSpreader:
         if begin > before.t:  # idle until the covered interval: the counts hold
             fill.append(
                 Progress(
-                    begin, progress.node, before.samples_done, before.tokens_done, before.prompt_tokens_done
+                    begin,
+                    progress.node,
+                    before.samples_done,
+                    before.tokens_done,
+                    before.prompt_tokens_done,
+                    filled=True,
                 )
             )
         for k in range(1, points + 1):
@@ -57,6 +62,7 @@ class ProgressSpreader:
                     before.samples_done,
                     _between(before.tokens_done, progress.tokens_done, fraction),
                     _between(before.prompt_tokens_done, progress.prompt_tokens_done, fraction),
+                    filled=True,
                 )
             )
         return fill + events

@@ -32,12 +32,14 @@ def human_line(snap: RackSnapshot) -> str:
         tokens, per_gpu, power = figures.tokens_per_s, figures.per_gpu_tokens_per_s, figures.power_mean_w
     else:
         tokens, per_gpu, power = agg.tokens_per_s, agg.per_gpu_tokens_per_s, agg.power_w
+    idle = snap.nodes.state.count("idle")  # their sources answer, their engines have nothing to do
     parts = [
         format_clock(snap.t),
         f"{pct(snap.progress_pct):>6}",
         f"{group(tokens):>10} tok/s",
         f"{group(per_gpu):>7} tok/s/GPU",
-        f"nodes {agg.nodes_up}/{agg.nodes}",
+        f"nodes {agg.nodes_up}/{agg.nodes}"
+        + (f" ({idle} idle)" if (idle := snap.nodes.state.count("idle")) else ""),
         f"{kilowatts(power):>9}",
         f"spread {pct(snap.node_spread.spread_pct)}",
     ]

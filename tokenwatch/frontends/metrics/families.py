@@ -178,7 +178,11 @@ def node_families(snap: RackSnapshot, node_labels: Sequence[str]) -> list[Family
             "counter",
         ),
         fam("node_samples", "Node samples completed since the run start.", nodes.samples_done, "counter"),
-        fam("node_up", "1 while the node is running or finished.", (state == 0) | (state == 3)),
+        fam(
+            "node_up",
+            "1 while the node is running, idle or finished.",
+            np.isin(state, [NODE_STATES.index(s) for s in ("up", "finished", "idle")]),
+        ),
         Family(
             f"{PREFIX}_node_status",
             "Node state (1 for the current one).",

@@ -23,6 +23,7 @@ from tokenwatch.inputs.live.backlog import (
     Backfill,
     BacklogParser,
     Baseline,
+    last_lines_only,
     place,
     read_local_backlog,
     read_remote_backlog,
@@ -245,7 +246,9 @@ class FileTailSource:
         if placing is not None:
             last, clock = placing.end_backlog()
             events += last
-        placed, start = place(events, clock, state.mtime) if clock is not None else ([], None)
+        placed, start = (
+            place(last_lines_only(events), clock, state.mtime) if clock is not None else ([], None)
+        )
         if placed and placed[-1].t >= ctx.clock.wall() - MAX_HISTORY_S:
             done.placed, done.start_wall = placed, start
         else:  # no times to place it by, or a history that ended long ago (not this run's)

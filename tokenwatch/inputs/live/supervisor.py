@@ -20,6 +20,7 @@ from typing import Any
 
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import (
+    VOUCHED_NODES_META,
     Collector,
     Emit,
     Event,
@@ -114,6 +115,9 @@ class LiveCollector:
             "local": config.local,
             "attached_at_s": round(clock.attach_s, 3),
             "t0": clock.started_by or "watch start",
+            # their streams are supervised here: a source that stops answering is said at once, so a
+            # silent node is an idle engine (vLLM logs nothing without requests), not a lost one
+            VOUCHED_NODES_META: [r.target.name for r in self.runners],
         }
         if run.benchmark is not None:  # a replay of the recording judges by the same rules
             meta["benchmark"] = run.benchmark
@@ -152,7 +156,7 @@ class LiveCollector:
             runner.ctx.t0 = self.t0
         held, self._held = self._held, None
         await emit(self.run_started())
-        for event in merged(history, self.run_clock):
+        for event in merged(history, self.run_clock, [t.name for t in self.targets]):
             await self.emit(event)
         for event in held:
             await self.emit(retime(event, self.run_clock.attach_s))

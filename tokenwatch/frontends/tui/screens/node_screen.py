@@ -106,7 +106,7 @@ class NodeScreen(ReplayScreen):
             return
         i = rows.index(self.node)
         condition = node_condition(rows, i)
-        good = condition in ("up", "finished")
+        good = condition in ("up", "idle", "finished")
         text.append(f"  {STATUS_LABEL[condition]}", style=pal.good if good else pal.bad)
         if rows.reason[i] and not good:
             text.append(f" ({printable(rows.reason[i])})", style=pal.muted)

@@ -54,15 +54,16 @@ _RANK = {
     "straggler": 3,
     "throttling": 4,
     "up": 5,
-    "finished": 6,
+    "idle": 6,
+    "finished": 7,
 }
 
 
 def node_condition(rows: NodeRows, i: int) -> str:
-    """down, stale, slow_throttling (both marks), straggler, throttling, up or finished: what the
+    """down, stale, slow_throttling (both marks), straggler, throttling, up, idle or finished: what the
     status cell and colour say."""
     state = rows.state[i]
-    if state in ("down", "stale", "finished"):
+    if state in ("down", "stale", "finished", "idle"):
         return state
     if rows.straggler[i] and rows.throttling[i]:  # slow *because* throttled, most likely: show both
         return "slow_throttling"
@@ -81,6 +82,7 @@ STATUS_LABEL = {
     "straggler": "▼ slow",
     "throttling": "◆ throttle",
     "up": "● up",
+    "idle": "○ idle",
     "finished": "✓ done",
 }
 _MISSING_COLUMNS = ("now", "mean", "delta", "progress", "power", "sm", "hbm", "temp", "tpj", "base")
@@ -283,6 +285,7 @@ class NodeTable(SortedTable):
             "straggler": pal.warn,
             "throttling": pal.warn,
             "up": pal.good,
+            "idle": pal.good,
             "finished": pal.good,
         }[condition]
         cells = self._cells(snap, i, condition)
