@@ -87,7 +87,15 @@ class RunOptions:
             config = dataclasses.replace(config, benchmark=self.benchmark)
         if self.baseline is not None:
             config = dataclasses.replace(config, baseline=self.baseline)
+        if not self.reads_rack_forecasts():
+            config = dataclasses.replace(config, rack_forecasts=False)
         return config
+
+    def reads_rack_forecasts(self) -> bool:
+        """Whether anything reads each rack's forecast as the run goes: the dashboard (the fleet board, a
+        rack's verdict panel) or /metrics (its per-rack families). Headless lines, ``--jsonl``, the
+        recording and the summary do not: there the forecasts are work nobody reads."""
+        return self.wants_dashboard() or self.prometheus_port is not None
 
 
 def served_to_browser() -> bool:
