@@ -1,38 +1,29 @@
 """Each rack's forecast is made only where something reads it as the run goes: the dashboard (the fleet
-board, a rack's verdict panel) and /metrics (its per-rack families). A headless run, with or without
-``--jsonl`` and ``--record``, never reads them, and what it prints is the same without them."""
+board's projected column, a rack's verdict panel). Headless lines, ``--jsonl``, /metrics and the summary
+never read them: what they say is the same without them."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+import dataclasses
+
+import orjson
 
 from tokenwatch.cli.options import RunOptions
-from tokenwatch.core import CoreConfig
-
-_SIM = (
-    "sim",
-    "--racks",
-    "2",
-    "--duration",
-    "2m",
-    "--speed",
-    "0",
-    "--headless",
-    "--interval",
-    "30s",
-    "--seed",
-    "5",
-)
+from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.frontends.metrics.exposition import render
+from tokenwatch.frontends.metrics.families import take_view
+from tokenwatch.inputs.sim.faults import parse_faults
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
 
-def test_only_the_dashboard_and_metrics_keep_each_racks_forecast() -> None:
+def test_only_the_dashboard_keeps_each_racks_forecast() -> None:
     assert not RunOptions("sim", headless=True).core_config().rack_forecasts
     assert not RunOptions("sim", headless=True, jsonl="-", record="r.jsonl").core_config().rack_forecasts
+    assert not RunOptions("sim", headless=True, prometheus_port=0).core_config().rack_forecasts
     assert not RunOptions("replay").core_config().rack_forecasts  # pytest's stdout is not a terminal
     assert RunOptions("sim", force_dashboard=True).core_config().rack_forecasts
-    assert RunOptions("sim", headless=True, prometheus_port=0).core_config().rack_forecasts
     # A setting given on the command line is kept beside it.
     config = RunOptions("sim", headless=True, ttft_sla_s=0.5).core_config(CoreConfig(verdict_interval_s=5.0))
     assert config.ttft_sla_s == 0.5
@@ -40,19 +31,39 @@ def test_only_the_dashboard_and_metrics_keep_each_racks_forecast() -> None:
     assert CoreConfig().rack_forecasts  # a core made in code keeps them (the report, a baseline, tests)
 
 
-def test_a_headless_fleet_sims_lines_and_summary_do_not_read_the_racks_forecasts(tmp_path: Path) -> None:
-    """The same headless fleet run with the per-rack forecasts forced on (/metrics on a free port) and
-    off: every line of its JSONL and its summary are the same, bar the port's announcement on stderr."""
-    outputs = []
-    for extra in ([], ["--prometheus-port", "0"]):
-        jsonl = tmp_path / f"run{len(outputs)}.jsonl"
-        run = subprocess.run(
-            [sys.executable, "-m", "tokenwatch", *_SIM, "--jsonl", str(jsonl), *extra],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=600,
-        )
-        outputs.append((run.stdout, jsonl.read_text()))
-    assert outputs[0] == outputs[1]
-    assert outputs[0][1].count("\n") >= 4  # a snapshot every 30 s of the 2-minute run
+def test_jsonl_metrics_and_the_summary_of_a_fleet_do_not_read_the_racks_forecasts() -> None:
+    """A Server fleet of 2 racks with a node down, through a core that makes each rack's forecast and one
+    that does not: every 30-s JSONL snapshot, every /metrics page and the summary are the same bytes."""
+    profile = load_profile("gb300-nvl72")
+    profile = dataclasses.replace(
+        profile, name="gb300 x2", nodes=8, total_samples=profile.total_samples * 8 // profile.nodes
+    )
+    settings = SimSettings(
+        profile,
+        scenario="Server",
+        seed=5,
+        duration_s=150.0,
+        faults=parse_faults("node02:down@60s", profile.node_names()),
+        extra_meta={"nodes_per_rack": 4},
+    )
+    said: list[list[bytes]] = [[], []]
+    cores = [RackCore(), RackCore(CoreConfig(rack_forecasts=False))]
+    for core, out in zip(cores, said, strict=True):
+
+        def look(t: float, core: RackCore = core, out: list[bytes] = out) -> None:
+            out.append(orjson.dumps(snapshot_json(core.snapshot(t))))
+            out.append(render(take_view(core)))
+
+        core.every(30.0, look)
+    for event in RackSimulation(settings).events():
+        for core in cores:
+            core.ingest(event)
+    assert len(said[0]) >= 8
+    assert said[0] == said[1]
+    assert cores[0].summary() == cores[1].summary()
+    # ...while the eager core did make them, and the lazy one none.
+    eager, lazy = (core.state.fleet for core in cores)
+    assert eager is not None
+    assert lazy is not None
+    assert len(eager.history.view()[0]) > 0
+    assert len(lazy.history.view()[0]) == 0

@@ -92,10 +92,11 @@ class RunOptions:
         return config
 
     def reads_rack_forecasts(self) -> bool:
-        """Whether anything reads each rack's forecast as the run goes: the dashboard (the fleet board, a
-        rack's verdict panel) or /metrics (its per-rack families). Headless lines, ``--jsonl``, the
-        recording and the summary do not: there the forecasts are work nobody reads."""
-        return self.wants_dashboard() or self.prometheus_port is not None
+        """Whether anything reads each rack's forecast as the run goes: only the dashboard (the fleet
+        board's projected column, a rack's verdict panel and its band over time). Headless lines,
+        ``--jsonl``, /metrics (the run-wide forecast and each node's rack), the recording and the summary
+        do not: there the forecasts are work nobody reads."""
+        return self.wants_dashboard()
 
 
 def served_to_browser() -> bool:

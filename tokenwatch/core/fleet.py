@@ -11,7 +11,7 @@ The projected verdict is each rack's own forecast (the forecast a run of that ra
 with the nodes' latency quantiles read once for the fleet), made at each verdict tick by :func:`fleet_tick`
 and kept in the state; once the run has ended, it is made at the snapshot (the end decides it: a node that
 did not finish makes its rack INVALID). Where nothing reads them as the run goes (``rack_forecasts`` off:
-no dashboard, no /metrics) the tick makes none.
+no dashboard) the tick makes none.
 """
 
 from __future__ import annotations
