@@ -15,7 +15,7 @@ same way on the same file:
 In process, on a 64-rack core built from the simulator (Offline and Server): one verdict tick (the
 rack-wide forecast and each rack's, ``verdict_tick`` + ``fleet_tick``), CPU time, median and p95 of
 ``--ticks`` forced ticks, against the dashboard's frame (1 / ``REFRESH_HZ`` = 250 ms: a tick longer than
-that drops a frame) and against issue's "a few ms" (<= 5 ms).
+that drops a frame) and against "a few ms" (<= 5 ms).
 
 Server runs of the same length, one that passes (llama2-70b) and one that fails early stopping
 (llama2-70b-interactive): ``summarize`` of the failing one against the passing one (<= 1.1x).
