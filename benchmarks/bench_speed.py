@@ -36,6 +36,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenwatch.base.events import Scenario
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -141,7 +145,7 @@ def ingest_figures(racks: int, duration: str, repeat: int, tmp: Path) -> list[st
     return lines
 
 
-def verdict_tick_figures(scenario: str, run_s: float, ticks: int) -> list[str]:
+def verdict_tick_figures(scenario: Scenario, run_s: float, ticks: int) -> list[str]:
     """One verdict tick of a 64-rack core (rack-wide + every rack's forecast), CPU ms."""
     from bench_common import sixty_four_rack_profile
 
@@ -236,7 +240,8 @@ def main() -> None:
                 for line in ingest_figures(racks, duration, repeat, Path(tmp)):
                     print(line, flush=True)
         if "tick" in parts:
-            for scenario in ("Offline", "Server"):
+            scenarios: tuple[Scenario, ...] = ("Offline", "Server")
+            for scenario in scenarios:
                 for line in verdict_tick_figures(scenario, 120.0 if args.short else 600.0, ticks):
                     print(line, flush=True)
         if "server" in parts:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenwatch.core import CoreConfig, RackCore, ticks
-from tokenwatch.core.fleet import _history_row, rack_forecast
+from tokenwatch.core.fleet import _history_row, fleet_tick, rack_forecast
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.node_quantiles import NodeQuantileMemo, quantile_per_node
 from tokenwatch.core.node_spread import below_median_pct, median_of
@@ -73,7 +74,7 @@ def _old_rack_forecast(state: RackState, r: int, t: float) -> list[float]:
     return _history_row(current_forecast(view, t))
 
 
-def _same(a: list[float] | np.ndarray, b: list[float] | np.ndarray) -> bool:
+def _same(a: Any, b: Any) -> bool:
     return bool(np.array_equal(np.asarray(a, float), np.asarray(b, float), equal_nan=True))
 
 
@@ -90,14 +91,13 @@ def test_each_racks_forecast_at_every_tick_equals_the_full_views_and_the_lazy_co
     eager, lazy = RackCore(), RackCore(CoreConfig(rack_forecasts=False))
     interval = eager.config.verdict_interval_s
     seen: dict[str, dict[float, list[list[float]]]] = {"kept": {}, "old": {}, "on_demand": {}}
-    real_tick = ticks.fleet_tick
 
     def tick_and_look(state: RackState, t: float) -> None:
         """The tick, then at once (the state as the tick saw it): what it kept, the full view's forecast
         (eager core) or the forecast made on demand (lazy core)."""
         memo = state.fleet
         due = math.isclose(t / interval, round(t / interval))  # a verdict tick (every 10 s of run time)
-        real_tick(state, t)
+        fleet_tick(state, t)
         if memo is None or not due or state.ended or not (state.tokens.any() or state.samples.any()):
             return
         if state.config.rack_forecasts:
