@@ -38,8 +38,8 @@ _FLEET_KINDS = ("verdict", "verdict_invalid", "margin_", "sla_")
 
 def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackState:
     """Rack ``r`` of the fleet (an index into ``state.fleet.groups``) as a run of its own.
-    ``for_forecast`` leaves out what a forecast does not read (alerts, the rack's merged latency
-    histograms and maxima): 64 of them are made at every verdict tick."""
+    ``for_forecast`` leaves out what neither a forecast nor a node's history reads (alerts, the rack's
+    merged latency histograms and maxima); the fleet's verdict tick uses the lighter :func:`forecast_view`."""
     memo = state.fleet
     if memo is None:
         raise ValueError("a run of one rack has no racks to look into")
