@@ -87,8 +87,6 @@ class RunOptions:
             config = dataclasses.replace(config, benchmark=self.benchmark)
         if self.baseline is not None:
             config = dataclasses.replace(config, baseline=self.baseline)
-        if not self.reads_rack_forecasts():
-            config = dataclasses.replace(config, rack_forecasts=False)
         return config
 
     def reads_rack_forecasts(self) -> bool:
