@@ -37,10 +37,14 @@ def add_short_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--short", action="store_true", help=SHORT_HELP)
 
 
+def verdict_text(label: str, figure: str, goal: str, met: bool) -> str:
+    """``MET     label: figure  (target goal)`` (or MISSED): the line ``run_all.py`` collects."""
+    return f"{'MET   ' if met else 'MISSED'}  {label}: {figure}  (target {goal})"
+
+
 def target(label: str, figure: str, goal: str, met: bool) -> bool:
-    """One figure against its target, printed as a line starting MET or MISSED, the form
-    ``run_all.py`` collects; returns ``met``."""
-    print(f"{'MET   ' if met else 'MISSED'}  {label}: {figure}  (target {goal})", flush=True)
+    """One figure against its target, printed as a line starting MET or MISSED; returns ``met``."""
+    print(verdict_text(label, figure, goal, met), flush=True)
     return met
 
 

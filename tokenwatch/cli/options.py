@@ -89,6 +89,13 @@ class RunOptions:
             config = dataclasses.replace(config, baseline=self.baseline)
         return config
 
+    def reads_rack_forecasts(self) -> bool:
+        """Whether anything reads each rack's forecast as the run goes: only the dashboard (the fleet
+        board's projected column, a rack's verdict panel and its band over time). Headless lines,
+        ``--jsonl``, /metrics (the run-wide forecast and each node's rack), the recording and the summary
+        do not: there the forecasts are work nobody reads."""
+        return self.wants_dashboard()
+
 
 def served_to_browser() -> bool:
     """Whether Textual's web driver runs us (``tokenwatch serve``): stdout is then textual-serve's pipe."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -138,7 +139,10 @@ def run_session(
     ``quit_stops``: ``replay`` or ``demo``, where quitting the dashboard stops the view, not the run
     (exit 0, the summary marked ``REPLAY STOPPED at ...``); stop signals still interrupt."""
     check_run_outputs(options)
-    core = RackCore(options.core_config(core_config))
+    config = options.core_config(core_config)
+    if not options.reads_rack_forecasts():  # nothing but the dashboard shows them: work nobody reads
+        config = dataclasses.replace(config, rack_forecasts=False)
+    core = RackCore(config)
     holder: list[Session] = []
     # Before the recording is created: a port in use must not leave an empty recording behind. The
     # server reads the session's core when there is one (a replay's seek may swap it).

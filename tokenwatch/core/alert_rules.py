@@ -14,7 +14,7 @@ import numpy as np
 from tokenwatch.base import throttle
 from tokenwatch.base.events import GPU_METRICS, LatencyMetric
 from tokenwatch.core.causes import update_causes
-from tokenwatch.core.node_spread import below_median_pct
+from tokenwatch.core.node_spread import below_median_pct, eligible_median
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_inputs import shown_limits
 
@@ -63,11 +63,12 @@ def _stragglers(state: RackState, t: float, codes: np.ndarray) -> None:
     cfg, memory, names = state.config, state.rules, state.run.nodes
     rates, _ = state.window_rates(t, cfg.straggler_window_s)
     running = (codes == 0) & (state.tokens > 0) & (t >= min(cfg.straggler_window_s, cfg.window_s * 3))
-    below = below_median_pct(rates, running)
+    median = eligible_median(rates, running)  # read once: both the deficit and the margin are against it
+    below = below_median_pct(rates, running, median)
     # A node is slow only when it is below the median by more than straggler_pct *and* by more than its
     # own deficit's noise allows: a node that sits near the threshold, its rate wobbling with Poisson
     # arrivals or a slow drift, is not raised and cleared every few minutes.
-    margin = _straggler_margin(state, t, rates, running)
+    margin = _straggler_margin(state, t, rates, median)
     # Hysteresis: a node becomes a straggler past straggler_pct (held for straggler_hold_s) and stops
     # being one only back within a smaller band, so noise around the threshold is one alert, not ten.
     slow = below - margin > cfg.straggler_pct
@@ -121,13 +122,11 @@ def own_noise(state: RackState, t: float) -> np.ndarray:
     return memory.noise
 
 
-def _straggler_margin(state: RackState, t: float, rates: np.ndarray, running: np.ndarray) -> np.ndarray:
+def _straggler_margin(state: RackState, t: float, rates: np.ndarray, median: float) -> np.ndarray:
     """How far beyond ``straggler_pct`` each node must be: ``straggler_noise_sigmas`` x its own noise, and
     never less than that many x ``straggler_noise_floor_pct`` (slow wander of a rate that sub-windows of
     one window cannot see)."""
     cfg = state.config
-    ok = running & np.isfinite(rates)
-    median = float(np.median(rates[ok])) if ok.sum() >= 2 else math.nan
     noise_pct = own_noise(state, t) / median * 100.0 if median > 0 else np.full(len(rates), np.nan)
     noise = np.fmax(noise_pct, cfg.straggler_noise_floor_pct)
     return np.asarray(cfg.straggler_noise_sigmas * noise)

@@ -56,6 +56,11 @@ class CoreConfig:
     # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
     # live-view work (series, alerts) off and reads a recording several times faster.
     live_view: bool = True
+    # Each rack's own MLPerf forecast at every verdict tick (the fleet board, a rack's verdict panel): off
+    # where nothing reads them (headless, --jsonl, /metrics, the recording), where 64 of them were most of
+    # the core's cost. Off, the fleet table projects no rack until the run has ended (its final figures
+    # are made when read); ``core.fleet.rack_forecast`` makes one on demand.
+    rack_forecasts: bool = True
     # The MLPerf verdict: the benchmark judged by (None: the run's own, if it names one), how
     # often the forecast is recorded and its alerts judged, and what the projection assumes.
     benchmark: str | None = None

@@ -7,9 +7,11 @@ hint. The figures are the snapshot's node figures summed the way the rack aggreg
 numpy pass over a (racks x nodes-per-rack) index, so a 64-rack table costs a fraction of a millisecond.
 
 The projected verdict is each rack's own forecast (the forecast a run of that rack alone would make,
-:func:`tokenwatch.core.rack_view.rack_state`), made at each verdict tick by :func:`fleet_tick` and kept
-in the state; once the run has ended, it is made at the snapshot (the end decides it: a node that did not
-finish makes its rack INVALID).
+:func:`tokenwatch.core.rack_view.forecast_view`, a view of its rows holding only what a forecast reads,
+with the nodes' latency quantiles read once for the fleet), made at each verdict tick by :func:`fleet_tick`
+and kept in the state; once the run has ended, it is made at the snapshot (the end decides it: a node that
+did not finish makes its rack INVALID). Where nothing reads them as the run goes (``rack_forecasts`` off:
+no dashboard) the tick makes none.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet_memo import FleetMemo
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.node_spread import below_median_pct
-from tokenwatch.core.rack_view import rack_state
+from tokenwatch.core.rack_view import forecast_view
 from tokenwatch.core.snapshot import NodeTable
 from tokenwatch.core.state import RackState
+from tokenwatch.core.verdict_inputs import prime_latency_quantiles
 from tokenwatch.core.verdict_view import current_forecast
 from tokenwatch.mlperf.forecast import Forecast
 
@@ -33,20 +36,22 @@ _UP, _STALE, _DOWN = (STATE_CODE[s] for s in ("up", "stale", "down"))
 
 
 def rack_forecast(state: RackState, r: int, t: float) -> Forecast:
-    """Rack ``r``'s forecast at ``t``: the one a run of its nodes alone would make."""
-    return current_forecast(rack_state(state, r, for_forecast=True), t)
+    """Rack ``r``'s forecast at ``t``: the one a run of its nodes alone would make (what the verdict tick
+    keeps, or made on demand where ``rack_forecasts`` is off)."""
+    return current_forecast(forecast_view(state, r), t)
 
 
 def fleet_tick(state: RackState, t: float) -> None:
     """Every ``verdict_interval_s`` of run time (as the rack-wide forecast's record): each rack's
     forecast, kept for the fleet table and recorded for the rack's own verdict panel."""
     memo = state.fleet
-    if memo is None or t + 1e-9 < memo.next_due_s:
+    if memo is None or not state.config.rack_forecasts or t + 1e-9 < memo.next_due_s:
         return
     interval = state.config.verdict_interval_s
     memo.next_due_s = (math.floor(t / interval + 1e-9) + 1) * interval
     if not state.tokens.any() and not state.samples.any():
         return  # nothing to project yet
+    prime_latency_quantiles(state)  # read once for the fleet; each rack's view slices them
     rows = np.full((len(memo.groups), 5), math.nan)
     for r in range(len(memo.groups)):
         rows[r] = _history_row(rack_forecast(state, r, t))

@@ -40,17 +40,39 @@ class NodeSpread:
         )
 
 
-def below_median_pct(tokens_per_s: FloatArray, eligible: np.ndarray) -> FloatArray:
+def median_of(values: FloatArray) -> float:
+    """``np.median`` of finite values (the same number: the middle one, or the mean of the middle two),
+    without its generic machinery, which cost more than the partition itself at every 1-s tick."""
+    n = values.size
+    k = n // 2
+    if n % 2:
+        return float(np.partition(values, k)[k])
+    part = np.partition(values, (k - 1, k))
+    return float((part[k - 1] + part[k]) / 2.0)
+
+
+def eligible_median(tokens_per_s: FloatArray, eligible: np.ndarray) -> float:
+    """The median of the eligible nodes' finite values; NaN when fewer than two are."""
+    values = np.asarray(tokens_per_s, dtype=np.float64)
+    mask = eligible & np.isfinite(values)
+    return median_of(values[mask]) if mask.sum() >= 2 else math.nan
+
+
+def below_median_pct(
+    tokens_per_s: FloatArray, eligible: np.ndarray, median: float | None = None
+) -> FloatArray:
     """How far each node is below the median of the eligible nodes, in % (negative = above).
 
-    NaN for nodes that are not eligible or when fewer than two nodes are eligible.
+    NaN for nodes that are not eligible or when fewer than two nodes are eligible. ``median``: that
+    median where the caller has it already (:func:`eligible_median`).
     """
     values = np.asarray(tokens_per_s, dtype=np.float64)
     out = np.full(values.shape, np.nan)
     mask = eligible & np.isfinite(values)
     if mask.sum() < 2:
         return out
-    median = float(np.median(values[mask]))
+    if median is None:
+        median = median_of(values[mask])
     if median <= 0:
         return out
     out[mask] = (median - values[mask]) / median * 100.0

@@ -38,8 +38,8 @@ _FLEET_KINDS = ("verdict", "verdict_invalid", "margin_", "sla_")
 
 def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackState:
     """Rack ``r`` of the fleet (an index into ``state.fleet.groups``) as a run of its own.
-    ``for_forecast`` leaves out what a forecast does not read (alerts, the rack's merged latency
-    histograms and maxima): 64 of them are made at every verdict tick."""
+    ``for_forecast`` leaves out what neither a forecast nor a node's history reads (alerts, the rack's
+    merged latency histograms and maxima); the fleet's verdict tick uses the lighter :func:`forecast_view`."""
     memo = state.fleet
     if memo is None:
         raise ValueError("a run of one rack has no racks to look into")
@@ -73,6 +73,67 @@ def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackS
         for f in dataclasses.fields(RackState)
     }
     return RackState(**values)
+
+
+# What a forecast reads of the state (core/verdict_*.py, core/final_figure.py): its view of one rack holds
+# these alone. Every other field is left unset, so a forecast that came to read one would fail loudly
+# (AttributeError) in the fleet's tests rather than read the whole fleet's rows as the rack's.
+_FORECAST_FIELDS = frozenset(
+    {
+        "config",
+        "run",
+        "index",
+        "alerts",
+        "skips",
+        "tokens",
+        "samples",
+        "prompt_tokens",
+        "t_first",
+        "t_last_change",
+        "last_seen",
+        "explicit_state",
+        "state_reason",
+        "state_since",
+        "cadence",
+        "latency",
+        "recent_tokens",
+        "history_tokens",
+        "verdict",
+        "fleet",
+        "fleet_figures",
+        "now",
+        "ended",
+        "end_reason",
+        "ticks_sampled",
+        "last_sample_t",
+        "version",
+    }
+)
+
+
+def forecast_view(state: RackState, r: int) -> RackState:
+    """Rack ``r`` as a run of its own, holding only what its MLPerf forecast reads (see
+    ``_FORECAST_FIELDS``): a fleet's verdict tick makes one per rack, 64 of them every 10 s, and slicing
+    every series of the state (GPU telemetry, logs, causes) for each was most of that tick."""
+    memo = state.fleet
+    if memo is None:
+        raise ValueError("a run of one rack has no racks to look into")
+    rows = memo.groups.nodes(r)
+    n = len(state.run.nodes)
+    names = state.run.nodes[rows]
+    made: dict[str, Any] = {
+        "run": _rack_run(state.run, memo.groups.names[r], rows, n),
+        "index": {name: i for i, name in enumerate(names)},
+        "alerts": AlertLog(1),
+        "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
+        "fleet": None,
+        "fleet_figures": None,
+    }
+    view: RackState = object.__new__(RackState)
+    for name in _FORECAST_FIELDS:
+        value = made[name] if name in made else rows_of(getattr(state, name), rows, n)
+        object.__setattr__(view, name, value)
+    return view
 
 
 def rows_of(value: Any, rows: slice, n: int) -> Any:
@@ -128,13 +189,27 @@ def _nanmax(values: np.ndarray) -> float:
     return float(finite.max()) if finite.size else math.nan
 
 
+# The verdict state's fields that are not per node: the rack's view shares them as they are (``shared``
+# interns the settings and checks nodes share; walking it for rows was most of a view's cost).
+_VERDICT_WHOLE_RUN = frozenset(
+    {"benchmark", "benchmark_named", "limit_origin", "interval_s", "next_due_s", "shared", "last_valid"}
+)
+# ...and those the view makes afresh (below).
+_VERDICT_MADE = frozenset({"history", "margin_alerted", "settings_alerted", "forecast_memo", "loadgen_memo"})
+
+
 def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice, n: int) -> VerdictState:
-    sliced: VerdictState = rows_of(verdict, rows, n)
     assert history.sums.shape[1:] == (len(HISTORY_COLUMNS),)
+    sliced = {
+        f.name: rows_of(getattr(verdict, f.name), rows, n)
+        for f in dataclasses.fields(VerdictState)
+        if f.name not in _VERDICT_WHOLE_RUN and f.name not in _VERDICT_MADE
+    }
     # The fleet's memoised forecast is keyed by run time and state version, which the view shares: the
     # rack's own forecast must be made afresh, never read from it.
     return dataclasses.replace(
-        sliced,
+        verdict,
+        **sliced,
         history=history,
         margin_alerted=set(),
         settings_alerted=set(),

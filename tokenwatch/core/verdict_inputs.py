@@ -15,6 +15,7 @@ import numpy as np
 
 from tokenwatch.base.events import FloatArray, LatencyMetric
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.node_quantiles import node_quantile
 from tokenwatch.core.state import RackState
 from tokenwatch.core.verdict_state import LIMIT_METRICS
 from tokenwatch.mlperf.figures import RunSettings
@@ -103,7 +104,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     total, schedule = planned_totals(state)
     latency = None
     if run.scenario != "Offline":
-        latency = np.array([_quantile(h, 0.5) for h in state.latency["e2e"]])
+        latency = latency_quantile(state, "e2e", 0.5)
         latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
     return NodeProgress(
         run.scenario,
@@ -123,8 +124,19 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     )
 
 
-def _quantile(hist: Any, q: float) -> float:
-    return float(hist.quantiles([q])[0]) if hist.total else math.nan
+def latency_quantile(state: RackState, metric: LatencyMetric, q: float) -> FloatArray:
+    """Each node's quantile ``q`` of ``metric`` (s; NaN for a node with none), read once per state version
+    (:mod:`tokenwatch.core.node_quantiles`)."""
+    return node_quantile(state.verdict.node_quantiles, state.version, state.latency, metric, q)
+
+
+def prime_latency_quantiles(state: RackState) -> None:
+    """Reads now every node's quantile the forecast will ask for, so views of the state (a fleet's racks)
+    made before the next change share them."""
+    if state.run.scenario != "Offline":
+        latency_quantile(state, "e2e", 0.5)
+    for metric in LIMIT_METRICS:
+        latency_quantile(state, metric, 0.99)
 
 
 def over_limits(state: RackState, keep: np.ndarray) -> list[OverLimit]:
@@ -135,7 +147,7 @@ def over_limits(state: RackState, keep: np.ndarray) -> list[OverLimit]:
         judged, low, high = counts.totals()
         if not judged.any():
             continue
-        p99 = np.array([_quantile(h, 0.99) for h in state.latency[metric]])
+        p99 = latency_quantile(state, metric, 0.99)[keep]
         limit = counts.limit_s[np.isfinite(counts.limit_s)]
         out.append(
             OverLimit(
@@ -144,7 +156,7 @@ def over_limits(state: RackState, keep: np.ndarray) -> list[OverLimit]:
                 judged[keep].astype(np.float64),
                 low[keep].astype(np.float64),
                 high[keep].astype(np.float64),
-                p99[keep],
+                p99,
             )
         )
     return out

@@ -20,6 +20,7 @@ import numpy as np
 from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, RunStarted
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, bucket_upper
+from tokenwatch.core.node_quantiles import NodeQuantileMemo
 from tokenwatch.core.ring import DownsampledSeries
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Forecast
@@ -151,6 +152,8 @@ class VerdictState:
     # one takes ~0.5 ms: a fleet's 1,152 nodes must not be judged again at every snapshot).
     details_version: int = 0
     loadgen_memo: tuple[int, list[Any]] | None = None
+    # Each node's latency quantiles the forecast reads, once per state version (core/node_quantiles.py).
+    node_quantiles: NodeQuantileMemo = field(default_factory=NodeQuantileMemo)
 
     @property
     def scenario_label(self) -> str:
