@@ -92,6 +92,8 @@ _FORECAST_FIELDS = frozenset(
         "t_last_change",
         "last_seen",
         "explicit_state",
+        "vouched",  # effective_state: a supervised node's silence is idle
+        "engine",  # effective_state: an engine with nothing running or waiting is idle
         "state_reason",
         "state_since",
         "cadence",
