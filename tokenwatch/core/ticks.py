@@ -50,6 +50,7 @@ def sample(state: RackState, t: float) -> None:
     tokens = state.tokens.astype(np.float64)
     state.recent_tokens.push(t, tokens)
     state.recent_samples.push(t, state.samples.astype(np.float64))
+    state.recent_read_t.push(t, state.t_read)
     state.recent_power.push(t, node_power)
     state.history_tokens.add(t, tokens)
     state.history_power.add(t, node_power)
