@@ -68,6 +68,9 @@ class FleetConfig:
     detail_interval_s: float = duration_field(30.0, key="detail_interval")  # every node, for alerts
     lookback_s: float = duration_field(3 * 3600.0, key="lookback")  # where to seek the run's start
     rate_window_s: float = duration_field(60.0, key="rate_window")  # rate() window of server presets
+    # How much of the newest data the engine hides (VictoriaMetrics' -search.latencyOffset); None: what
+    # the server's flags say, else 0.
+    latency_offset_s: float | None = duration_field(None, key="latency_offset")
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +310,8 @@ def _check_fleet(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -
         raise reader.error(("fleet", "lookback"), "must be between 0s (no history) and 24h")
     if fleet.rate_window_s < 1:
         raise reader.error(("fleet", "rate_window"), "must be at least 1s")
+    if fleet.latency_offset_s is not None and fleet.latency_offset_s > 3600:
+        raise reader.error(("fleet", "latency_offset"), "must be at most 1h")
 
 
 def _check_gpu(reader: Reader, config: WatchConfig) -> None:

@@ -254,6 +254,7 @@ def fleet_watch(
         lookback_s=fleet.lookback_s,
         window_s=fleet.rate_window_s,
         gpus_per_node=gpus,
+        latency_offset_s=fleet.latency_offset_s,
     )
     collector.rack_collectors = [PrometheusFleetCollector(settings, now=collector.now, clock=collector.clock)]
     collector.meta_extra = {"gpu_source": "prometheus-fleet", "local": False}
