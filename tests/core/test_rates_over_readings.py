@@ -64,3 +64,17 @@ def test_a_node_first_read_mid_run_is_measured_from_that_reading() -> None:
     # The run's mean of the node is its growth since it was first read, over the time since.
     assert core.snapshot(130.0).nodes.mean_tokens_per_s[1] == pytest.approx(RATE, rel=1e-9)
     assert np.isfinite(core.snapshot(130.0).aggregate.tokens_per_s)
+
+
+def test_a_gap_in_the_history_is_never_spanned_by_a_rate() -> None:
+    """No readings from 100 s to 220 s (a hole in the server's history): after it, the rate is formed
+    over the readings after it, never 120 s of growth over the window (or over the hole)."""
+    core = run(("steady",))
+    for k in [*range(1, 101), *range(220, 241)]:
+        t = float(k)
+        core.ingest(reading(t, "steady"))
+        rate = core.snapshot(t).nodes.tokens_per_s[0]
+        if k in (1, 220):
+            assert math.isnan(rate)  # one reading (since the gap): no span yet
+        else:
+            assert rate == pytest.approx(RATE, rel=1e-9), t

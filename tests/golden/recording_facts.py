@@ -102,11 +102,12 @@ class NodeFacts:
         if math.isnan(newest):
             return math.nan
         base = self.read_at(tick)
-        if math.isnan(base):  # first reported inside the window
-            base = self.progress_t[0]
+        if math.isnan(base) or tick - base > STALE_AFTER_S:  # first reported (again) inside the window
+            k = bisect.bisect_right(self.progress_t, base) if not math.isnan(base) else 0
+            base = self.progress_t[k] if self.progress_t[k] < newest else math.nan
         elif base >= newest:  # no report since the window began: the one before the newest
             k = bisect.bisect_left(self.progress_t, newest) - 1
-            base = self.progress_t[k] if k >= 0 else math.nan
+            base = self.progress_t[k] if k >= 0 and newest - self.progress_t[k] <= STALE_AFTER_S else math.nan
         end = newest if t - newest <= STALE_AFTER_S else t
         if not end > base:
             return math.nan

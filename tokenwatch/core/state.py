@@ -218,7 +218,9 @@ class RackState:
         attached mid-run, a rack fetched when it was opened) is measured from that first reading, never
         from a point where the core knew nothing of it (its counters held work done before); a node read
         less often than the window (every 30 s through a fleet's server) over its newest two readings,
-        never 30 s of growth divided by 10. NaN until two readings bound a span."""
+        never 30 s of growth divided by 10. A gap (silence past the node's staleness limit, a hole in a
+        server's history) is never spanned: the rate starts at the first reading after it. NaN until two
+        readings bound a span."""
         ring = self.recent_tokens
         slot = ring.slot_at_or_before(t - (self.config.window_s if window_s is None else window_s))
         slot = ring.oldest_slot() if slot is None else slot
@@ -232,9 +234,13 @@ class RackState:
         never = np.isnan(self.t_first)
         base_t[never] = float(ring.times[slot])  # never read: 0 tokens over the window, as before
         with np.errstate(invalid="ignore"):
-            elsewhere = ~never & ~(base_t < self.t_read)  # no reading yet, or only the newest one
+            # No reading yet at the window's start, or one older than it by more than the node's limit
+            # (a gap): the rate starts at the first reading after it.
+            after = np.where(np.isnan(base_t), -np.inf, base_t)
+            gap = ~never & ((ring.times[slot] - base_t > self.stale_limit_s) | np.isnan(base_t))
+            elsewhere = ~never & (gap | ~(base_t < self.t_read))  # ... or the newest reading only
         if elsewhere.any():
-            self._bases_elsewhere(np.flatnonzero(elsewhere), base_tokens, base_samples, base_t)
+            self._bases_elsewhere(np.flatnonzero(elsewhere), gap, after, (base_tokens, base_samples, base_t))
         with np.errstate(invalid="ignore"):
             reporting = t - self.t_read <= self.stale_limit_s
         end_t = np.where(reporting, self.t_read, t)
@@ -244,19 +250,30 @@ class RackState:
             return (self.tokens - base_tokens) / span, (self.samples - base_samples) / span
 
     def _bases_elsewhere(
-        self, nodes: np.ndarray, base_tokens: FloatArray, base_samples: FloatArray, base_t: FloatArray
+        self,
+        nodes: np.ndarray,
+        gap: np.ndarray,
+        after: FloatArray,
+        bases: tuple[FloatArray, FloatArray, FloatArray],
     ) -> None:
-        """For ``nodes`` whose window start holds no reading older than their newest: a node first read
-        inside the window starts at its first reading; one with no reading since the window began at the
-        reading before its newest (NaN where there is none: one reading bounds no span)."""
+        """Where the window's start holds no usable reading for ``nodes``: after a gap (or before a first
+        reading), the first reading after ``after``; with no reading since the window began, the one
+        before the newest, unless a gap lies between them. NaN where none is left (one reading bounds no
+        span). ``bases``: (tokens, samples, reading time), written in place."""
+        base_tokens, base_samples, base_t = bases
         order = self.recent_tokens.ordered_slots()
         reads = self.recent_read_t.values[np.ix_(order, nodes)]
+        limits = self.stale_limit_s
         for col, i in enumerate(nodes.tolist()):
-            known = np.flatnonzero(reads[:, col] < self.t_read[i])  # ticks holding an older reading
-            if not len(known):
+            with np.errstate(invalid="ignore"):
+                older = reads[:, col] < self.t_read[i]  # ticks holding a reading older than the newest
+                known = (
+                    np.flatnonzero(older & (reads[:, col] > after[i])) if gap[i] else np.flatnonzero(older)
+                )
+            k = int(known[0] if gap[i] else known[-1]) if len(known) else -1
+            if k < 0 or (not gap[i] and self.t_read[i] - reads[k, col] > limits[i]):
                 base_t[i] = math.nan
                 continue
-            k = int(known[0] if np.isnan(base_t[i]) else known[-1])
             at = int(order[k])
             base_tokens[i], base_samples[i] = (
                 self.recent_tokens.values[at, i],
