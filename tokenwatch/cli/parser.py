@@ -136,7 +136,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rack",
         metavar="NAME",
-        help="headless, a run of several racks (a fleet watch, sim --racks, their replays): the lines, "
+        help="headless, a run of several racks (a fleet watch, sim --racks, their replays): the lines and "
         "JSONL of rack NAME alone, what Enter on its row of the fleet board shows, whose figures are "
         "the board's row (a name the run does not have: one line, exit 2); the summary stays the run's",
     )
