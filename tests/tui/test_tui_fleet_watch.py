@@ -199,11 +199,17 @@ async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
         await until(pilot, "the focus on rack02", lambda: focus_of(app).racks == frozenset({"rack02"}))
         names = [f"rack02/node{i + 1:02d}" for i in range(NODES)]
 
-        def rack02_shown_fresh() -> bool:
+        def rack02_read_again() -> bool:
             rows = shown_node_table(app)
-            return rows is not None and rows.snapshot is not None and fresh_nodes(app, "rack02") == names
+            read = state.last_seen[[state.index[name] for name in names]]
+            return (
+                rows is not None
+                and rows.snapshot is not None
+                and fresh_nodes(app, "rack02") == names
+                and bool((read > first_pass[[state.index[name] for name in names]]).all())
+            )
 
-        await until(pilot, "rack02's nodes fresh in its dashboard", rack02_shown_fresh)
+        await until(pilot, "rack02's nodes read again and fresh in its dashboard", rack02_read_again)
         app.refresh_data(force=True)
         await pilot.pause()
         node_table = shown_node_table(app)

@@ -234,15 +234,16 @@ class RackState:
         never = np.isnan(self.t_first)
         base_t[never] = float(ring.times[slot])  # never read: 0 tokens over the window, as before
         with np.errstate(invalid="ignore"):
-            # No reading yet at the window's start, or one older than it by more than the node's limit
-            # (a gap): the rate starts at the first reading after it.
+            reporting = t - self.t_read <= self.stale_limit_s
+            # While a node reports: no reading yet at the window's start, or one older than it by more
+            # than the node's limit (a gap), and the rate starts at the first reading after it; or only
+            # its newest reading since, and it is the one before. A silent node is measured from the
+            # window's start up to now (its rate falls).
             after = np.where(np.isnan(base_t), -np.inf, base_t)
-            gap = ~never & ((ring.times[slot] - base_t > self.stale_limit_s) | np.isnan(base_t))
-            elsewhere = ~never & (gap | ~(base_t < self.t_read))  # ... or the newest reading only
+            gap = reporting & ((ring.times[slot] - base_t > self.stale_limit_s) | np.isnan(base_t))
+            elsewhere = ~never & (gap | (reporting & ~(base_t < self.t_read)))
         if elsewhere.any():
             self._bases_elsewhere(np.flatnonzero(elsewhere), gap, after, (base_tokens, base_samples, base_t))
-        with np.errstate(invalid="ignore"):
-            reporting = t - self.t_read <= self.stale_limit_s
         end_t = np.where(reporting, self.t_read, t)
         with np.errstate(invalid="ignore", divide="ignore"):
             span = end_t - base_t
