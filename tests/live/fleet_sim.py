@@ -20,7 +20,13 @@ class SimFleet:
         self.tmp = tmp
         self.racks = racks
         self.port = free_port()
+        # The GB300 rack with a 2-s warm-up: the racks' pace is steady within the seconds a test watches
+        # (the exporter's 10-s windows and the readings' spans then measure the same pace).
+        shipped = REPO_ROOT / "tokenwatch" / "inputs" / "sim" / "profiles" / "gb300-nvl72.yaml"
+        profile = tmp / "gb300-steady.yaml"
+        profile.write_text(shipped.read_text(encoding="utf-8").replace("warmup: 90s", "warmup: 2s"))
         args = ["sim", "--racks", str(racks), "--speed", f"{speed:g}", "--headless", "--interval", "1h"]
+        args += ["--profile", str(profile)]
         args += ["--prometheus-port", str(self.port)] + (["--faults", faults] if faults else [])
         self.sim = subprocess.Popen(
             [sys.executable, "-m", "tokenwatch", *args],
