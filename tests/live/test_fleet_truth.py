@@ -23,7 +23,7 @@ import pytest
 from fleet_sim import SimFleet
 from fleet_support import PROMETHEUS
 
-from tests.conftest import run_tokenwatch
+from tests.conftest import prometheus_query, run_tokenwatch, wait_until
 from tokenwatch.base.events import RunStarted
 from tokenwatch.base.formatting import group
 from tokenwatch.recording import read_events
@@ -165,6 +165,14 @@ def test_a_run_older_than_the_servers_history_is_summarised_over_what_is_retaine
 ) -> None:
     """The server's history (here the watch's lookback) begins after the run did: the summary covers what
     is retained and says so, and its figure is what the lines read (it read ~3x as much)."""
+    # The run has counted for longer than the history the watch is given (8 s) reaches back.
+    wait_until(
+        lambda: bool(
+            prometheus_query(faulted.url, "sum(tokenwatch_node_generated_tokens_total offset 12s) > 0")
+        ),
+        "the run counting for over 12 s in the server",
+        poll_s=0.5,
+    )
     config = faulted.config("short-history.yaml", lookback="8s")
     jsonl = tmp_path / "lines.jsonl"
     watch = run_tokenwatch(
