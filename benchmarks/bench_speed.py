@@ -101,7 +101,8 @@ def cpu_of(cmd: list[str], repeat: int) -> float:
 def verdict_line(name: str, value: float, floor: float, target: float, unit: str = "x") -> str:
     ratio = value / floor if floor > 0 else float("inf")
     figures = f"{value:.2f} s vs {floor:.2f} s = {ratio:.2f}{unit}"
-    return verdict_text(name, figures, f"<= {target:g}{unit}", ratio <= target)
+    line: str = verdict_text(name, figures, f"<= {target:g}{unit}", ratio <= target)
+    return line
 
 
 def tokenwatch(*args: str) -> list[str]:

@@ -85,12 +85,25 @@ def tokens_at(truth: dict[str, np.ndarray], node: int, t: float) -> float:
     return float(truth["tokens"][mask][np.argmax(truth["t"][mask])]) if mask.any() else 0.0
 
 
+def read_at(truth: dict[str, np.ndarray], node: int, t: float) -> float:
+    """When a node's last report at or before run time t came."""
+    mask = (truth["node"] == node) & (truth["t"] <= t)
+    return float(truth["t"][mask].max())
+
+
 def test_windowed_aggregate_and_node_rates_match_raw_counters(irregular_run) -> None:
+    """A node's rate over the window is its counters' growth between the readings that bound it (the last
+    at or before the window's start, the newest), over the time between those readings: never the growth
+    of a span longer or shorter than the one divided by."""
     events, truth = irregular_run
     core = RackCore(CoreConfig(window_s=10.0))
     feed(core, events)
     snap = core.snapshot(300.0)
-    expected = [(tokens_at(truth, i, 300.0) - tokens_at(truth, i, 290.0)) / 10.0 for i in range(len(NODES))]
+    expected = [
+        (tokens_at(truth, i, 300.0) - tokens_at(truth, i, 290.0))
+        / (read_at(truth, i, 300.0) - read_at(truth, i, 290.0))
+        for i in range(len(NODES))
+    ]
     assert snap.nodes.tokens_per_s == pytest.approx(expected)
     assert snap.aggregate.tokens_per_s == pytest.approx(sum(expected))
     assert snap.aggregate.per_gpu_tokens_per_s == pytest.approx(sum(expected) / (len(NODES) * GPUS))

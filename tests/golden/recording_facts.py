@@ -87,9 +87,31 @@ class NodeFacts:
         k = bisect.bisect_right(self.seen_t, t) - 1
         return self.seen_t[k] if k >= 0 else math.nan
 
+    def read_at(self, t: float) -> float:
+        """The time of the node's latest progress report at or before ``t`` (NaN: none)."""
+        k = bisect.bisect_right(self.progress_t, t) - 1
+        return self.progress_t[k] if k >= 0 else math.nan
+
     def window_rate(self, t: float) -> float:
+        """The counter's growth between the reports that bound the window (the last at or before the 1-s
+        tick at or before t - 10 s, or the first one after it; the one before the newest where the window
+        holds no newer one) and the newest report (``t`` itself once the node's reports stopped for longer
+        than the staleness limit), over the time between them."""
         tick = math.floor((t - WINDOW_S) / TICK_S) * TICK_S  # the last 1-s tick at or before t - 10 s
-        return (self.counter_at(t) - self.counter_at(tick)) / (t - tick)
+        newest = self.read_at(t)
+        if math.isnan(newest):
+            return math.nan
+        base = self.read_at(tick)
+        if math.isnan(base) or tick - base > STALE_AFTER_S:  # first reported (again) inside the window
+            k = bisect.bisect_right(self.progress_t, base) if not math.isnan(base) else 0
+            base = self.progress_t[k] if self.progress_t[k] < newest else math.nan
+        elif base >= newest:  # no report since the window began: the one before the newest
+            k = bisect.bisect_left(self.progress_t, newest) - 1
+            base = self.progress_t[k] if k >= 0 and newest - self.progress_t[k] <= STALE_AFTER_S else math.nan
+        end = newest if t - newest <= STALE_AFTER_S else t
+        if not end > base:
+            return math.nan
+        return (self.counter_at(end) - self.counter_at(base)) / (end - base)
 
     def measured_mean(self, t: float, which: str = "tokens") -> float:
         """Counter over the node's own span, from its first report to its token counter's last growth."""

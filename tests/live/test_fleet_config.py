@@ -10,6 +10,7 @@ import pytest
 from tokenwatch.base.yaml_schema import SchemaError
 from tokenwatch.inputs.config import WatchConfig, load_watch_config, rack_label
 from tokenwatch.inputs.live.targets import rack_name
+from tokenwatch.inputs.prometheus.fleet import PrometheusFleetCollector
 from tokenwatch.inputs.watch import build_collector, plan_watch
 
 FLEET = """\
@@ -48,6 +49,19 @@ def test_a_fleet_config_loads_and_plans_no_ssh(tmp_path: Path) -> None:
     assert [type(c).__name__ for c in collector.rack_collectors] == ["PrometheusFleetCollector"]
 
 
+def test_the_engines_latency_offset_reaches_the_fleet_watch(tmp_path: Path) -> None:
+    """VictoriaMetrics hides the newest 30 s by default: said in the config, the watch asks each round
+    once it is no longer hidden (unsaid, it is what the server's flags say, else 0)."""
+    config = load(tmp_path, FLEET.replace("lookback: 2h", "lookback: 2h\n  latency_offset: 30s"))
+    assert config.fleet is not None
+    assert config.fleet.latency_offset_s == 30.0
+    collector = build_collector(config).rack_collectors[0]
+    assert isinstance(collector, PrometheusFleetCollector)
+    assert collector.settings.latency_offset_s == 30.0
+    assert collector.timing.latency_offset_s == 30.0
+    assert load(tmp_path, FLEET).fleet.latency_offset_s is None  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -73,6 +87,8 @@ def test_a_fleet_config_loads_and_plans_no_ssh(tmp_path: Path) -> None:
             "only http:// and https:// are supported",
         ),
         (("  preset: tokenwatch\n", "  preset: tokenwatch\n  node_label: '1node'\n"), "fleet.node_label"),
+        (("lookback: 2h", "lookback: 2h\n  latency_offset: 2h"), "fleet.latency_offset: must be at most 1h"),
+        (("lookback: 2h", "lookback: 2h\n  latency_offset: soon"), "fleet.latency_offset"),
     ],
 )
 def test_mistakes_are_one_line_naming_the_key(tmp_path: Path, change: tuple[str, str], problem: str) -> None:

@@ -363,7 +363,8 @@ def test_a_node_timed_by_its_samples_has_a_band_that_holds_its_true_start() -> N
     loadgens = tokens / (end - true_start)
     exact = forecast(done).tokens_per_s
     sampled = forecast(dataclasses.replace(done, timing_s=np.array([1.0]))).tokens_per_s
-    assert exact is not None and sampled is not None
+    assert exact is not None
+    assert sampled is not None
     assert exact.value == sampled.value == pytest.approx(tokens / end)
     assert not exact.low <= loadgens <= exact.high
     assert sampled.low <= loadgens <= sampled.high

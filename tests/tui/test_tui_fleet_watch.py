@@ -91,9 +91,8 @@ def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 def watch_app(url: str, tmp_path: Path) -> TokenwatchApp:
     """The dashboard ``tokenwatch watch fleet.yaml`` runs (cli/watch_cmd.py, cli/running.py): the real
-    live collector and session, the fleet focus handed over. Nodes are stale 2 s after their last
-    reading, and the alerting pass (every node) comes only at the first round, so a rack's nodes stay
-    fresh only while the focus fetches them."""
+    live collector and session, the fleet focus handed over. The alerting pass (every node) comes only
+    at the first round, so a rack's nodes are read again only while the focus fetches them."""
     config_path = tmp_path / "fleet.yaml"
     config_path.write_text(
         "run: {name: fleet, scenario: Offline}\n"
@@ -188,12 +187,14 @@ async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
         assert expected(fleet.cores[1]).throttling  # rack02's worst is its throttling node
         assert focus_of(app).racks == frozenset()
 
-        # The first round's alerting pass read every node; with none on screen they all go stale.
-        await until(
-            pilot,
-            "every node stale with no rack on screen",
-            lambda: not any(fresh_nodes(app, rack_name(r)) for r in range(RACKS)),
-        )
+        # The first round's alerting pass read every node; with none on screen none is read again (a
+        # node read through the server is judged by its reading plan: no stale alert between passes).
+        await rounds_later(pilot, app, 1)
+        state = app.session.core.state
+        first_pass = state.last_seen.copy()
+        await rounds_later(pilot, app, 2)
+        np.testing.assert_array_equal(state.last_seen, first_pass)
+        assert not [a for a in app.session.core.active_alerts() if a.kind == "stale"]
 
         await pilot.press("down", "enter")  # rack02
         screen = app.screen
@@ -202,11 +203,17 @@ async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
         await until(pilot, "the focus on rack02", lambda: focus_of(app).racks == frozenset({"rack02"}))
         names = [f"rack02/node{i + 1:02d}" for i in range(NODES)]
 
-        def rack02_shown_fresh() -> bool:
+        def rack02_read_again() -> bool:
             rows = shown_node_table(app)
-            return rows is not None and rows.snapshot is not None and fresh_nodes(app, "rack02") == names
+            read = state.last_seen[[state.index[name] for name in names]]
+            return (
+                rows is not None
+                and rows.snapshot is not None
+                and fresh_nodes(app, "rack02") == names
+                and bool((read > first_pass[[state.index[name] for name in names]]).all())
+            )
 
-        await until(pilot, "rack02's nodes fresh in its dashboard", rack02_shown_fresh)
+        await until(pilot, "rack02's nodes read again and fresh in its dashboard", rack02_read_again)
         app.refresh_data(force=True)
         await pilot.pause()
         node_table = shown_node_table(app)
@@ -218,9 +225,12 @@ async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
         assert shown.nodes.tokens_done.tolist() == own.nodes.tokens_done.tolist()
         np.testing.assert_allclose(shown.nodes.power_w, own.nodes.power_w, rtol=1e-9)
         assert np.isfinite(shown.nodes.power_w).all()
-        # Fetched because of the focus: the racks not on screen stay stale.
-        assert fresh_nodes(app, "rack01") == []
-        assert fresh_nodes(app, "rack03") == []
+        # Fetched because of the focus: the racks not on screen are not read again.
+        focused = state.last_seen[[state.index[name] for name in names]].min()
+        for rack in ("rack01", "rack03"):
+            rows = [state.index[f"{rack}/node{i + 1:02d}"] for i in range(NODES)]
+            np.testing.assert_array_equal(state.last_seen[rows], first_pass[rows])
+            assert (state.last_seen[rows] < focused).all()
 
         await pilot.press("escape")
         assert isinstance(app.screen, FleetScreen)

@@ -39,6 +39,7 @@ class RunOptions:
     force_dashboard: bool = False  # tests: the dashboard even when stdout is not a terminal
     baseline: Baseline | None = None  # --baseline, loaded and checked by the command (cli/baseline_option.py)
     notify: NotifyConfig | None = None  # --notify (and a watch config's notify:): where alerts are pushed
+    rack: str | None = None  # --rack: headless output of one rack of a fleet (its drill-down)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, mode: RunMode, inputs: tuple[str, ...] = ()) -> RunOptions:
@@ -61,6 +62,7 @@ class RunOptions:
             force=args.force,
             inputs=inputs,
             notify=notify_from_args(getattr(args, "notify", None)),
+            rack=getattr(args, "rack", None),
         )
 
     @property

@@ -134,6 +134,13 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--theme", metavar="NAME", help="dashboard theme (see themes/; `t` cycles them)")
     p.add_argument(
+        "--rack",
+        metavar="NAME",
+        help="headless, a run of several racks (a fleet watch, sim --racks, their replays): the lines and "
+        "JSONL of rack NAME alone, what Enter on its row of the fleet board shows, whose figures are "
+        "the board's row (a name the run does not have: one line, exit 2); the summary stays the run's",
+    )
+    p.add_argument(
         "--ttft-sla",
         type=positive_duration_arg,
         metavar="DURATION",

@@ -82,6 +82,7 @@ def make_recorder(options: RunOptions, created_epoch: float | None = None) -> Re
 
 
 INTERRUPTED_EXIT = 130  # as a shell reports a command Ctrl-C stopped
+USAGE_EXIT = 2  # as argparse and every refused input: --rack naming a rack the run does not have
 NO_DATA_EXIT = 1  # a headless watch that never heard from a source: a script must not take it for a run
 # What a source says about the data itself (telemetry, progress, rack figures, latencies), as against
 # notices, statuses and heartbeats.
@@ -139,6 +140,10 @@ def run_session(
     ``quit_stops``: ``replay`` or ``demo``, where quitting the dashboard stops the view, not the run
     (exit 0, the summary marked ``REPLAY STOPPED at ...``); stop signals still interrupt."""
     check_run_outputs(options)
+    if options.rack is not None and options.wants_dashboard():
+        raise UsageError("--rack needs --headless (on the dashboard, Enter on a rack's row opens it)")
+    if options.rack is not None and fleet_focus is not None:
+        fleet_focus.show({options.rack})  # its nodes fetched every interval, as an opened rack's are
     config = options.core_config(core_config)
     if not options.reads_rack_forecasts():  # nothing but the dashboard shows them: work nobody reads
         config = dataclasses.replace(config, rack_forecasts=False)
@@ -185,8 +190,16 @@ def run_session(
     if sight is not None:
         session.on_event(sight.see)
     with open_jsonl(options.jsonl) as jsonl:
-        logger = HeadlessLogger(core, human, jsonl, start_s=options.start_s, warn=stderr_line)
-        session.every(options.interval_s, logger.at)
+        logger = HeadlessLogger(
+            core, human, jsonl, start_s=options.start_s, warn=stderr_line, rack=options.rack
+        )
+
+        def write_lines(t: float) -> None:
+            logger.at(t)
+            if logger.missing_rack is not None and not session.interrupted:
+                session.stop()
+
+        session.every(options.interval_s, write_lines)
         try:
             signalled = asyncio.run(_run_until_signal(session, exporter, notifier))
         finally:
@@ -194,6 +207,9 @@ def run_session(
                 exporter.close()
         logger.finish()
     finish_notifying(notifier)
+    if logger.missing_rack is not None:
+        stderr_line(f"tokenwatch: {logger.missing_rack}")
+        return USAGE_EXIT
     if after:
         after(session)
     print_summary(session, human)

@@ -102,11 +102,15 @@ def fleet_table(state: RackState, nodes: NodeTable, codes: np.ndarray, now: floa
     worst_names = tuple(names[int(index[r, k])] if k >= 0 else "" for r, k in enumerate(worst))
     worst_causes = tuple(causes[int(index[r, k])] if k >= 0 and causes else "" for r, k in enumerate(worst))
     nodes_up = (~stopped & mask).sum(axis=1)
+    states = tuple(
+        _rack_state(up, total, c) for up, total, c in zip(nodes_up, groups.count, rack_codes, strict=True)
+    )
+    if not state.ended:  # a rack whose data stopped is not projected from its last figures
+        silent = np.array([s != "up" for s in states], bool)
+        valid, projected = np.where(silent, np.nan, valid), np.where(silent, np.nan, projected)
     return FleetTable(
         racks=groups.names,
-        state=tuple(
-            _rack_state(up, total, c) for up, total, c in zip(nodes_up, groups.count, rack_codes, strict=True)
-        ),
+        state=states,
         nodes_total=groups.count.copy(),
         nodes_up=nodes_up.astype(np.int64),
         gpus=gpus.astype(np.int64),

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core.fleet_forecast import racks_forecast
 from tokenwatch.core.fleet_state import FleetState, fleet_table, nansum
 from tokenwatch.core.snapshot import RackSnapshot, Timeline
 
@@ -38,10 +39,41 @@ def with_fleet(
         power_w=power,
         tokens_per_joule=tokens / power if power > 0 else math.nan,
     )
+    verdict = snap.verdict
+    if verdict is not None and not snap.ended:  # the racks' own projections, never the few nodes fetched
+        rows = list(range(len(table)))
+        verdict = dataclasses.replace(verdict, forecast=racks_forecast(verdict.forecast, fleet, table, rows))
     timeline = snap.timeline
     if fleet.totals is not None:
         times, totals = fleet.totals.view()
         if len(times):
             rate = totals[:, 0].copy()
             timeline = Timeline(times, rate, totals[:, 1].copy(), steady_mean(rate))
-    return dataclasses.replace(snap, fleet=table, aggregate=agg, timeline=timeline)
+    return dataclasses.replace(snap, fleet=table, aggregate=agg, timeline=timeline, verdict=verdict)
+
+
+def with_rack_row(snap: RackSnapshot, fleet: FleetState, rack: str, now: float) -> RackSnapshot:
+    """Rack ``rack``'s drill-down with the figures of its row on the board: one truth from board to
+    node. The node-level state of a fleet watched through Prometheus holds the rack's nodes only from
+    when they were first fetched (the rack opened, or an alerting pass), so its own sums would cover
+    less than the row, which the server sums over the rack's nodes every interval."""
+    table = fleet_table(fleet, now)
+    if rack not in table.racks:
+        return snap
+    r = table.index(rack)
+    tokens, power = float(table.tokens_per_s[r]), float(table.power_w[r])
+    agg = dataclasses.replace(
+        snap.aggregate,
+        tokens_per_s=tokens,
+        per_gpu_tokens_per_s=float(table.per_gpu_tokens_per_s[r]),
+        nodes=int(table.nodes_total[r]),
+        nodes_up=int(table.nodes_up[r]),
+        gpus=int(table.gpus[r]),
+        power_w=power,
+        tokens_per_joule=float(table.tokens_per_joule[r]),
+    )
+    spread = dataclasses.replace(snap.node_spread, spread_pct=float(table.spread_pct[r]))
+    verdict = snap.verdict
+    if verdict is not None and not snap.ended:
+        verdict = dataclasses.replace(verdict, forecast=racks_forecast(verdict.forecast, fleet, table, [r]))
+    return dataclasses.replace(snap, aggregate=agg, node_spread=spread, verdict=verdict)

@@ -31,8 +31,8 @@ STALE_INTERVALS = 3.0  # a rack silent for this many of the fleet's own interval
 class FleetState:
     """Per rack (in order of first appearance, the run's declared racks first): its latest figures
     (``values``, columns in :data:`RACK_FIGURES` order), whether its series are gone (``down``), when it
-    was last in a batch (``last_seen``, run time), last in one with figures (``last_figures``: not down)
-    and its slowest running node with a cause hint.
+    was last in a batch (``last_seen``, run time) and last in one with its series (``last_data``), and
+    its slowest running node with a cause hint.
     ``node_ranges``: rack -> (first node, node count) in the run's node list, from ``RunStarted.meta``."""
 
     history_points: int
@@ -43,7 +43,7 @@ class FleetState:
     values: FloatArray = field(default_factory=lambda: np.zeros((0, len(RACK_FIGURES))))
     down: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     last_seen: FloatArray = field(default_factory=lambda: np.zeros(0))
-    last_figures: FloatArray = field(default_factory=lambda: np.zeros(0))  # last in a batch, not down
+    last_data: FloatArray = field(default_factory=lambda: np.zeros(0))  # last batch it was not down in
     worst_node: list[str] = field(default_factory=list)
     worst_cause: list[str] = field(default_factory=list)
     node_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -62,7 +62,7 @@ class FleetState:
         self.values = np.vstack([self.values, np.full((1, len(RACK_FIGURES)), np.nan)])
         self.down = np.append(self.down, False)
         self.last_seen = np.append(self.last_seen, math.nan)
-        self.last_figures = np.append(self.last_figures, math.nan)
+        self.last_data = np.append(self.last_data, math.nan)
         self.worst_node.append("")
         self.worst_cause.append("")
         return i
@@ -104,7 +104,7 @@ def ingest_rack_figures(fleet: FleetState, ev: RackFiguresBatch) -> None:
         fleet.values[rows] = ev.values
         fleet.down[rows] = ev.down
         fleet.last_seen[rows] = ev.t
-        fleet.last_figures[rows[~ev.down]] = ev.t
+        fleet.last_data[rows[~ev.down]] = ev.t
         for row, worst, cause in zip(rows.tolist(), ev.worst_node, ev.worst_cause, strict=True):
             fleet.worst_node[row], fleet.worst_cause[row] = worst, cause
     if math.isfinite(fleet.last_batch_t) and ev.t > fleet.last_batch_t:
@@ -185,7 +185,7 @@ def fleet_table(fleet: FleetState, now: float) -> FleetTable:
         worst_cause=worst_cause,
         first_node=np.array([r[0] for r in ranges], np.int64),
         node_count=np.array([r[1] for r in ranges], np.int64),
-        data_age_s=np.maximum(now - fleet.last_figures, 0.0),
+        data_age_s=np.maximum(now - fleet.last_data, 0.0),
     )
 
 

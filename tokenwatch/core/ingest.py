@@ -225,13 +225,19 @@ def _apply_counters(
     if isinstance(i, slice):  # the whole rack in order: no gathers
         state.t_last_change[grew] = t
         state.tokens[:], state.samples[:], state.prompt_tokens[:] = totals
-        state.t_first[np.isnan(state.t_first)] = t
+        first = np.isnan(state.t_first)
+        state.counters_at_first[:, first] = totals[:2, first]
+        state.t_first[first] = t
+        state.t_read[:] = t
         if arrival:
             _seen_all(state, t)
         return
     state.t_last_change[i[grew]] = t
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
-    state.t_first[i[np.isnan(state.t_first[i])]] = t
+    first = np.isnan(state.t_first[i])
+    state.counters_at_first[:, i[first]] = totals[:2, first]
+    state.t_first[i[first]] = t
+    state.t_read[i] = t
     if arrival:
         _seen(state, i, t)
 
@@ -258,6 +264,8 @@ def _progress(state: RackState, ev: Progress) -> None:
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     if math.isnan(state.t_first[i]):
         state.t_first[i] = ev.t
+        state.counters_at_first[0, i], state.counters_at_first[1, i] = totals[0], totals[1]
+    state.t_read[i] = ev.t
     if not ev.filled:  # a filled-in point of history is no arrival: the node's cadence is its records'
         _seen(state, i, ev.t)
     if not state.energy.caught_up[i] and ev.t > state.energy.attach_s:

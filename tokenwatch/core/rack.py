@@ -26,6 +26,7 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
+from tokenwatch.core.fleet_snapshot import with_rack_row
 from tokenwatch.core.ingest import apply_event, say_notice
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets, node_latency_buckets
 from tokenwatch.core.node_history import NodeHistory, node_history
@@ -224,7 +225,10 @@ class RackCore:
         r = self._rack_index(rack)
         if state is None or r is None:
             return None
-        return build_snapshot(rack_state(state, r), state.now if now is None else now)
+        at = state.now if now is None else now
+        snap = build_snapshot(rack_state(state, r), at)
+        # A fleet known rack by rack: the rack's figures are its row's on the board.
+        return snap if state.fleet_figures is None else with_rack_row(snap, state.fleet_figures, rack, at)
 
     def _rack_index(self, rack: str) -> int | None:
         racks = self.racks

@@ -55,6 +55,7 @@ def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackS
         "alerts": AlertLog(1) if for_forecast else _rack_alerts(state.alerts, frozenset(names)),
         "raw_counters": state.raw_counters[:, rows],
         "counter_offsets": state.counter_offsets[:, rows],
+        "counters_at_first": state.counters_at_first[:, rows],
         "rack_latency": {
             m: LogHistogram() if for_forecast else _merged(hists[rows]) for m, hists in state.latency.items()
         },

@@ -69,6 +69,10 @@ class RecentRing:
         n = self._size if last is None else min(last, self._size)
         return (np.arange(self._next - n, self._next)) % self.capacity
 
+    def ordered_slots(self) -> np.ndarray:
+        """The storage index of every sample, oldest first (rings pushed in lockstep share them)."""
+        return self._order(None)
+
     def view(self, last: int | None = None) -> tuple[FloatArray, FloatArray]:
         """Copies of (times, values), oldest first; ``last`` limits to the newest points."""
         order = self._order(last)

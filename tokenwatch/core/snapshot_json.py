@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tokenwatch.base.formatting import json_number
 from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
+from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.run_clock import RunClock
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import spread_json
@@ -75,6 +77,8 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
         ],
         "verdict": None if snap.verdict is None else verdict_json(snap.verdict, snap.ended),
     }
+    if snap.fleet is not None:  # only for a run of several racks: the board's rows, one truth with it
+        out["fleet"] = fleet_json(snap.fleet)
     if snap.baseline is not None:  # only with --baseline: the golden contracts without one are unchanged
         out["baseline"] = baseline_json(snap.baseline, nodes.names)
     figures = snap.run_figures
@@ -95,6 +99,39 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
         if snap.summary is not None and snap.summary.energy_source:
             out["end"]["energy_source"] = snap.summary.energy_source
     return out
+
+
+def fleet_json(table: FleetTable) -> list[dict[str, Any]]:
+    """The fleet board's rows: per rack its state, nodes, figures and projection; a rack whose data
+    stopped (stale, down) has ``"projection": "stale"`` rather than a figure extrapolated from its last."""
+    rows = []
+    for r, rack in enumerate(table.racks):
+        silent = table.state[r] != "up" and math.isnan(table.projected_valid[r])
+        valid = float(table.projected_valid[r])
+        rows.append(
+            {
+                "rack": rack,
+                "state": table.state[r],
+                "nodes": int(table.nodes_total[r]),
+                "nodes_up": int(table.nodes_up[r]),
+                "gpus": int(table.gpus[r]),
+                "tokens_per_s": json_number(table.tokens_per_s[r]),
+                "per_gpu_tokens_per_s": json_number(table.per_gpu_tokens_per_s[r]),
+                "power_w": json_number(table.power_w[r]),
+                "tokens_per_joule": json_number(table.tokens_per_joule[r]),
+                "spread_pct": json_number(table.spread_pct[r]),
+                "projection": "stale"
+                if silent
+                else {
+                    "tokens_per_s": json_number(table.projected_tokens_per_s[r]),
+                    "valid": None if math.isnan(valid) else bool(valid),
+                },
+                "worst_node": table.worst_node[r] or None,
+                "worst_delta_pct": json_number(table.worst_delta_pct[r]),
+                "worst_cause": table.worst_cause[r] or None,
+            }
+        )
+    return rows
 
 
 def clock_json(clock: RunClock) -> dict[str, Any]:

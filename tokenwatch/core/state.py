@@ -118,6 +118,10 @@ class RackState:
     raw_counters: IntArray  # (3, nodes) the sources' last raw counters: tokens, samples, prompt tokens
     counter_offsets: IntArray  # (3, nodes) what restarted counters had counted before
     t_first: FloatArray
+    # (2, nodes) tokens and samples at each node's first reading: a watch that attaches mid-run reads
+    # counters that include work from before it saw the node, which no rate it forms may cover.
+    counters_at_first: IntArray
+    t_read: FloatArray  # run time of each node's latest counter reading (NaN = none yet)
     t_last_change: FloatArray
     last_seen: FloatArray
     explicit_state: np.ndarray
@@ -135,6 +139,7 @@ class RackState:
     log_lines: list[list[tuple[float, str]]]
     recent_tokens: RecentRing
     recent_samples: RecentRing
+    recent_read_t: RecentRing  # t_read per tick, in lockstep with recent_tokens: when each value was read
     recent_power: RecentRing
     recent_state: RecentRing  # node state codes per tick (as floats), in lockstep with recent_tokens
     recent_gpu: RecentRing  # fresh readings only: NaN where a GPU was silent, down or stale
@@ -186,7 +191,7 @@ class RackState:
         state = self.explicit_state.copy()
         limit = self.stale_limit_s
         # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
-        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > self.config.stale_after_s))
+        silent = (t - self.last_seen > limit) | (np.isnan(self.last_seen) & (t > self.cadence.stale_after_s))
         up = state == 0
         state[up & silent] = np.where(self.vouched[up & silent], _IDLE, _STALE)
         if self.engine.any_seen:
@@ -215,30 +220,92 @@ class RackState:
             return float(self.state_since[i]), self.state_reason[i]
         if np.isnan(self.last_seen[i]):
             return math.nan, "never reported"
-        return float(self.last_seen[i]), f"no data for {self.config.stale_after_s:g} s"
+        return float(self.last_seen[i]), f"no data for {self.cadence.stale_after_s:g} s"
 
     def window_rates(self, t: float, window_s: float | None = None) -> tuple[FloatArray, FloatArray]:
-        """Per-node (tokens/s, samples/s) over the last ``window_s`` (default: the config's) before ``t``."""
+        """Per-node (tokens/s, samples/s) over the last ``window_s`` (default: the config's) before ``t``.
+
+        A rate is formed only over the time its readings cover: from the reading the window's first tick
+        holds to the node's newest reading while it reports (a node silent past its staleness limit is
+        measured up to ``t``, so its rate falls). A node first read inside the window (a watch that
+        attached mid-run, a rack fetched when it was opened) is measured from that first reading, never
+        from a point where the core knew nothing of it (its counters held work done before); a node read
+        less often than the window (every 30 s through a fleet's server) over its newest two readings,
+        never 30 s of growth divided by 10. A gap (silence past the node's staleness limit, a hole in a
+        server's history) is never spanned: the rate starts at the first reading after it. NaN until two
+        readings bound a span."""
         ring = self.recent_tokens
         slot = ring.slot_at_or_before(t - (self.config.window_s if window_s is None else window_s))
         slot = ring.oldest_slot() if slot is None else slot
+        n = len(self.index)
         if slot is None or t - ring.times[slot] <= 0:
-            n = len(self.index)
             return np.full(n, np.nan), np.full(n, np.nan)
-        span = t - float(ring.times[slot])
-        # recent_samples is pushed in lockstep with recent_tokens: same slot, same time.
-        return (self.tokens - ring.values[slot]) / span, (
-            self.samples - self.recent_samples.values[slot]
-        ) / span
+        # recent_samples and recent_read_t are pushed in lockstep with recent_tokens: same slots.
+        base_tokens = ring.values[slot].copy()
+        base_samples = self.recent_samples.values[slot].copy()
+        base_t = self.recent_read_t.values[slot].copy()
+        never = np.isnan(self.t_first)
+        base_t[never] = float(ring.times[slot])  # never read: 0 tokens over the window, as before
+        with np.errstate(invalid="ignore"):
+            reporting = t - self.t_read <= self.stale_limit_s
+            # While a node reports: no reading yet at the window's start, or one older than it by more
+            # than the node's limit (a gap), and the rate starts at the first reading after it; or only
+            # its newest reading since, and it is the one before. A silent node is measured from the
+            # window's start up to now (its rate falls).
+            after = np.where(np.isnan(base_t), -np.inf, base_t)
+            gap = reporting & ((ring.times[slot] - base_t > self.stale_limit_s) | np.isnan(base_t))
+            elsewhere = ~never & (gap | (reporting & ~(base_t < self.t_read)))
+        if elsewhere.any():
+            self._bases_elsewhere(np.flatnonzero(elsewhere), gap, after, (base_tokens, base_samples, base_t))
+        end_t = np.where(reporting, self.t_read, t)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            span = end_t - base_t
+            span = np.where(span > 0, span, np.nan)
+            return (self.tokens - base_tokens) / span, (self.samples - base_samples) / span
+
+    def _bases_elsewhere(
+        self,
+        nodes: np.ndarray,
+        gap: np.ndarray,
+        after: FloatArray,
+        bases: tuple[FloatArray, FloatArray, FloatArray],
+    ) -> None:
+        """Where the window's start holds no usable reading for ``nodes``: after a gap (or before a first
+        reading), the first reading after ``after``; with no reading since the window began, the one
+        before the newest, unless a gap lies between them. NaN where none is left (one reading bounds no
+        span). ``bases``: (tokens, samples, reading time), written in place."""
+        base_tokens, base_samples, base_t = bases
+        order = self.recent_tokens.ordered_slots()
+        reads = self.recent_read_t.values[np.ix_(order, nodes)]
+        limits = self.stale_limit_s
+        for col, i in enumerate(nodes.tolist()):
+            with np.errstate(invalid="ignore"):
+                older = reads[:, col] < self.t_read[i]  # ticks holding a reading older than the newest
+                known = (
+                    np.flatnonzero(older & (reads[:, col] > after[i])) if gap[i] else np.flatnonzero(older)
+                )
+            k = int(known[0] if gap[i] else known[-1]) if len(known) else -1
+            if k < 0 or (not gap[i] and self.t_read[i] - reads[k, col] > limits[i]):
+                base_t[i] = math.nan
+                continue
+            at = int(order[k])
+            base_tokens[i], base_samples[i] = (
+                self.recent_tokens.values[at, i],
+                self.recent_samples.values[at, i],
+            )
+            base_t[i] = reads[k, col]
 
     def measured_means(self) -> tuple[FloatArray, FloatArray]:
         """Per-node (tokens/s, samples/s): the figures the node's LoadGen wrote in its result where it has
-        (exact, and the ones MLPerf publishes), else the counters over its own first-to-last-change span."""
+        (exact, and the ones MLPerf publishes), else the counters' growth over its own first-to-last-change
+        span (what the counters held at the first reading is work from before the span)."""
         span = self.t_last_change - self.t_first
+        grown_tokens = self.tokens - self.counters_at_first[0]
+        grown_samples = self.samples - self.counters_at_first[1]
         with np.errstate(invalid="ignore", divide="ignore"):
             ok = span > 0
-            tokens = np.where(ok, self.tokens / np.where(ok, span, 1), np.nan)
-            samples = np.where(ok, self.samples / np.where(ok, span, 1), np.nan)
+            tokens = np.where(ok, grown_tokens / np.where(ok, span, 1), np.nan)
+            samples = np.where(ok, grown_samples / np.where(ok, span, 1), np.nan)
         exact_tokens, exact_samples = self.verdict.result_tokens_per_s, self.verdict.result_samples_per_s
         return (
             np.where(np.isnan(exact_tokens), tokens, exact_tokens),
@@ -257,6 +324,17 @@ def attached_at(ev: RunStarted) -> float:
     except (TypeError, ValueError):
         return 0.0
     return value if math.isfinite(value) else 0.0
+
+
+def node_stale_after_s(ev: RunStarted, config: CoreConfig) -> float:
+    """The silence after which a node is stale: the config's, or longer where the run's source says its
+    nodes are read less often (a fleet watched through Prometheus reads every node once per alerting
+    pass: ``meta["fleet"]["node_stale_after_s"]``, from the server's scrape interval and latency offset)."""
+    fleet = ev.meta.get("fleet")
+    said = fleet.get("node_stale_after_s") if isinstance(fleet, dict) else None
+    if isinstance(said, int | float) and not isinstance(said, bool) and math.isfinite(said):
+        return max(config.stale_after_s, float(said))
+    return config.stale_after_s
 
 
 def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipLog) -> RackState:
@@ -292,6 +370,8 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         raw_counters=np.zeros((3, n), np.int64),
         counter_offsets=np.zeros((3, n), np.int64),
         t_first=np.full(n, np.nan),
+        counters_at_first=np.zeros((2, n), np.int64),
+        t_read=np.full(n, np.nan),
         t_last_change=np.full(n, np.nan),
         last_seen=np.full(n, np.nan),
         explicit_state=np.zeros(n, np.int8),
@@ -301,7 +381,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         sm_clock_max=np.full((n, g), np.nan),
         gpu_last_seen=np.full((n, g), np.nan),
         state_since=np.full(n, np.nan),
-        cadence=NodeCadence.for_nodes(n, cfg.stale_after_s),
+        cadence=NodeCadence.for_nodes(n, node_stale_after_s(ev, cfg)),
         vouched=np.isin(np.array(ev.nodes, dtype=object), list(ev.meta.get(VOUCHED_NODES_META, ()))),
         latency={m: [LogHistogram() for _ in range(n)] for m in LATENCY_METRICS},
         rack_latency={m: LogHistogram() for m in LATENCY_METRICS},
@@ -309,6 +389,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         log_lines=[[] for _ in range(n)],
         recent_tokens=RecentRing(r, (n,)),
         recent_samples=RecentRing(r, (n,)),
+        recent_read_t=RecentRing(r, (n,)),
         recent_power=RecentRing(r, (n,)),
         recent_state=RecentRing(r, (n,)),
         recent_gpu=RecentRing(gpu_recent, gpu_shape),

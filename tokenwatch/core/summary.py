@@ -22,6 +22,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import run_energy_window
 from tokenwatch.core.final_figure import did_work as figure_counts
 from tokenwatch.core.final_figure import left_out, left_out_note, rack_sum
+from tokenwatch.core.fleet_summary import with_fleet_figures
 from tokenwatch.core.histogram import quantiles_of
 from tokenwatch.core.loadgen_latency import loadgen_latency
 from tokenwatch.core.node_outcome import WHOLE, NodeOutcome
@@ -95,6 +96,9 @@ class RunSummary:
     # The latency percentiles are the core's estimates from its 1 % log buckets (a recording), not
     # LoadGen's exact values (result folders): shown to the precision the buckets allow (``~918``).
     latency_estimated: bool = False
+    # A fleet known rack by rack (watched through Prometheus): its tokens/s over the time its rack
+    # figures cover (core/fleet_summary.py), the figure every line showed; None otherwise (the nodes' sum).
+    fleet_tokens_per_s: float | None = None
 
     def node_figure(self, node: NodeResult) -> float:
         """A node's figure in the summary's unit (tokens/s, or samples/s for a samples-only summary)."""
@@ -130,6 +134,8 @@ class RunSummary:
     def tokens_per_s(self) -> float:
         """The rack's final figure: the same sum every surface shows (core/final_figure.py); unknown (NaN)
         where the results state no tokens."""
+        if self.fleet_tokens_per_s is not None:
+            return self.fleet_tokens_per_s
         return rack_sum([n.tokens_per_s for n in self.nodes]) if self.figure == "tokens" else math.nan
 
     @property
@@ -140,6 +146,8 @@ class RunSummary:
     @property
     def aggregate(self) -> float:
         """The rack figure in the summary's unit (:attr:`unit`)."""
+        if self.fleet_tokens_per_s is not None and self.figure == "tokens":
+            return self.fleet_tokens_per_s
         return rack_sum([self.node_figure(n) for n in self.nodes])
 
     @property
@@ -401,13 +409,16 @@ def summarize_state(state: RackState, stopped: str | None = None) -> RunSummary:
         status=status,
         verdict=final_verdict(state),
     )
-    return dataclasses.replace(
+    summary = dataclasses.replace(
         summary,
         energy_source=source if has_energy else None,
         energy_since_s=window.since_s if has_energy else None,
         left_out_note=left_out_note(left_out(state)),
         latency_estimated=estimated,
     )
+    if state.fleet_figures is not None:  # a fleet known rack by rack: the board's power, over its time
+        summary = with_fleet_figures(summary, state.fleet_figures, run.meta)
+    return summary
 
 
 def rack_table_rows(summary: RunSummary) -> list[tuple[str, str]]:

@@ -62,6 +62,7 @@ def sample(state: RackState, t: float) -> None:
     if recent:
         state.recent_tokens.push(t, tokens)
         state.recent_samples.push(t, state.samples.astype(np.float64))
+        state.recent_read_t.push(t, state.t_read)  # in lockstep with recent_tokens: same slot, same time
         state.recent_power.push(t, node_power)
         state.recent_state.push(t, codes)
     state.history_tokens.add(t, tokens)

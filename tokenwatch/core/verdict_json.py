@@ -40,6 +40,8 @@ def verdict_json(view: VerdictView, ended: bool = False) -> dict[str, Any]:
         **({"warming_up": True} if fc.warming_up and not ended else {}),
         # Only while the verdict is decided before the end (it can no longer change): why, in a sentence.
         **({"decided": fc.decided} if fc.decided and not ended else {}),
+        # Only while the data behind the forecast has stopped: why (nothing is extrapolated then).
+        **({"stale": fc.stale} if fc.stale and not ended else {}),
         "checks": [
             {
                 "name": r.name,

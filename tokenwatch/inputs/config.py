@@ -73,6 +73,9 @@ class FleetConfig:
     rate_window_s: float = duration_field(60.0, key="rate_window")  # rate() window of server presets
     auth: FleetAuth | None = None  # bearer token / basic auth from a file or variable, TLS (fleet_access.py)
     headers: dict[str, str] | None = None  # sent with every query (X-Scope-OrgID: a Mimir tenant)
+    # How much of the newest data the engine hides (VictoriaMetrics' -search.latencyOffset); None: what
+    # the server's flags say, else 0.
+    latency_offset_s: float | None = duration_field(None, key="latency_offset")
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +325,8 @@ def _check_fleet(reader: Reader, config: WatchConfig, data: Mapping[str, Any]) -
         raise reader.error(("fleet", "lookback"), "must be between 0s (no history) and 24h")
     if fleet.rate_window_s < 1:
         raise reader.error(("fleet", "rate_window"), "must be at least 1s")
+    if fleet.latency_offset_s is not None and fleet.latency_offset_s > 3600:
+        raise reader.error(("fleet", "latency_offset"), "must be at most 1h")
 
 
 def _check_gpu(reader: Reader, config: WatchConfig) -> None:

@@ -272,6 +272,7 @@ def fleet_watch(
         window_s=fleet.rate_window_s,
         gpus_per_node=gpus,
         access=server_access(fleet.auth, fleet.headers),
+        latency_offset_s=fleet.latency_offset_s,
     )
     collector.rack_collectors = [PrometheusFleetCollector(settings, now=collector.now, clock=collector.clock)]
     collector.meta_extra = {"gpu_source": "prometheus-fleet", "local": False}

@@ -123,6 +123,9 @@ class Forecast:
     # The rack's pace is still climbing (mlperf/warm_up.py): no figure, no end, and no VALID is projected
     # from it (tokens_per_s and end_s are None; a rule already failing still says INVALID).
     warming_up: bool = False
+    # Why the data behind it stopped ("" while it flows): a rack whose source went silent or down is not
+    # extrapolated from its last figures (tokens_per_s and end_s are None, valid is undecided).
+    stale: str = ""
 
     def rule(self, name: str) -> RuleForecast:
         for r in self.rules:

@@ -31,7 +31,8 @@ class FleetPreset:
     ("" = none); ``fleet_tokens`` a generated-token counter summed over the fleet (where the run
     began). ``gpu_preset`` / ``progress_preset`` read the nodes themselves (drill-down, alerts);
     ``since_run_start``: their counters count from the run's start (else from each server's start,
-    so a first reading is a baseline)."""
+    so a first reading is a baseline). ``node_status``: each node's state as its rack's watch judged
+    it (the drill-down's node states)."""
 
     up: str
     rate: str
@@ -46,6 +47,7 @@ class FleetPreset:
     gpu_preset: str
     progress_preset: str
     since_run_start: bool
+    node_status: str = ""  # one series per node of its current state (label ``status``); "" = none
 
 
 # tokenwatch's own /metrics, one headless `tokenwatch watch` per rack (or one serving many racks): the
@@ -70,6 +72,7 @@ TOKENWATCH = FleetPreset(
     gpu_preset="tokenwatch",
     progress_preset="tokenwatch",
     since_run_start=True,
+    node_status="tokenwatch_node_status{} == 1",
 )
 
 

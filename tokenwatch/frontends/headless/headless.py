@@ -72,6 +72,8 @@ def verdict_part(snap: RackSnapshot) -> str:
         return f"FINAL {verdict_word(snap.summary.verdict.valid)}"
     band = snap.verdict.forecast.tokens_per_s
     decided = snap.verdict.forecast.decided
+    if snap.verdict.forecast.stale:  # the data stopped: nothing projected from its last figures
+        return f"proj stale ({printable(snap.verdict.forecast.stale)}) {verdict_word(snap.verdict.valid)}"
     if snap.verdict.forecast.warming_up:  # no number before the steady state can be told
         shown = WARMING_UP
     else:
@@ -93,10 +95,15 @@ class HeadlessLogger:
         jsonl: IO[bytes] | None,
         start_s: float = 0.0,
         warn: Callable[[str], None] | None = None,
+        rack: str | None = None,
     ) -> None:
         """``start_s``: boundaries before it are not written (a replay that starts at 30m). ``warn``
-        hears, once, that the JSONL file could not be written (the lines go on without it)."""
+        hears, once, that the JSONL file could not be written (the lines go on without it). ``rack``:
+        write that rack of a fleet alone (its drill-down); :attr:`missing_rack` then says, once the run
+        has started, that the run has no such rack (and nothing is written)."""
         self.core = core
+        self.rack = rack
+        self.missing_rack: str | None = None
         self.start_s = start_s
         self.out = out
         self.jsonl = jsonl
@@ -104,9 +111,16 @@ class HeadlessLogger:
         self.last_t: float | None = None
 
     def at(self, t: float) -> None:
-        if not self.core.started or t < self.start_s:
+        if not self.core.started or t < self.start_s or self.missing_rack is not None:
             return
-        snap = self.core.snapshot(t)
+        snap = self.core.snapshot(t) if self.rack is None else self.core.rack_snapshot(self.rack, t)
+        if snap is None:
+            racks = self.core.racks
+            shown = ", ".join(racks[:8]) + (f" and {len(racks) - 8} more" if len(racks) > 8 else "")
+            self.missing_rack = f"--rack {printable(self.rack or '')}: the run has no such rack " + (
+                f"(its racks: {printable(shown)})" if racks else "(it is a run of one rack)"
+            )
+            return
         self.last_t = t
         if self.out is not None:
             self.out.write(human_line(snap) + "\n")

@@ -124,6 +124,14 @@ class PrometheusApi:
         with gc_paused():
             return parse_range_response(body)
 
+    async def status(self, what: str) -> dict[str, Any]:
+        """``/api/v1/status/<what>`` (``config``, ``flags``): the server's own settings, as its JSON says."""
+        status, body = await self._ask(f"/api/v1/status/{what}", {})
+        try:
+            return _data(body)
+        except PromApiError as inner:
+            raise PromApiError(f"HTTP {status}: {inner}" if status != 200 else str(inner)) from None
+
     async def query_all(
         self, queries: Mapping[str, str], at: float | None = None
     ) -> tuple[dict[str, list[Sample]], dict[str, BaseException]]:
@@ -319,6 +327,21 @@ async def counters_start(
         series = await api.query_range(counters, start, watch_wall, step)
     grew = first_growth(series)
     return None if grew is None else max(start, grew - step)
+
+
+async def counted_before(
+    url: str,
+    timeout_s: float,
+    counters: str,
+    start: float,
+    interval_s: float,
+    access: ServerAccess | None = None,
+) -> bool:
+    """Whether counters that count from a run's start had counted already at ``start`` (the first point
+    the history holds): then the run began before it."""
+    async with PrometheusApi(url, timeout_s, access) as api:
+        answer = await api.query_range(counters, start, start + interval_s, interval_s)
+    return any(len(values) and values[0] > 0 for _, _, values in answer)
 
 
 def _vector_columns(result: list[Any]) -> list[Sample] | None:

@@ -33,10 +33,13 @@ from tokenwatch.inputs.prometheus.api import (
     PromApiError,
     PrometheusApi,
     Sample,
+    counted_before,
     counters_start,
 )
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, natural_key
+from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
+from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
 from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
     FleetPreset,
@@ -83,8 +86,8 @@ class FleetFocus:
 class FleetSettings:
     """``rack_label`` / ``node_label``: the labels naming a series' rack and node; ``window_s`` the
     rate window of server presets; ``settle_s`` how long after a grid instant it is asked (scrapes
-    stamped before it are in by then); ``gpus_per_node`` where the config says (else discovered);
-    ``access`` the headers, credentials and TLS settings the server wants."""
+    stamped before it are in by then; the engine's latency offset is added); ``gpus_per_node`` where the
+    config says (else discovered); ``access`` the headers, credentials and TLS settings the server wants."""
 
     url: str
     preset: str = "tokenwatch"
@@ -98,6 +101,7 @@ class FleetSettings:
     settle_s: float = 0.5
     gpus_per_node: int | None = None
     access: ServerAccess = dataclasses.field(default_factory=ServerAccess)
+    latency_offset_s: float | None = None  # None: what the server's flags say, else 0
 
 
 class PrometheusFleetCollector:
@@ -123,6 +127,9 @@ class PrometheusFleetCollector:
         self.board = RackFigures(settings.rack_label, settings.node_label)
         self.nodes: tuple[str, ...] = ()
         self.node_reader: PrometheusQueryCollector | None = None
+        self.node_states: NodeStates | None = None
+        self.timing = ServerTiming(None, None, settings.latency_offset_s or 0.0)
+        self.fleet_meta: dict[str, object] = {}  # meta["fleet"] of the run's start
         self._failing: set[str] = set()  # the errors queries fail with now (each said once)
         self._said: dict[str, str] = {}  # problems found before the run started, said when it starts
         self._last_instant = -math.inf  # Unix time of the last grid instant read (history or live)
@@ -185,12 +192,20 @@ class PrometheusFleetCollector:
         """The fleet's racks and nodes (``group by (rack, node)`` of the per-node health series), nodes
         named ``rack/node`` and grouped by rack in natural order; None if the server cannot say."""
         s = self.settings
-        ask = {"nodes": self._q(f"group by ($rack, $node) ({self.preset.up})")}
+        ask = {
+            "nodes": self._q(f"group by ($rack, $node) ({self.preset.up})"),
+            "jobs": self._q(f"group by (job) ({self.preset.up})"),
+        }
         if s.gpus_per_node is None:
             ask["gpus"] = self._q(f"max({self.preset.gpus})")
         async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             answers = await asyncio.gather(*(api.query(q) for q in ask.values()), return_exceptions=True)
-        found, gpus_answer = answers[0], answers[1] if len(answers) > 1 else None
+            jobs = answers[1] if isinstance(answers[1], list) else []
+            if not isinstance(answers[0], BaseException):  # a server that cannot list is not asked more
+                self.timing = await read_server_timing(
+                    api, {labels.get("job", "") for labels, _ in jobs}, s.latency_offset_s
+                )
+        found, gpus_answer = answers[0], answers[2] if len(answers) > 2 else None
         if isinstance(found, BaseException):
             self._said["discover"] = f"prometheus fleet: cannot list the fleet's nodes: {found}"
             return None
@@ -219,15 +234,22 @@ class PrometheusFleetCollector:
             gpus = int(value) if math.isfinite(value) and 1 <= value <= 1024 else None
         self.nodes = tuple(nodes)
         self.node_reader = self._node_reader(gpus or 1)
+        if self.preset.node_status:
+            self.node_states = NodeStates(self.nodes, FLEET_NODE_LABEL)
+        self.fleet_meta = {
+            "source": "prometheus",
+            "preset": s.preset,
+            "rack_label": s.rack_label,
+            "racks": layout,
+            # The server's freshness, and the silence after which a node read through it is stale.
+            **self.timing.meta(),
+            "node_stale_after_s": self.timing.node_stale_after_s(s.interval_s, s.detail_interval_s),
+        }
         meta: dict[str, object] = {
             # One rack name per node, as the fleet board groups a run (core/rack_groups.py).
             "racks": [rack for rack in self.racks for _ in range(self.rack_nodes[rack])],
-            "fleet": {
-                "source": "prometheus",
-                "preset": s.preset,
-                "rack_label": s.rack_label,
-                "racks": layout,
-            },
+            # The same dict the run's start carries: what run_start learns later goes in too.
+            "fleet": self.fleet_meta,
         }
         return Discovered(self.nodes, gpus, meta)
 
@@ -261,16 +283,21 @@ class PrometheusFleetCollector:
         assert self.node_reader is not None
         s = self.settings
         drop = f"max without ({s.rack_label}, {s.node_label})"
+        joined = dict(self.node_reader.queries)
+        if self.preset.node_status:
+            status = self._q(self.preset.node_status, racks)
+            joined["status"] = (
+                f'label_join({status}, "{FLEET_NODE_LABEL}", "/", "{s.rack_label}", "{s.node_label}")'
+            )
         if racks is None:
-            return {f: f"{drop} ({q})" for f, q in self.node_reader.queries.items()}
+            return {f: f"{drop} ({q})" for f, q in joined.items()}
         # The rack's own series only (the selectors scoped), and the join keeps out any series a
         # selector the catalogue does not name brought in.
         matcher, names = rack_matcher(s.rack_label, racks), node_metric_names(self.preset)
         members = self._q(f"group by ($rack) ({self.preset.up})", racks)
         on = f"on ({s.rack_label})"
         return {
-            f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))"
-            for f, q in self.node_reader.queries.items()
+            f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))" for f, q in joined.items()
         }
 
     # ------------------------------------------------------------- figures
@@ -285,15 +312,26 @@ class PrometheusFleetCollector:
         """When the run began (Unix time): the first step in the last ``lookback`` at which the fleet's
         generated-token counters grew; None with no growth or no answer. Not asked when the fleet could
         not be listed: the server that could not say which nodes there are cannot say when they began,
-        and its failure is said at once rather than after another timeout."""
+        and its failure is said at once rather than after another timeout. Where the counters count from
+        the run's start and had counted already at the history's first point, the run is older than
+        the history (the server's retention, or the lookback): the run's start records it, and the
+        summary says what it covers."""
         s = self.settings
         if "discover" in self._said:
             return None
         tokens = self._q(self.preset.fleet_tokens)
         try:
-            return await counters_start(
-                s.url, s.timeout_s, tokens, watch_wall, s.lookback_s, s.interval_s, s.access
+            lookback = s.lookback_s
+            if self.timing.retention_s is not None:  # the server keeps less than the lookback asks
+                lookback = min(lookback, self.timing.retention_s)
+            start = await counters_start(
+                s.url, s.timeout_s, tokens, watch_wall, lookback, s.interval_s, s.access
             )
+            step = max(s.interval_s, lookback / MAX_RANGE_POINTS)
+            if start is not None and self.preset.since_run_start and start <= watch_wall - lookback + step:
+                older = await counted_before(s.url, s.timeout_s, tokens, start, s.interval_s, s.access)
+                self.fleet_meta["run_older_than_history"] = older
+            return start
         except PromApiError as exc:
             self._said["history"] = f"prometheus fleet: no history: {exc}"
             return None
@@ -334,7 +372,7 @@ class PrometheusFleetCollector:
         async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             while self.polls is None or done < self.polls:
                 instant = self._next_instant()
-                await self.clock.sleep(instant + s.settle_s - self.clock.wall())
+                await self.clock.sleep(instant + self._settle_s() - self.clock.wall())
                 for event in await self.poll(api, instant):
                     await emit(event)
                 if self._failed_rounds:
@@ -349,12 +387,17 @@ class PrometheusFleetCollector:
         answer at all, one at least the backoff's pause away."""
         interval = self.settings.interval_s
         wall = self.clock.wall()
-        latest = math.floor((wall - self.settings.settle_s) / interval) * interval
+        latest = math.floor((wall - self._settle_s()) / interval) * interval
         instant = max(self._last_instant + interval, latest)
         if self._failed_rounds > 1:
             pause = min(BACKOFF_CAP_S, interval * (2 ** min(self._failed_rounds - 1, 16) - 1))
             instant = max(instant, math.ceil((wall + pause) / interval) * interval)
         return instant
+
+    def _settle_s(self) -> float:
+        """How long after a grid instant it is asked: the scrapes stamped before it are in, and the
+        engine no longer hides them (its latency offset)."""
+        return self.settings.settle_s + self.timing.latency_offset_s
 
     async def poll(self, api: PrometheusApi, instant: float) -> list[Event]:
         """One round at the grid instant ``instant`` (Unix time): the rack figures, then the nodes of
@@ -378,6 +421,8 @@ class PrometheusFleetCollector:
         if node_queries and self.node_reader is not None:
             reader = self.node_reader
             node_results = {f[5:]: v for f, v in results.items() if f.startswith("node ")}
+            if self.node_states is not None:
+                events += self.node_states.events(t, node_results.get("status", []))
             with gc_paused():  # ~50,000 samples in an alerting pass
                 events += reader.node_events(t, node_results)
         return events + notices

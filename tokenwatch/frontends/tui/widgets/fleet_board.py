@@ -39,6 +39,7 @@ COLUMNS: tuple[Column, ...] = (
 )
 SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key != "cause")
 _MIN_CAUSE = 12
+STALE_LABEL = "◌ no data"
 VERDICT_LABEL = {"VALID": "✓ VALID", "INVALID": "✗ INVALID", "UNDECIDED": "? UNDECIDED"}
 
 
@@ -189,6 +190,7 @@ class FleetBoard(SortedTable):
         cause = table.worst_cause[i]
         if state != "up" and table.data_age_s is not None:  # a rack the server stopped telling of
             cause = data_age(float(table.data_age_s[i]))
+        silent = state != "up" and math.isnan(table.projected_valid[i])
         return {
             "rack": table.racks[i],
             "nodes": "DOWN" if state == "down" else f"{up}/{total}",
@@ -197,8 +199,9 @@ class FleetBoard(SortedTable):
             "spread": num(table.spread_pct[i], ".1f") + ("%" if math.isfinite(table.spread_pct[i]) else ""),
             "power": num(table.power_w[i] / 1000.0, ",.1f"),
             "tpj": num(table.tokens_per_joule[i], ".2f"),
-            "verdict": VERDICT_LABEL[verdict_of(float(table.projected_valid[i]))],
-            "proj": group(table.projected_tokens_per_s[i]),
+            # A rack whose data stopped has no projection: said, not extrapolated from its last figures.
+            "verdict": STALE_LABEL if silent else VERDICT_LABEL[verdict_of(float(table.projected_valid[i]))],
+            "proj": "stale" if silent else group(table.projected_tokens_per_s[i]),
             "worst": table.worst_node[i] or DASH,
             "worst_delta": f"{round(delta, 1) or 0.0:+.1f}%" if math.isfinite(delta) else DASH,
             "cause": cause,

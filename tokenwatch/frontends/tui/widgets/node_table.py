@@ -7,6 +7,7 @@ snapshot's arrays directly. Rows keep the cursor on the same node when the order
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import ClassVar
@@ -46,6 +47,30 @@ COLUMNS: tuple[Column, ...] = (
 )
 SORT_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS if c.key not in ("trend", "cause"))
 _TREND_WIDTH = 12
+_NODE_WIDTH = 9  # the node column's least width
+MAX_NODE_WIDTH = 28  # the most it widens to: a longer name is cut in its middle, its ends kept
+
+
+def shown_names(names: Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """(each node's name as the table shows it, the prefix left out): a rack's nodes named
+    ``rack01/node07`` show as ``node07`` under a title that says ``rack01/``, never cut to ``rack01/no``
+    (every node of the rack alike)."""
+    cut = min((n.rfind("/") for n in names), default=-1)
+    prefix = names[0][: cut + 1] if names and cut >= 0 else ""
+    if not prefix or not all(n.startswith(prefix) and len(n) > len(prefix) for n in names):
+        return tuple(names), ""
+    return tuple(n[len(prefix) :] for n in names), prefix
+
+
+def fitted_name(name: str, width: int) -> str:
+    """``name`` within ``width`` cells: whole, or its start and end around an ellipsis (a name's
+    distinguishing part is usually its end: ``node07``, ``n12``)."""
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 2 + (width - 1) % 2
+    return f"{name[: width - 1 - tail]}…{name[-tail:]}"
+
+
 # Status rank for sorting: the worst first.
 _RANK = {
     "down": 0,
@@ -143,6 +168,7 @@ class NodeTable(SortedTable):
         super().__init__("node", id=id, classes=classes)
         self.snapshot: RackSnapshot | None = None
         self._spark_range = (math.nan, math.nan)
+        self._shown: tuple[str, ...] = ()  # each node's name as drawn (shown_names)
 
     @property
     def cursor_node(self) -> str | None:
@@ -178,7 +204,8 @@ class NodeTable(SortedTable):
         source = snap.aggregate.energy_source
         energy = f" · tok/J {SOURCE_MARK[source]} {SOURCE_WORDS[source]}" if source in SOURCE_MARK else ""
         self.border_subtitle = f"{self._sort_caption()} · s: next column{energy}"
-        self.border_title = f"Nodes ({len(rows.names)})"
+        self._shown, prefix = shown_names([printable(n) for n in rows.names])
+        self.border_title = f"Nodes ({len(rows.names)})" + (f" · {prefix}" if prefix else "")
         if base is not None and base.matched_by == "rank":  # said where the column is read
             self.border_title += " · vs base: matched by rank"
         if base is not None:  # a node that stopped partway in either run: its figure covers part of it
@@ -202,26 +229,34 @@ class NodeTable(SortedTable):
         # Columns fit the width as drawn (a scroll bar coming or going changes it without a resize).
         snap = self.snapshot
         explaining = snap is not None and any(snap.nodes.cause_text)
+        longest = max((len(n) for n in self._shown), default=0)
         self._columns = self._fit_columns(
-            self.scrollable_content_region.width, explaining, self._has_baseline()
+            self.scrollable_content_region.width,
+            explaining,
+            self._has_baseline(),
+            min(MAX_NODE_WIDTH, max(_NODE_WIDTH, longest)),
         )
         return super().render_lines(crop)
 
     @staticmethod
-    def _fit_columns(width: int, explaining: bool = False, with_baseline: bool = False) -> tuple[Column, ...]:
+    def _fit_columns(
+        width: int, explaining: bool = False, with_baseline: bool = False, node_width: int = _NODE_WIDTH
+    ) -> tuple[Column, ...]:
         """The columns that fit, the most needed first. The cause column is among the first while some
         node has a hint to show, and the last otherwise (an empty column would push out progress and
-        power on a narrow screen); the baseline's column only with a baseline."""
+        power on a narrow screen); the baseline's column only with a baseline. The node column is as
+        wide as the longest name shown (up to :data:`MAX_NODE_WIDTH`)."""
         chosen: set[str] = set()
         used = 0
-        for col in sorted(COLUMNS, key=lambda c: c.priority if c.key != "cause" or explaining else 99):
+        columns = tuple(dataclasses.replace(c, width=node_width) if c.key == "node" else c for c in COLUMNS)
+        for col in sorted(columns, key=lambda c: c.priority if c.key != "cause" or explaining else 99):
             if col.key == "base" and not with_baseline:
                 continue
             if used + col.width + GAP > width and col.priority > 0:
                 continue
             chosen.add(col.key)
             used += col.width + GAP
-        return tuple(c for c in COLUMNS if c.key in chosen)
+        return tuple(c for c in columns if c.key in chosen)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -246,7 +281,7 @@ class NodeTable(SortedTable):
         cause = rows.causes[i] if rows.causes else None
         base = snap.baseline.node_delta_pct[i] if snap.baseline is not None else math.nan
         return {
-            "node": printable(rows.names[i]),
+            "node": self._shown[i] if i < len(self._shown) else printable(rows.names[i]),
             "status": STATUS_LABEL[condition],
             "now": group(rows.tokens_per_s[i]),
             "mean": group(rows.mean_tokens_per_s[i]),
@@ -293,6 +328,8 @@ class NodeTable(SortedTable):
         segments = []
         for col in self._columns:
             text = cells[col.key]
+            if col.key == "node":
+                text = fitted_name(text, col.width)
             text = text.rjust(col.width)[-col.width :] if col.right else text.ljust(col.width)[: col.width]
             style = row_style
             if text.strip() == DASH and col.key in _MISSING_COLUMNS:

@@ -24,6 +24,8 @@ def badge_text(snap: RackSnapshot) -> str:
     exact = band is not None and bool(fc.decided) and band.low == band.high == band.value
     if snap.ended or exact:  # the final figure, or LoadGen's own: exact, no band
         figure = group(band.value) if band is not None else "—"
+    elif fc.stale:  # the data stopped: nothing extrapolated from its last figures
+        return f"PROJECTED {verdict_word(valid)} stale"
     elif fc.warming_up:  # no figure yet: the pace still climbs (a decided verdict says so all the same)
         if fc.decided:
             return f"DECIDED {verdict_word(valid)} {WARMING_UP}"

@@ -87,7 +87,9 @@ class VerdictPanel(Horizontal):
         self.query_one("#verdict-word", Static).update(word)
         band = fc.tokens_per_s
         self.query_one(BigFigure).value = group(band.value) if band is not None else "-"
-        if band is None and fc.warming_up:
+        if band is None and fc.stale:
+            detail = f"no projection: {fc.stale}"
+        elif band is None and fc.warming_up:
             detail = f"tok/s: {WARMING_UP}, the pace still climbs\n(no projection until it is steady)"
         elif band is None:
             detail = "waiting for progress on every node"
