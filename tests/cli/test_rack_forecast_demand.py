@@ -1,6 +1,7 @@
 """Each rack's forecast is made only where something reads it as the run goes: the dashboard (the fleet
-board's projected column, a rack's verdict panel). Headless lines, ``--jsonl``, /metrics and the summary
-never read them: what they say is the same without them."""
+board's projected column, a rack's verdict panel), ``--jsonl`` (the board's rows) and ``--rack`` (one
+rack's lines). The headless fleet line, /metrics and the summary never read them: what they say is the
+same without them."""
 
 from __future__ import annotations
 
@@ -36,10 +37,12 @@ def _fleet_settings(duration_s: float) -> SimSettings:
     )
 
 
-def test_only_the_dashboard_keeps_each_racks_forecast() -> None:
+def test_only_what_shows_a_racks_forecast_keeps_it() -> None:
     assert not RunOptions("sim", headless=True).reads_rack_forecasts()
-    assert not RunOptions("sim", headless=True, jsonl="-", record="r.jsonl").reads_rack_forecasts()
+    assert not RunOptions("sim", headless=True, record="r.jsonl").reads_rack_forecasts()
     assert not RunOptions("sim", headless=True, prometheus_port=0).reads_rack_forecasts()
+    assert RunOptions("sim", headless=True, jsonl="-").reads_rack_forecasts()  # the board's rows
+    assert RunOptions("sim", headless=True, rack="rack01").reads_rack_forecasts()  # its projection
     assert not RunOptions("replay").reads_rack_forecasts()  # pytest's stdout is not a terminal
     assert RunOptions("sim", force_dashboard=True).reads_rack_forecasts()
     assert CoreConfig().rack_forecasts  # a core made in code keeps them (the report, a baseline, tests)
@@ -60,16 +63,19 @@ def test_a_headless_sims_core_makes_no_rack_forecast() -> None:
     assert len(fleet.history.view()[0]) == 0
 
 
-def test_jsonl_metrics_and_the_summary_of_a_fleet_do_not_read_the_racks_forecasts() -> None:
+def test_metrics_and_the_summary_of_a_fleet_do_not_read_the_racks_forecasts() -> None:
     """A Server fleet of 2 racks with a node down, through a core that makes each rack's forecast and one
-    that does not: every 30-s JSONL snapshot, every /metrics page and the summary are the same bytes."""
+    that does not: every /metrics page, the summary and every 30-s JSONL snapshot but its board rows (each
+    rack's projection: ``--jsonl`` turns the forecasts on) are the same bytes."""
     settings = _fleet_settings(150.0)
     said: list[list[bytes]] = [[], []]
     cores = [RackCore(), RackCore(CoreConfig(rack_forecasts=False))]
     for core, out in zip(cores, said, strict=True):
 
         def look(t: float, core: RackCore = core, out: list[bytes] = out) -> None:
-            out.append(orjson.dumps(snapshot_json(core.snapshot(t))))
+            record = snapshot_json(core.snapshot(t))
+            record.pop("fleet", None)  # the board's rows carry each rack's projection
+            out.append(orjson.dumps(record))
             out.append(render(take_view(core)))
 
         core.every(30.0, look)

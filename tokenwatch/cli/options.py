@@ -92,11 +92,12 @@ class RunOptions:
         return config
 
     def reads_rack_forecasts(self) -> bool:
-        """Whether anything reads each rack's forecast as the run goes: only the dashboard (the fleet
-        board's projected column, a rack's verdict panel and its band over time). Headless lines,
-        ``--jsonl``, /metrics (the run-wide forecast and each node's rack), the recording and the summary
-        do not: there the forecasts are work nobody reads."""
-        return self.wants_dashboard()
+        """Whether anything reads each rack's forecast as the run goes: the dashboard (the fleet board's
+        projected column, a rack's verdict panel and its band over time), ``--jsonl`` (the board's rows,
+        each with its projection) and ``--rack`` (one rack's lines: its projection). The headless fleet
+        line, /metrics (the run-wide forecast and each node's rack), the recording and the summary do
+        not: there the forecasts are work nobody reads."""
+        return self.wants_dashboard() or self.jsonl is not None or self.rack is not None
 
 
 def served_to_browser() -> bool:

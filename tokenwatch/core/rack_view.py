@@ -90,6 +90,9 @@ _FORECAST_FIELDS = frozenset(
         "samples",
         "prompt_tokens",
         "t_first",
+        "counters_at_first",  # measured_means: the counters' growth since the first reading
+        "t_read",  # rates over the readings that bound their window
+        "recent_read_t",
         "t_last_change",
         "last_seen",
         "explicit_state",
@@ -131,6 +134,7 @@ def forecast_view(state: RackState, r: int) -> RackState:
         "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
         "fleet": None,
         "fleet_figures": None,
+        "counters_at_first": state.counters_at_first[:, rows],  # (2, nodes): nodes on the second axis
     }
     view: RackState = object.__new__(RackState)
     for name in _FORECAST_FIELDS:
