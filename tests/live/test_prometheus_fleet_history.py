@@ -18,7 +18,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fleet_support import ENGINES, close_all, missing_engine, rack_core, rack_events, serve, tsdb
+from fleet_support import (
+    ENGINES,
+    VM_LATENCY_OFFSET_S,
+    close_all,
+    missing_engine,
+    rack_core,
+    rack_events,
+    serve,
+    tsdb,
+)
 
 from tests.conftest import wait_until_async
 from tokenwatch.base.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
@@ -36,11 +45,12 @@ RACKS, NODES = 4, 4
 B_JOINS_AT_S, BOTH_STOP_AT_S = 10.0, 16.0
 
 
-def config(tmp: Path, url: str, lookback: str) -> WatchConfig:
+def config(tmp: Path, url: str, lookback: str, latency_offset_s: float = 0.0) -> WatchConfig:
     path = tmp / f"fleet-{lookback}.yaml"
+    offset = f", latency_offset: {latency_offset_s:g}s" if latency_offset_s else ""
     path.write_text(
         "run: {name: fleet, scenario: Offline}\n"
-        f"fleet: {{url: '{url}', interval: 1s, lookback: {lookback}}}\n"
+        f"fleet: {{url: '{url}', interval: 1s, lookback: {lookback}{offset}}}\n"
     )
     return load_watch_config(path)
 
@@ -106,17 +116,21 @@ def racks() -> Iterator[tuple[list[RackCore], list[list[Event]], list[MetricsSer
 
 
 # VictoriaMetrics evaluates an instant query asked within its -search.latencyOffset of now at now minus the
-# offset: a live round then reads an earlier instant than the backfill's step of the same time. The fleet's
-# latency offset (set in the config, or read from the server) is what accounts for it; until then this fails.
-LATENCY_OFFSET_NOT_ACCOUNTED = pytest.mark.xfail(
-    reason="live instants within VictoriaMetrics' latency offset are read earlier than the backfill's",
+# offset: a live round asked sooner would read an earlier instant than the backfill's step of the same
+# time. The fleet's `latency_offset` (its Prometheus API has no flags to read it from) makes each round
+# wait it out; still, a live round's rates at the first instants read NaN where the backfill's have a value.
+LIVE_RATES_BEHIND_THE_BACKFILLS = pytest.mark.xfail(
+    reason="VictoriaMetrics: the first live instants' rates are NaN where the backfill's have a value",
     strict=False,
 )
 
 
 @pytest.mark.parametrize(
     "engine",
-    [pytest.param(e, marks=LATENCY_OFFSET_NOT_ACCOUNTED) if e == "victoria-metrics" else e for e in ENGINES],
+    [
+        pytest.param(e, marks=LIVE_RATES_BEHIND_THE_BACKFILLS) if e == "victoria-metrics" else e
+        for e in ENGINES
+    ],
 )
 def test_the_backfill_is_what_a_watch_from_the_start_saw_and_replays_as_seen(
     racks: tuple[list[RackCore], list[list[Event]], list[MetricsServer]], tmp_path: Path, engine: str
@@ -126,10 +140,11 @@ def test_the_backfill_is_what_a_watch_from_the_start_saw_and_replays_as_seen(
         pytest.skip(reason)
     cores, events, servers = racks
     prom = tsdb(engine, tmp_path, [f"127.0.0.1:{s.port}" for s in servers])
+    offset = VM_LATENCY_OFFSET_S if engine == "victoria-metrics" else 0.0
     prom.start()
     try:
         prom.wait_until_scraped()
-        asyncio.run(_two_watches(tmp_path, prom.url, cores, events, servers))
+        asyncio.run(_two_watches(tmp_path, prom.url, cores, events, servers, offset))
     finally:
         prom.stop()
     settle = 0.5
@@ -161,17 +176,18 @@ async def _two_watches(
     cores: Sequence[RackCore],
     events: Sequence[Sequence[Event]],
     servers: Sequence[MetricsServer],
+    latency_offset_s: float,
 ) -> None:
     loop = asyncio.get_running_loop()
     for server in servers:
         server.attach_loop(loop)  # scrapes read each core between two of its events
-    a = fleet_watch(config(tmp, url, "0s"))  # from the start: nothing before it to fill in
+    a = fleet_watch(config(tmp, url, "0s", latency_offset_s))  # from the start: nothing before it to fill in
     stop = asyncio.Event()
     run_a = asyncio.create_task(watch(a, tmp / "a.jsonl", stop))
     await wait_until_async(lambda: bool(live_figures(tmp / "a.jsonl")), "A's first rack figures")
     feeder = asyncio.create_task(feed(cores, events, loop.time()))  # now the racks work
     await asyncio.sleep(B_JOINS_AT_S)  # the scenario's pacing: B joins a run some seconds under way
-    b = fleet_watch(config(tmp, url, "10m"))
+    b = fleet_watch(config(tmp, url, "10m", latency_offset_s))
     run_b = asyncio.create_task(watch(b, tmp / "b.jsonl", stop))
     await wait_until_async(  # its backfill done, then live
         lambda: len(live_figures(tmp / "b.jsonl")) >= 2, "B's rack figures after it joined"
