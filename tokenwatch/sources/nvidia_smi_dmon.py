@@ -26,18 +26,9 @@ unreadable value is that figure unknown, the rest of the row read.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from tokenwatch.base import throttle
-from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch
-from tokenwatch.sources.gpu_unreported import UnreportedFigures
-from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
-from tokenwatch.sources.node_gpu_index import NodeGpuIndex
-
-MAX_GPU_INDEX = 4095
-_MAX_LINE_BYTES = 64 * 1024
+from tokenwatch.base.events import GPU_METRICS, Event
+from tokenwatch.sources.gpu_columns import GpuColumnsParser
 
 COLUMN_METRICS: dict[str, str] = {
     "pwr": "power_w",
@@ -50,16 +41,6 @@ COLUMN_METRICS: dict[str, str] = {
     "fb": "hbm_used_mib",
 }
 VIOLATION_COLUMNS: dict[str, int] = {"pviol": throttle.SW_POWER_CAP, "tviol": throttle.SW_THERMAL_SLOWDOWN}
-_RANGES: dict[str, tuple[float, float]] = {
-    "power_w": (0.0, 100_000.0),
-    "temp_c": (-100.0, 300.0),
-    "hbm_temp_c": (-100.0, 300.0),
-    "util_pct": (0.0, 100.0),
-    "hbm_busy_pct": (0.0, 100.0),
-    "sm_clock_mhz": (0.0, 100_000.0),
-    "mem_clock_mhz": (0.0, 100_000.0),
-    "hbm_used_mib": (0.0, 1e9),
-}
 
 
 def dmon_command(interval_s: float) -> list[str]:
@@ -68,25 +49,15 @@ def dmon_command(interval_s: float) -> list[str]:
     return ["nvidia-smi", "dmon", "-s", "pucm", "-d", str(max(1, round(interval_s)))]
 
 
-class NvidiaSmiDmonParser(LineParser):
+class NvidiaSmiDmonParser(GpuColumnsParser):
     """One node's ``nvidia-smi dmon`` text -> :class:`GpuBatch` events, one per read (see above)."""
 
+    unknown = frozenset({"-"})
+
     def __init__(self, node: str, source: str = "nvidia-smi dmon", node_index: int = 0) -> None:
-        self.node = node
-        self.source = source
-        self._lines = LineSplitter(_MAX_LINE_BYTES)
-        self.notices = NoticeLog(source, node)
-        self._index = NodeGpuIndex(node_index)
-        self._unreported = UnreportedFigures(source, node)
-        self._width = 0
+        super().__init__(node, source, node_index)
         self._gpu_column = -1
-        self._metric_columns: list[tuple[int, int, str]] = []
         self._violation_columns: list[tuple[int, int]] = []
-        self._said_no_header = False
-        self.rows = 0
-        self._gpus: list[int] = []
-        self._values: list[list[float]] = []
-        self._masks: list[int] = []
 
     def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
         text = line.decode("utf-8", "replace").strip()
@@ -96,42 +67,21 @@ class NvidiaSmiDmonParser(LineParser):
             self._read_header(text, t, out)
             return
         if self._gpu_column < 0:
-            if not self._said_no_header:
-                self._said_no_header = True
-                self.notices.warn(out, t, f"line {number}: a row before any header, skipped: {snippet(text)}")
+            self._no_header_yet(number, text, t, out)
             return
         cells = text.split()
         if len(cells) != self._width:
             self.notices.warn(out, t, f"line {number}: expected {self._width} fields, got {len(cells)}")
             return
-        index = cells[self._gpu_column]
-        if not (index.isascii() and index.isdigit()) or int(index) > MAX_GPU_INDEX:
-            self.notices.warn(out, t, f"line {number}: bad GPU index {index[:20]!r}: {snippet(text)}")
+        gpu = self._gpu_of(cells[self._gpu_column], number, text, t, out)
+        if gpu is None:
             return
-        gpu = int(index)
-        values = [math.nan] * len(GPU_METRICS)
-        for cell, column, metric in self._metric_columns:
-            values[column] = self._value(cells[cell], metric, number, gpu, t, out)
+        values = self._figures(cells, number, gpu, t, out)
         mask = 0
         for cell, bit in self._violation_columns:
-            share = self._value(cells[cell], "util_pct", number, gpu, t, out)
-            if share > 0:
+            if self._value(cells[cell], "util_pct", number, gpu, t, out) > 0:  # a share of the period
                 mask |= bit
-        if gpu in self._gpus:  # this GPU again: the next sampling round has begun
-            self._end_round(t, out)
-        self._gpus.append(gpu)
-        self._values.append(values)
-        self._masks.append(mask)
-        self.rows += 1
-
-    def end_of_chunk(self, t: float, out: list[Event]) -> None:
-        if self._gpus:
-            self._end_round(t, out)
-
-    def close(self, t: float) -> list[Event]:
-        out = super().close(t)
-        self._unreported.finish(t, out)
-        return out
+        self._add_row(gpu, values, mask, t, out)
 
     def _read_header(self, text: str, t: float, out: list[Event]) -> None:
         names = text.lstrip("#").split()
@@ -151,27 +101,3 @@ class NvidiaSmiDmonParser(LineParser):
         ]
         asked = {metric for *_, metric in self._metric_columns}
         self._unreported.not_asked({m for m in GPU_METRICS if m not in asked})
-
-    def _value(self, cell: str, metric: str, number: int, gpu: int, t: float, out: list[Event]) -> float:
-        if cell == "-":
-            return math.nan
-        try:
-            value = float(cell)
-        except ValueError:
-            problem = f"{cell[:20]!r} is not a number"
-        else:
-            low, high = _RANGES[metric]
-            if low <= value <= high:
-                return value
-            problem = f"{cell[:20]} is out of range"
-        self.notices.warn(out, t, f"line {number}: GPU {gpu} {metric}: {problem}: shown as unknown")
-        return math.nan
-
-    def _end_round(self, t: float, out: list[Event]) -> None:
-        nodes, gpu = self._index.columns(self._gpus)
-        values = np.array(self._values, dtype=np.float64)
-        out.append(GpuBatch(t, nodes, gpu, values, np.array(self._masks, dtype=np.uint64)))
-        self._unreported.seen(values, self._gpus, t, out)
-        self._gpus = []
-        self._values = []
-        self._masks = []

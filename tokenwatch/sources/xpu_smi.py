@@ -25,19 +25,13 @@ skipped with a warning; an unreadable or implausible cell is a warning and that 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-import numpy as np
-
-from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch
-from tokenwatch.sources.gpu_unreported import UnreportedFigures
-from tokenwatch.sources.lines import LineParser, LineSplitter, NoticeLog, snippet
-from tokenwatch.sources.node_gpu_index import NodeGpuIndex
+from tokenwatch.base.events import GPU_METRICS, Event
+from tokenwatch.sources.gpu_columns import GpuColumnsParser
+from tokenwatch.sources.lines import snippet
 
 DUMP_METRICS = (0, 1, 2, 3, 4, 17, 18)
-MAX_GPU_INDEX = 4095
-_MAX_LINE_BYTES = 64 * 1024
 
 # Header name (before " (unit)") -> GPU metric.
 COLUMN_METRICS: dict[str, str] = {
@@ -48,15 +42,6 @@ COLUMN_METRICS: dict[str, str] = {
     "GPU Memory Temperature": "hbm_temp_c",
     "GPU Memory Bandwidth Utilization": "hbm_busy_pct",
     "GPU Memory Used": "hbm_used_mib",
-}
-_RANGES: dict[str, tuple[float, float]] = {
-    "util_pct": (0.0, 100.0),
-    "power_w": (0.0, 100_000.0),
-    "sm_clock_mhz": (0.0, 100_000.0),
-    "temp_c": (-100.0, 300.0),
-    "hbm_temp_c": (-100.0, 300.0),
-    "hbm_busy_pct": (0.0, 100.0),
-    "hbm_used_mib": (0.0, 1e9),
 }
 # What xpu-smi is never asked for, or cannot say: no reason to tell the user it is missing.
 NOT_ASKED = frozenset({"mem_clock_mhz", "hbm_total_mib", "energy_j"})
@@ -73,23 +58,16 @@ def column_name(cell: str) -> str:
     return cell.strip().split(" (", 1)[0].strip()
 
 
-class XpuSmiParser(LineParser):
+class XpuSmiParser(GpuColumnsParser):
     """One node's ``xpu-smi dump`` stream -> :class:`GpuBatch` events, one per read (see above)."""
 
+    unknown = frozenset({"N/A"})  # and blank cells: no reading yet
+    gpu_word = "device"
+    index_word = "device id"
+
     def __init__(self, node: str, source: str = "xpu-smi", node_index: int = 0) -> None:
-        self.node = node
-        self.source = source
-        self._lines = LineSplitter(_MAX_LINE_BYTES)
-        self.notices = NoticeLog(source, node)
-        self._index = NodeGpuIndex(node_index)
-        self._unreported = UnreportedFigures(source, node, ignore=NOT_ASKED)
-        self._width = 0
+        super().__init__(node, source, node_index, not_asked=NOT_ASKED)
         self._device_column = -1
-        self._metric_columns: list[tuple[int, int, str]] = []  # (cell, GPU_METRICS column, metric)
-        self._said_no_header = False
-        self.rows = 0
-        self._gpus: list[int] = []
-        self._values: list[list[float]] = []
 
     def parse_line(self, number: int, line: bytes, t: float, out: list[Event]) -> None:
         text = line.decode("utf-8", "replace").strip()
@@ -100,37 +78,17 @@ class XpuSmiParser(LineParser):
             self._read_header(cells, number, t, out)
             return
         if self._device_column < 0:
-            if not self._said_no_header:
-                self._said_no_header = True
-                self.notices.warn(out, t, f"line {number}: a row before any header, skipped: {snippet(text)}")
+            self._no_header_yet(number, text, t, out)
             return
         if len(cells) != self._width:
             self.notices.warn(
                 out, t, f"line {number}: expected {self._width} fields, got {len(cells)}: {snippet(text)}"
             )
             return
-        device = cells[self._device_column].strip()
-        if not (device.isascii() and device.isdigit()) or int(device) > MAX_GPU_INDEX:
-            self.notices.warn(out, t, f"line {number}: bad device id {device[:20]!r}: {snippet(text)}")
+        gpu = self._gpu_of(cells[self._device_column], number, text, t, out)
+        if gpu is None:
             return
-        gpu = int(device)
-        values = [math.nan] * len(GPU_METRICS)
-        for cell, column, metric in self._metric_columns:
-            values[column] = self._cell(cells[cell], metric, number, gpu, t, out)
-        if gpu in self._gpus:  # this device again: the next sampling round has begun
-            self._end_round(t, out)
-        self._gpus.append(gpu)
-        self._values.append(values)
-        self.rows += 1
-
-    def end_of_chunk(self, t: float, out: list[Event]) -> None:
-        if self._gpus:
-            self._end_round(t, out)
-
-    def close(self, t: float) -> list[Event]:
-        out = super().close(t)
-        self._unreported.finish(t, out)
-        return out
+        self._add_row(gpu, self._figures(cells, number, gpu, t, out), 0, t, out)
 
     def _read_header(self, cells: Sequence[str], number: int, t: float, out: list[Event]) -> None:
         names = [column_name(cell) for cell in cells]
@@ -147,29 +105,3 @@ class XpuSmiParser(LineParser):
         self._unreported.not_asked(
             set(COLUMN_METRICS.values()) - {metric for *_, metric in self._metric_columns}
         )
-
-    def _cell(self, cell: str, metric: str, number: int, gpu: int, t: float, out: list[Event]) -> float:
-        text = cell.strip()
-        if not text or text.upper() == "N/A":
-            return math.nan
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-            problem = f"{text[:20]!r} is not a number"
-        else:
-            low, high = _RANGES[metric]
-            if low <= value <= high:  # NaN and infinities fail too
-                return value
-            problem = f"{text[:20]} is out of range"
-            value = math.nan
-        self.notices.warn(out, t, f"line {number}: device {gpu} {metric}: {problem}: shown as unknown")
-        return value
-
-    def _end_round(self, t: float, out: list[Event]) -> None:
-        nodes, gpu = self._index.columns(self._gpus)
-        values = np.array(self._values, dtype=np.float64)
-        out.append(GpuBatch(t, nodes, gpu, values, np.zeros(len(self._gpus), dtype=np.uint64)))
-        self._unreported.seen(values, self._gpus, t, out)
-        self._gpus = []
-        self._values = []
