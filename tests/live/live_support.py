@@ -195,20 +195,13 @@ def scraped_tokens(events: Sequence[Event], node: str) -> list[int | None]:
     return [e.tokens_done for e in events if isinstance(e, Progress) and e.node == node]
 
 
-class MetricsServer:
-    """Serves ``/<node>/vllm`` (a busy server: see :func:`vllm_scrape`) and ``/<node>/dcgm`` on 127.0.0.1
-    and counts requests per path."""
+class ScrapeServer:
+    """Serves on 127.0.0.1 what ``body_for(path)`` returns for a GET (None: 404), as a /metrics page."""
 
-    def __init__(self) -> None:
-        self.hits: Counter[str] = Counter()
-        bodies = {"dcgm": DCGM.read_bytes()}
-        hits = self.hits
-
+    def __init__(self, body_for: Callable[[str], bytes | None]) -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                kind = self.path.rsplit("/", 1)[-1]
-                body = vllm_scrape(hits[self.path]) if kind == "vllm" else bodies.get(kind)
-                hits[self.path] += 1
+                body = body_for(self.path)
                 if body is None:
                     self.send_error(404)
                     return
@@ -229,6 +222,23 @@ class MetricsServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class MetricsServer(ScrapeServer):
+    """Serves ``/<node>/vllm`` (a busy server: see :func:`vllm_scrape`) and ``/<node>/dcgm`` on 127.0.0.1
+    and counts requests per path."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        bodies = {"dcgm": DCGM.read_bytes()}
+
+        def body_for(path: str) -> bytes | None:
+            kind = path.rsplit("/", 1)[-1]
+            body = vllm_scrape(self.hits[path]) if kind == "vllm" else bodies.get(kind)
+            self.hits[path] += 1
+            return body
+
+        super().__init__(body_for)
 
 
 def expected_vllm_tokens() -> int:

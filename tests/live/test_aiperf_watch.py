@@ -5,12 +5,10 @@ own totals, counted from its run's start (no baseline), and its export's total a
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from pathlib import Path
 
-from live_support import LiveRun
+from live_support import LiveRun, ScrapeServer
 
 from tokenwatch.base.events import Progress
 from tokenwatch.inputs.config import load_watch_config
@@ -28,29 +26,17 @@ class AiperfMetrics:
     def __init__(self) -> None:
         bodies = [path.read_bytes() for path in SCRAPES]
         self.served = 0
-        owner = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = bodies[min(owner.served, len(bodies) - 1)]
-                owner.served += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def body_for(_path: str) -> bytes:
+            body = bodies[min(self.served, len(bodies) - 1)]
+            self.served += 1
+            return body
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = ScrapeServer(body_for)
+        self.port: int = self.server.port
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 async def test_a_watch_of_aiperfs_metrics_counts_its_totals(tmp_path: Path) -> None:
