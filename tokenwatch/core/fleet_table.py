@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tokenwatch.base.events import FloatArray, IntArray
 
 RACK_STATES: tuple[str, ...] = ("up", "stale", "down")  # down: its source is gone (an exporter died)
@@ -54,6 +56,11 @@ class FleetTable:
 
     def index(self, rack: str) -> int:
         return self.racks.index(rack)
+
+    def projection_stale(self, i: int) -> bool:
+        """Whether rack ``i``'s data stopped (stale or down) with no projection: said "stale" on every
+        surface, never a figure extrapolated from its last."""
+        return self.state[i] != "up" and bool(np.isnan(self.projected_valid[i]))
 
     def nodes_of(self, i: int) -> range:
         """The run's node indexes of rack ``i`` (empty where the fleet is known only rack by rack)."""

@@ -106,7 +106,7 @@ def fleet_json(table: FleetTable) -> list[dict[str, Any]]:
     stopped (stale, down) has ``"projection": "stale"`` rather than a figure extrapolated from its last."""
     rows = []
     for r, rack in enumerate(table.racks):
-        silent = table.state[r] != "up" and math.isnan(table.projected_valid[r])
+        silent = table.projection_stale(r)
         valid = float(table.projected_valid[r])
         rows.append(
             {

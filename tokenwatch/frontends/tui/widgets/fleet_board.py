@@ -190,7 +190,7 @@ class FleetBoard(SortedTable):
         cause = table.worst_cause[i]
         if state != "up" and table.data_age_s is not None:  # a rack the server stopped telling of
             cause = data_age(float(table.data_age_s[i]))
-        silent = state != "up" and math.isnan(table.projected_valid[i])
+        silent = table.projection_stale(i)
         return {
             "rack": table.racks[i],
             "nodes": "DOWN" if state == "down" else f"{up}/{total}",
