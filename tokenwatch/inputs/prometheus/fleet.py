@@ -338,11 +338,17 @@ class PrometheusFleetCollector:
 
     async def history(self, start_wall: float, end_wall: float) -> list[Event]:
         """The rack figures from ``start_wall`` to ``end_wall`` on the live grid (Unix times as ``t``),
-        one batch per step: what a watch from the start saw at those instants."""
+        one batch per step: what a watch from the start saw at those instants.
+
+        The last step is the last instant a live round would already have read at ``end_wall`` (its
+        settle time and the engine's latency offset after it), never a newer one: VictoriaMetrics'
+        ``query_range`` answers a point closer than its ``-search.latencyOffset`` to now with the point
+        before it (``-search.maxStepForPointsAdjustment``), so a backfill that ran up to now ended on a
+        copy of the instant before, where the live round that reads the instant later reads its own."""
         s = self.settings
         step = self._step(start_wall, end_wall)
         first = math.ceil(start_wall / step) * step
-        last = math.floor(end_wall / s.interval_s) * s.interval_s
+        last = math.floor((end_wall - self._settle_s()) / s.interval_s) * s.interval_s
         if last < first:
             return []
         queries = {f: self._q(q) for f, q in self.templates.items()}
