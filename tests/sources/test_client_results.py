@@ -209,7 +209,8 @@ def test_aiperf_metrics_before_its_first_stats_are_no_verdict_on_the_preset() ->
 
 
 def test_aiperf_metrics_with_garbage_and_non_finite_lines() -> None:
-    """A garbage line is a warning naming its line; a NaN total is not read (the last good one stands)."""
+    """A garbage line is a warning naming its line; a NaN total is not read (the last good one stands),
+    and said."""
     good = (PEERS / "aiperf" / "metrics-mid-run.txt").read_text()
     parser = MetricsScrapeParser("aiperf", node="client", node_index=0)
     parser.parse(good, 1.0)
@@ -221,8 +222,9 @@ def test_aiperf_metrics_with_garbage_and_non_finite_lines() -> None:
         'aiperf_total_usage_completion_tokens_avg_tokens{benchmark_id="x"} NaN\nthis is { not a metric',
     )
     events = parser.parse(damaged, 2.0)
-    (warning,) = [e for e in events if isinstance(e, Notice)]
-    assert f"line {number}: not a metric line" in warning.message
+    garbage, nan = [e.message for e in events if isinstance(e, Notice)]
+    assert f"line {number}: not a metric line" in garbage
+    assert nan == "metrics:aiperf: aiperf_total_usage_completion_tokens_avg_tokens: nan is not a count, skipped"
     (progress,) = [e for e in events if isinstance(e, Progress)]
     assert progress.tokens_done == _gauge(good, "aiperf_total_usage_completion_tokens_avg_tokens")
 

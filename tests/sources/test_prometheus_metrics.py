@@ -88,7 +88,10 @@ def test_the_first_scrape_of_a_busy_server_is_a_baseline() -> None:
     """Attaching to a server that has run for hours: its lifetime counters are not this run's work."""
     parser = MetricsScrapeParser("vllm", "node00")
     events = parser.parse(BLOOM, 1.0)
-    assert events == [Progress(1.0, "node00", None, 0, 0)]  # 218,152 lifetime tokens, none of them ours
+    # 218,152 lifetime tokens, none of them ours; the excerpt has no finished-request counter: unknown, said.
+    assert [e for e in events if isinstance(e, Progress)] == [Progress(1.0, "node00", None, 0, 0)]
+    (said,) = [e.message for e in events if isinstance(e, Notice)]
+    assert said == "metrics:vllm: no vllm:request_success_total in this scrape: finished requests unknown"
 
 
 def test_deltas_between_scrapes_and_counter_resets() -> None:
@@ -158,7 +161,7 @@ def test_series_are_summed_and_reset_one_by_one() -> None:
         )
 
     parser = MetricsScrapeParser("vllm", "n", baseline=False)
-    first = parser.parse(scrape(1000, 2000), 1.0)[0]
+    first = next(e for e in parser.parse(scrape(1000, 2000), 1.0) if isinstance(e, Progress))
     assert isinstance(first, Progress)
     assert (first.samples_done, first.tokens_done) == (30, 3000)
     second = parser.parse(scrape(1500, 100), 2.0)[0]  # engine 1 restarted
@@ -189,9 +192,10 @@ def test_bad_lines_cost_one_line_not_the_scrape() -> None:
     parser = MetricsScrapeParser("vllm", "n", baseline=False)
     events = parser.parse("\n".join(lines), 1.0)
     notices = [e.message for e in events if isinstance(e, Notice)]
-    assert len(notices) == 2
+    assert len(notices) == 3
     assert "line 5:" in notices[0]
     assert "line 10:" in notices[1]
+    assert "no vllm:request_success_total in this scrape" in notices[2]  # the excerpt has none
     assert [e for e in events if isinstance(e, Progress)] == [Progress(1.0, "n", None, 218152, 1196)]
     assert sum(int(_counts(e).sum()) for e in events if isinstance(e, LatencyBatch)) == 213
 

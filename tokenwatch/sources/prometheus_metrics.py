@@ -119,6 +119,7 @@ class MetricsScrapeParser:
         self._warned_unplaced = False
         self._warned_no_gpu = False
         self._warned_mig = False
+        self._said_once: set[tuple[str, str]] = set()  # (node, what): said once per node
         self._recognised_any = False  # some scrape held a family of the preset (else: said so, once)
         self._known_names = self.preset.sample_names
 
@@ -182,8 +183,14 @@ class MetricsScrapeParser:
         return node, family, rest
 
     # ----------------------------------------------------------- inference server
+    def _say_once(self, node: str, what: str, t: float, out: list[Event], message: str) -> None:
+        if (node, what) not in self._said_once:
+            self._said_once.add((node, what))
+            self.notices.warn(out, t, message)
+
     def _server(self, names: ServerNames, node: str, items: list[Series], t: float, out: list[Event]) -> None:
         present = {s.name for s in items}
+        recognised = not present.isdisjoint(self._known_names)
         totals: dict[str, float | None] = {}
         for role, wanted in (
             ("tokens", names.tokens),
@@ -192,9 +199,18 @@ class MetricsScrapeParser:
         ):
             family = next((n for n in wanted if n in present), None)
             if family is not None:
-                self._update_counters(node, family, items)
+                self._update_counters(node, family, items, t, out)
             # A family missing from this scrape (a bad line) keeps its last total: never backwards.
             totals[role] = self._counter_total(node, wanted)
+            if wanted and recognised and totals[role] is None:
+                # Unknown, not zero: a release without the family, or a page cut short.
+                self._say_once(
+                    node,
+                    role,
+                    t,
+                    out,
+                    f"no {' or '.join(wanted)} in this scrape: {_ROLE_WORDS[role]} unknown",
+                )
         if any(v is not None for v in totals.values()):
             samples, tokens, prompt = totals["samples"], totals["tokens"], totals["prompt"]
             out.append(
@@ -217,6 +233,8 @@ class MetricsScrapeParser:
             family = next((f for f in families if f in present), None)
             if family is not None:
                 values = [s.value for s in items if s.name == family and math.isfinite(s.value)]
+                if len(values) < sum(1 for s in items if s.name == family):
+                    self._say_once(node, family, t, out, f"{family}: a value that is not a number, skipped")
                 if values:
                     self.gauges.setdefault(node, {})[gauge] = float(sum(values))
                     # Requests add up over a node's engines; KV-cache use (a 0..1 fraction in every
@@ -231,9 +249,15 @@ class MetricsScrapeParser:
                 )
             )
 
-    def _update_counters(self, node: str, family: str, items: list[Series]) -> None:
+    def _update_counters(
+        self, node: str, family: str, items: list[Series], t: float, out: list[Event]
+    ) -> None:
         for item in items:
-            if item.name == family and math.isfinite(item.value) and item.value >= 0:
+            if item.name != family:
+                continue
+            if not (math.isfinite(item.value) and item.value >= 0):
+                self._say_once(node, family, t, out, f"{family}: {item.value!r} is not a count, skipped")
+            else:
                 key = self._key(node, family, item.labels)
                 counter = self._counters.get(key)
                 if counter is None:
@@ -350,6 +374,9 @@ class MetricsScrapeParser:
                 f"{', '.join(missing)}: only per MIG instance (GPU_I_ID), not for the whole GPU: "
                 "unknown for the GPU (instances are not read)",
             )
+
+
+_ROLE_WORDS = {"tokens": "output tokens", "prompt": "prompt tokens", "samples": "finished requests"}
 
 
 def _family(sample: str) -> str:
