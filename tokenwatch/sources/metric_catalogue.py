@@ -190,12 +190,19 @@ PRESETS: Mapping[str, MetricPreset] = {
     # prefix "dynamo_frontend_"; DYN_METRICS_PREFIX can change it, and then no preset matches). Output
     # tokens: the real-time counter where the release has it, else the output-length histogram's sum,
     # which grows as requests finish. Samples: that histogram's count, one per finished request (the
-    # requests counter counts errors too). TPOT: its inter-token latency histogram.
+    # requests counter counts errors too), else the counter of successful requests that a real frontend's
+    # page held in place of both output families (tests/data/peers/dynamo: its count equals the
+    # input-length histogram's, 170,450). TPOT: its inter-token latency histogram.
     "dynamo": MetricPreset(
         ServerNames(
             tokens=("dynamo_frontend_output_tokens_total", "dynamo_frontend_output_sequence_tokens_sum"),
             prompt_tokens=("dynamo_frontend_input_sequence_tokens_sum",),
-            samples=("dynamo_frontend_output_sequence_tokens_count",),
+            samples=(
+                "dynamo_frontend_output_sequence_tokens_count",
+                # prometheus_client's parser names a counter sample that lacks "_total" with it
+                "dynamo_frontend_request_success_count",
+                "dynamo_frontend_request_success_count_total",
+            ),
             latency={
                 "ttft": ("dynamo_frontend_time_to_first_token_seconds",),
                 "tpot": ("dynamo_frontend_inter_token_latency_seconds",),
