@@ -224,7 +224,9 @@ def test_aiperf_metrics_with_garbage_and_non_finite_lines() -> None:
     events = parser.parse(damaged, 2.0)
     garbage, nan = [e.message for e in events if isinstance(e, Notice)]
     assert f"line {number}: not a metric line" in garbage
-    assert nan == "metrics:aiperf: aiperf_total_usage_completion_tokens_avg_tokens: nan is not a count, skipped"
+    assert nan == (
+        "metrics:aiperf: aiperf_total_usage_completion_tokens_avg_tokens: nan is not a count, skipped"
+    )
     (progress,) = [e for e in events if isinstance(e, Progress)]
     assert progress.tokens_done == _gauge(good, "aiperf_total_usage_completion_tokens_avg_tokens")
 
