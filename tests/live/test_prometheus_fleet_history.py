@@ -6,7 +6,7 @@ ends on the board the watch showed.
 Four simulated racks of 4 nodes run in real time, each on its own exporter (read between events, on the
 test's loop), scraped every second by a real Prometheus, and again (racks made afresh) by a real
 VictoriaMetrics. Watch A starts with the run; watch B attaches about 10 s in (plus the engine's latency
-offset, 11 s on VictoriaMetrics); both stop 6 s later. About 25 s on Prometheus, 45 s on VictoriaMetrics.
+offset, 12 s on VictoriaMetrics); both stop 6 s later. About 25 s on Prometheus, 50 s on VictoriaMetrics.
 """
 
 from __future__ import annotations
