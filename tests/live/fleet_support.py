@@ -13,6 +13,7 @@ import math
 import shutil
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -213,17 +214,23 @@ class VictoriaMetrics(Prometheus):
 
     def _wait_until_queryable(self) -> None:
         """VictoriaMetrics makes scraped samples searchable after a buffer flush and its latency
-        offset: until every target's ``up`` answers a query."""
+        offset, and a new series only at its next update of recent series (every 10 s): until every
+        target's ``up`` is 1 and every target has series of its own that answer a query (a target whose
+        first scrapes failed had an ``up`` long before the series its first good scrape made)."""
 
-        def every_target() -> bool:
-            url = f"{self.url}/api/v1/query?query=count(up%3D%3D1)"
+        def count(promql: str) -> int:
+            url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
             with (
                 contextlib.suppress(OSError, KeyError, ValueError, IndexError),
                 urllib.request.urlopen(url, timeout=10) as answer,
             ):
                 result = orjson.loads(answer.read())["data"]["result"]
-                return bool(result) and int(result[0]["value"][1]) == self.targets
-            return False
+                return int(result[0]["value"][1]) if result else 0
+            return -1
+
+        def every_target() -> bool:
+            own = 'count(count by (instance) ({job="racks", __name__!~"up|scrape_.+"}))'
+            return count("count(up == 1)") == self.targets and count(own) == self.targets
 
         wait_until(every_target, "every target's samples searchable in VictoriaMetrics", poll_s=0.25)
 
