@@ -181,3 +181,36 @@ def test_lines_written_while_the_watch_started_are_not_in_the_window(
     summary = core.summary()
     assert summary.tokens_per_joule == pytest.approx(rate / gpu_w, rel=0.02)
     assert summary.power_mean_w == pytest.approx(gpu_w, rel=0.02)
+
+
+@pytest.mark.parametrize("phase", [-0.003, 0.003], ids=["lines just before the ticks", "just after them"])
+def test_a_window_opened_by_a_catch_up_counts_its_tokens_and_energy_between_the_same_reads(
+    phase: float,
+) -> None:
+    """Attached at 01:00 to a node logging every second. The run's clock is anchored on the log's own
+    write times, so its lines land within milliseconds of the ticks, on either side. The catch-up line
+    (at 01:01, bringing the seconds the watch took to start) opens the window; the GPUs (700 W) were
+    read from 01:00.4. Tokens per joule and the mean power hold to a tenth of a line whichever side of
+    the ticks the lines fall (counted by ticks, a line moved in or out: 1.4 % of the 69-s window)."""
+    rate, gpu_w, attach, end = 1000.0, 700.0, 60.0, 130.5
+    core = RackCore()
+    core.ingest(
+        RunStarted(0.0, "e", "Offline", ("node00",), 1, None, None, "live", 0.0, {"attached_at_s": attach})
+    )
+    events: list[Event] = [Progress(float(k), "node00", None, round(rate * k)) for k in range(0, 58, 10)]
+    events.append(NodeStatus(attach, "node00", "up"))
+    # each line states its second: it arrives when written, ``phase`` off the tick
+    events += [Progress(s + phase, "node00", None, round(rate * s)) for s in range(61, 131)]
+    power = np.full((1, len(GPU_METRICS)), np.nan)
+    power[:, _POWER] = gpu_w
+    one = np.zeros(1, np.int64)
+    events += [GpuBatch(t, one, one, power, np.zeros(1, np.uint64)) for t in np.arange(60.4, end, 0.2)]
+    for event in sorted(events, key=lambda e: e.t):
+        core.ingest(event)
+    true_tpj = rate / gpu_w
+    assert core.snapshot().nodes.tokens_per_joule[0] == pytest.approx(true_tpj, rel=0.002)
+    core.ingest(RunEnded(end))
+    summary = core.summary()
+    assert summary.tokens_per_joule == pytest.approx(true_tpj, rel=0.002)
+    assert summary.power_mean_w == pytest.approx(gpu_w, rel=0.002)
+    assert summary.energy_since_s == pytest.approx(61.0, abs=0.01)  # the catch-up's read

@@ -142,9 +142,16 @@ def test_power_energy_and_tokens_per_joule(irregular_run) -> None:
     expected_energy = sum(len(NODES) * GPUS * (1000.0 + k) for k in ticks[1:])
     assert snap.aggregate.energy_j == pytest.approx(expected_energy)
     total_tokens = sum(tokens_at(truth, i, 300.0) for i in range(len(NODES)))
+    # The tokens are those counted by each node's last reading: tokens per joule and the mean power are
+    # over each node's energy up to that reading when it came within the last tick (else up to the
+    # tick), the last tick's power (1,300 W per GPU) taken off for the rest of it.
+    reads = [read_at(truth, i, 300.0) for i in range(len(NODES))]
+    ends = [end if end > 299.0 else 300.0 for end in reads]
+    assert 0 < sum(end < 300.0 for end in ends) < len(NODES)  # both kinds of node
+    node_j = [expected_energy / len(NODES) - GPUS * 1300.0 * (300.0 - end) for end in ends]
     summary = core.summary()
-    assert summary.tokens_per_joule == pytest.approx(total_tokens / expected_energy)
-    assert summary.power_mean_w == pytest.approx(expected_energy / 300.0)
+    assert summary.tokens_per_joule == pytest.approx(total_tokens / sum(node_j))
+    assert summary.power_mean_w == pytest.approx(sum(j / end for j, end in zip(node_j, ends, strict=True)))
 
 
 def test_progress_and_eta_from_sample_counts() -> None:

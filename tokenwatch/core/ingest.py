@@ -269,7 +269,7 @@ def _progress(state: RackState, ev: Progress) -> None:
     if not ev.filled:  # a filled-in point of history is no arrival: the node's cadence is its records'
         _seen(state, i, ev.t)
     if not state.energy.caught_up[i] and ev.t > state.energy.attach_s:
-        state.energy.catch_up(i, ev.t, state.last_sample_t, totals[0])
+        state.energy.catch_up(i, ev.t, totals[0])
 
 
 def _progress_batch(state: RackState, ev: ProgressBatch) -> None:

@@ -11,7 +11,13 @@ from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, La
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.baseline_compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
-from tokenwatch.core.energy import energy_source, node_energy, node_window, tokens_per_joule
+from tokenwatch.core.energy import (
+    energy_source,
+    node_energy,
+    node_window,
+    tokens_per_joule,
+    window_energy,
+)
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet import fleet_table
 from tokenwatch.core.fleet_snapshot import with_fleet
@@ -107,8 +113,10 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     energy_j = float(node_energy_j[has_energy].sum()) if has_energy.any() else state.energy_j
     # tokens over the window the energy covers (from the attach, where GPU readings have no history)
     _, window_tokens = node_window(state.energy, from_counter, state.tokens)
-    node_tpj = tokens_per_joule(window_tokens, node_energy_j)
+    window_j = window_energy(state.energy, node_energy_j, from_counter)
+    node_tpj = tokens_per_joule(window_tokens, window_j)
     energy_tokens = float(window_tokens[has_energy].sum()) if has_energy.any() else float(state.tokens.sum())
+    window_total_j = float(window_j[has_energy].sum()) if has_energy.any() else energy_j
     agg_rate = float(np.nansum(rates)) if np.isfinite(rates).any() else math.nan
     agg_samples = float(np.nansum(sample_rates)) if np.isfinite(sample_rates).any() else math.nan
     gpus = run.gpus
@@ -131,7 +139,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         samples_done=samples_done,
         prompt_tokens_done=int(state.prompt_tokens.sum()),
         energy_source=energy_source(from_counter, has_energy),
-        run_tokens_per_joule=energy_tokens / energy_j if energy_j > 0 else math.nan,
+        run_tokens_per_joule=energy_tokens / window_total_j if window_total_j > 0 else math.nan,
     )
 
     elapsed = now

@@ -48,10 +48,17 @@ def sample(state: RackState, t: float) -> None:
         power = state.gpu_values[:, :, _POWER]
         measured = fresh & ~np.isnan(power)
         node_power = np.where(measured, power, 0.0).sum(axis=1)
-    state.energy.tick(state.last_sample_t, np.asarray(measured.any(axis=1)), state.tokens)
+    state.energy.tick(
+        state.last_sample_t,
+        t,
+        np.asarray(measured.any(axis=1)),
+        node_power,
+        state.tokens,
+        state.t_read,
+        state.config.tick_s,
+    )
     if t > state.last_sample_t:
         state.energy_j += float(node_power.sum()) * (t - state.last_sample_t)
-        state.energy.node_integrated_j += node_power * (t - state.last_sample_t)
     state.last_sample_t = t
     state.now = max(state.now, t)
     if not state.config.live_view:

@@ -15,10 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
-from tokenwatch.base.events import Event, Progress, ProgressBatch
+from tokenwatch.base.events import Event
 from tokenwatch.inputs.live.backlog import MAX_HISTORY_S, Backfill, retime
+from tokenwatch.inputs.live.history_batches import batched, in_order
 
 
 @runtime_checkable
@@ -69,55 +68,7 @@ def merged(backfills: Sequence[Backfill], clock: RunClock, nodes: Sequence[str] 
     batch per second for the rack (an hour of 72 nodes is 259,200 of them: one event each kept the first
     frame tens of seconds away); the records themselves stay events of their own."""
     start, attach = clock.start_wall, clock.attach_s
-    placed: list[tuple[float, Event]] = []
-    for done in backfills:  # one pass, no call per event: an hour of 72 nodes is 285,000 of them
-        for event in done.placed:
-            if event.t < start:
-                continue
-            t = event.t - start
-            if type(event) is Progress or type(event) is ProgressBatch:
-                t = float(round(t))
-            placed.append((t if t < attach else attach, event))
-    placed.sort(key=lambda pair: pair[0])
-    out = _batched(placed, nodes) if nodes else [retime(event, t) for t, event in placed]
+    events = [event for done in backfills for event in done.placed]
+    out = batched(events, start, attach, nodes) if nodes else in_order(events, start, attach)
     out += [retime(event, clock.attach_s) for done in backfills for event in done.at_start]
     return out
-
-
-def _batched(placed: list[tuple[float, Event]], nodes: Sequence[str]) -> list[Event]:
-    """``placed`` (sorted by run time) with each second's filled-in points as one ``ProgressBatch``
-    ahead of that second's other events (a node's points precede its record). A counter a point does not
-    report holds the node's last reported value, as the core holds it."""
-    index = {name: i for i, name in enumerate(nodes)}
-    last = np.zeros((3, len(nodes)), np.int64)  # samples, tokens, prompt tokens: the last reported
-    batched = np.zeros(len(nodes), bool)  # nodes with a point in this second's batch
-    out: list[Event] = []
-    rows: list[int] = []
-    others: list[Event] = []
-    at = math.nan
-    for t, event in placed:
-        if t != at:
-            if rows:
-                k = np.array(rows, np.int64)
-                out.append(ProgressBatch(at, k, last[0, k], last[1, k], last[2, k], filled=True))
-                batched[k] = False
-                rows.clear()
-            out += others
-            others.clear()
-            at = t
-        if type(event) is Progress and (i := index.get(event.node)) is not None:
-            if event.samples_done is not None:
-                last[0, i] = event.samples_done
-            if event.tokens_done is not None:
-                last[1, i] = event.tokens_done
-            if event.prompt_tokens_done is not None:
-                last[2, i] = event.prompt_tokens_done
-            if event.filled and not batched[i]:
-                batched[i] = True
-                rows.append(i)
-                continue
-        others.append(retime(event, t))
-    if rows:
-        k = np.array(rows, np.int64)
-        out.append(ProgressBatch(at, k, last[0, k], last[1, k], last[2, k], filled=True))
-    return out + others
