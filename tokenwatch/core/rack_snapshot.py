@@ -14,6 +14,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import energy_source, node_energy, node_window, tokens_per_joule
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet import fleet_table
+from tokenwatch.core.fleet_groups import with_groups
 from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.loadgen_latency import loadgen_latency
@@ -197,7 +198,9 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         power_limit_changes=tuple(state.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
-    return snap if state.fleet_figures is None else with_fleet(snap, state.fleet_figures, now, steady_mean)
+    if state.fleet_figures is not None:
+        snap = with_fleet(snap, state.fleet_figures, now, steady_mean)
+    return with_groups(snap)
 
 
 def _sparklines(state: RackState, points: int) -> np.ndarray:

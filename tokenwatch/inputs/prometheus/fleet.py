@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
+from tokenwatch.base.formatting import natural_key
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.base.server_access import ServerAccess
 from tokenwatch.inputs.discovery import Discovered
@@ -36,7 +37,7 @@ from tokenwatch.inputs.prometheus.api import (
     counted_before,
     counters_start,
 )
-from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, natural_key
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing

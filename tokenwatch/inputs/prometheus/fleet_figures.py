@@ -9,21 +9,16 @@ whose series are gone is shown down with the size it last had.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
 
 from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
+from tokenwatch.base.formatting import natural_key
 from tokenwatch.inputs.prometheus.api import RangeSeries, Sample
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
-
-
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """rack2 before rack10."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p)
 
 
 class RackFigures:
