@@ -107,13 +107,18 @@ def assert_same(got: dict[str, float], want: dict[str, float], where: str) -> No
             assert got[key] == pytest.approx(value, rel=1e-12), f"{where} {key}"
 
 
+def site_key(place: list[str]) -> str:
+    return place[0]
+
+
+def row_key(place: list[str]) -> str:
+    return f"{place[0]}/{place[1]}" if place[0] else place[1]
+
+
 def check_groups(table: FleetTable, groups: FleetGroups, places: dict[str, list[str]], where: str) -> int:
     """Every group of every level against its racks' rows; the groups' racks are the places given."""
     checked = 0
-    for level, pick in (
-        (groups.site, lambda p: p[0]),
-        (groups.row, lambda p: f"{p[0]}/{p[1]}" if p[0] else p[1]),
-    ):
+    for level, pick in ((groups.site, site_key), (groups.row, row_key)):
         if level is None:
             continue
         assert sorted(level.keys) == sorted({pick(places[r]) for r in table.racks})
