@@ -146,17 +146,16 @@ def with_groups(snap: RackSnapshot) -> RackSnapshot:
 
 def _level(table: FleetTable, level: str, names: list[str], parents: list[str]) -> GroupTable:
     labels = [name or NO_LABEL for name in names]
-    keys = [f"{p or NO_LABEL}/{n}" if any(parents) else n for p, n in zip(parents, labels, strict=True)]
-    unique = sorted(set(keys), key=lambda k: natural_key(k))
+    nested = any(parents)  # rows within sites: a row's key and parent name its site
+    owners = [parent or NO_LABEL for parent in parents] if nested else [""] * len(parents)
+    keys = [f"{p}/{n}" for p, n in zip(owners, labels, strict=True)] if nested else labels
+    first = dict(zip(keys, range(len(keys)), strict=False))  # each key's last rack: any will do
+    unique = sorted(first, key=natural_key)
     number = {key: g for g, key in enumerate(unique)}
     of = np.array([number[k] for k in keys], np.int64)
     count = len(unique)
-    group_names = [""] * count
-    group_parent = [""] * count
-    for k, label, parent in zip(keys, labels, parents, strict=True):
-        g = number[k]
-        group_names[g] = label
-        group_parent[g] = (parent or NO_LABEL) if any(parents) else ""
+    group_names = [labels[first[k]] for k in unique]
+    group_parent = [owners[first[k]] for k in unique]
 
     def total(values: np.ndarray) -> np.ndarray:
         return np.bincount(of, weights=np.asarray(values, np.float64), minlength=count)
