@@ -8,7 +8,12 @@ Only the standard library and numpy are imported at the top, like bench_common.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokenwatch.core import RackCore
 
 RACKS, NODES, GPUS = 1000, 18, 4
 SITES, ROWS = 4, 10
@@ -29,7 +34,7 @@ def places(racks: tuple[str, ...], sites: int = SITES, rows: int = ROWS) -> dict
     }
 
 
-def thousand_racks(run_s: float, racks: int = RACKS, seed: int = 0):  # noqa: ANN201 (RackCore, imported late)
+def thousand_racks(run_s: float, racks: int = RACKS, seed: int = 0) -> RackCore:
     """The core of a grouped ``racks``-rack fleet watch at run time ``run_s`` (one node of every 50th rack
     down from half-way, every 97th rack's exporter gone for the last 30 s). The node-level per-rack
     forecasts are off: they are made at ingest (1,000 of them each verdict tick, a cost of its own), not
