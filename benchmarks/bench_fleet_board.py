@@ -4,6 +4,10 @@ rack, and what the garbage collector did meanwhile; and the cost of the per-rack
     python benchmarks/bench_fleet_board.py                  # 120x40 and 200x60
     python benchmarks/bench_fleet_board.py --no-gc-freeze   # as before the fix: the long tail comes back
 
+Then 1,000 racks watched through Prometheus, grouped in 4 sites of 10 rows (benchmarks/fleet_thousand.py,
+the core fed as a fleet watch feeds it), at 200x60: a full refresh of the sites' board, and the keys that
+walk it (s, down, enter to a site's rows, enter to a row's racks, escape, escape). ``--short``: 100 racks.
+
 A "full refresh" is what the 4 Hz timer does when data changed, made to repaint everything: the core's
 snapshot (with the fleet table), every panel of the board updated from it, and the whole screen rendered to
 terminal bytes. A key's time is its action plus the repaint of the whole screen. Enter is measured to the
@@ -29,6 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import add_short_option, full_frame, target, timed_refresh  # noqa: E402
 from bench_tui import ms, sixty_four_racks  # noqa: E402
+from fleet_thousand import thousand_racks  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from tokenwatch.core import RackCore  # noqa: E402
@@ -37,6 +42,7 @@ from tokenwatch.frontends.tui.app import TokenwatchApp  # noqa: E402
 from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen  # noqa: E402
 from tokenwatch.frontends.tui.theme_loader import shipped_dir  # noqa: E402
 from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard  # noqa: E402
+from tokenwatch.frontends.tui.widgets.group_board import GroupBoard  # noqa: E402
 from tokenwatch.session import Session  # noqa: E402
 
 
@@ -153,6 +159,68 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
         watch.close()
 
 
+async def measure_grouped(app: TokenwatchApp, racks: int, size: tuple[int, int], iterations: int) -> None:
+    """The sites' board of a grouped fleet: a full refresh, and each key that walks the levels."""
+    where = f"the grouped fleet board, {racks:,} racks, {size[0]}x{size[1]}"
+    async with app.run_test(size=size) as pilot:
+        for _ in range(500):
+            if isinstance(app.screen, FleetScreen) and app.screen.is_mounted:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause(0.2)
+        out = Console(
+            file=io.StringIO(), width=size[0], height=size[1], force_terminal=True, color_system="truecolor"
+        )
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        groups = screen.query_one(GroupBoard)
+        assert groups.display, "a grouped fleet leads with its sites"
+        stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
+        for _ in range(iterations):
+            for key, value in zip(stages, timed_refresh(app, screen, out), strict=True):
+                stages[key].append(value)
+            await pilot.pause()
+        for key, values in stages.items():
+            print(f"    board refresh {key:<14} {ms(values)}")
+        judged(f"{where}: a full refresh", stages["total"], REFRESH_P95_MS)
+
+        def enter() -> None:  # what enter on the group board does: its message, handled
+            key = groups.cursor_key if groups.display else None
+            if key is not None:
+                screen.on_group_board_group_selected(GroupBoard.GroupSelected(key))
+
+        walk = (
+            ("key s (sort)", screen.action_sort_next),
+            ("key down", lambda: screen._board().action_cursor(1)),
+            ("enter (a site's rows)", enter),
+            ("enter (a row's racks)", enter),
+            ("escape (back to the rows)", screen.action_up_level),
+            ("escape (back to the sites)", screen.action_up_level),
+        )
+        times: dict[str, list[float]] = {label: [] for label, _ in walk}
+        for _ in range(iterations):
+            for label, action in walk:
+                t0 = time.perf_counter()
+                action()
+                full_frame(app, out)
+                times[label].append(time.perf_counter() - t0)
+                await pilot.pause()
+        for label, values in times.items():
+            print(f"    {label:<28} {ms(values)}")
+        judged(f"{where}: a key (all six, p95)", [v for vs in times.values() for v in vs], KEY_P95_MS)
+
+
+def bench_grouped(short: bool, iterations: int) -> None:
+    racks = 100 if short else 1000
+    t0 = time.perf_counter()
+    core = thousand_racks(40.0 if short else 90.0, racks=racks)
+    print(f"\n({racks:,}-rack grouped fleet fed to the core in {time.perf_counter() - t0:.1f} s)")
+    size = (200, 60)
+    print(f"The grouped fleet board, {racks:,} racks in 4 sites of 10 rows, {size[0]}x{size[1]}:")
+    app = TokenwatchApp(Session(core, [], flush_interval_s=None), mode="live", theme_dirs=[shipped_dir()])
+    asyncio.run(measure_grouped(app, racks, size, iterations))
+
+
 def bench_ticks(core: RackCore) -> None:
     """The per-rack forecasts a verdict tick makes (every verdict_interval_s of run time)."""
     state = core.state
@@ -195,6 +263,7 @@ def main() -> None:
         if args.no_gc_freeze:  # as if already done, so it is never done
             app._gc_thresholds = gc.get_threshold()
         asyncio.run(measure(app, size, args.iterations))
+    bench_grouped(args.short, args.iterations)
 
 
 if __name__ == "__main__":

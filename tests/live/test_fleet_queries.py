@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import free_port
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Event, Notice, RackFiguresBatch
+from tokenwatch.base.formatting import natural_key
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
-from tokenwatch.inputs.prometheus.fleet_figures import natural_key
 from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
     UNSHARDED,

@@ -15,6 +15,7 @@ __all__ = [
     "group",
     "json_number",
     "kilowatts",
+    "natural_key",
     "one_line",
     "pct",
     "printable",
@@ -55,6 +56,13 @@ def one_line(detail: object) -> str:
 
 
 DASH = "—"
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """rack2 before rack10: a name's runs of digits compared as numbers."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p)
+
+
 _SI_PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 

@@ -236,6 +236,23 @@ def build_parser() -> OneLineParser:
         help="run seconds per wall second: 1 real time, 60 accelerated, 0 as fast as possible",
     )
     sim.add_argument("--racks", type=int, default=1, metavar="N", help="simulate N racks of the profile")
+    sim.add_argument(
+        "--sites",
+        type=int,
+        default=0,
+        metavar="S",
+        help="with --racks: deal the racks out to S sites (site01 ..., consecutive racks); the fleet board "
+        "shows a row per site (enter goes down to its rows, then its racks) and --prometheus-port labels "
+        "the racks' series site=...",
+    )
+    sim.add_argument(
+        "--rows",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --racks: K rows (row01 ...) in each site, or in the fleet without --sites; the series "
+        "carry row=...",
+    )
     add_output_options(sim)
 
     replay = sub.add_parser(

@@ -8,6 +8,7 @@ import dataclasses
 from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.inputs.sim.faults import faults_after, parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_places import places_problem, sim_rack_places
 from tokenwatch.inputs.sim.rack_sim import SimSettings
 
 
@@ -19,6 +20,13 @@ def sim_settings(args: argparse.Namespace) -> SimSettings:
         raise UsageError("tokenwatch sim: --racks must be between 1 and 256")
     # A fleet's racks are the profile's rack repeated: say so, whatever its GPUs per node.
     extra_meta: dict[str, object] = {"nodes_per_rack": profile.nodes} if args.racks > 1 else {}
+    sites, rows = getattr(args, "sites", 0), getattr(args, "rows", 0)
+    problem = places_problem(args.racks, sites, rows)
+    if problem:
+        raise UsageError(f"tokenwatch sim: {problem}")
+    places = sim_rack_places(args.racks, sites, rows)
+    if places:  # the fleet board groups by them; the exporter labels the racks' series with them
+        extra_meta["rack_places"] = places
     if args.racks > 1:
         profile = dataclasses.replace(
             profile,

@@ -20,6 +20,7 @@ from tokenwatch.core.energy import (
 )
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet import fleet_table
+from tokenwatch.core.fleet_groups import with_groups
 from tokenwatch.core.fleet_snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.loadgen_latency import loadgen_latency
@@ -50,6 +51,8 @@ _SM = GPU_METRICS.index("sm_clock_mhz")
 _HBM = GPU_METRICS.index("hbm_used_mib")
 _TEMP = GPU_METRICS.index("temp_c")
 _ALERTS_IN_SNAPSHOT = 200
+# The node-level timeline's place in a snapshot that takes the fleet's (with_fleet replaces it).
+_NO_TIMELINE = Timeline(np.zeros(0), np.zeros(0), np.zeros(0), math.nan)
 _UP, _STALE, _DOWN, _FINISHED, _IDLE = (STATE_CODE[s] for s in ("up", "stale", "down", "finished", "idle"))
 
 
@@ -178,6 +181,12 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     )
     summary = summarize_state(state) if state.ended else None
     verdict = verdict_view(state, now, power_w)
+    # A fleet known rack by rack takes its table, and its timeline once it has one, from the racks'
+    # figures (with_fleet): the node-level ones, over every node of 1,000 racks, are not made to be dropped.
+    by_racks = state.fleet_figures
+    racks_timeline = (
+        by_racks is not None and by_racks.totals is not None and len(by_racks.totals.view()[0]) > 0
+    )
     snap = RackSnapshot(
         t=now,
         run=run,
@@ -191,7 +200,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         nodes=nodes,
         gpus=GpuTable(gpu, state.gpu_throttle.copy(), freshness),
         latency=latency_stats(state),
-        timeline=timeline(state),
+        timeline=_NO_TIMELINE if racks_timeline else timeline(state),
         alerts=state.alerts.newest_first(_ALERTS_IN_SNAPSHOT),
         active_alerts=state.alerts.active_newest_first(),
         sla_s=shown_limits(state),
@@ -201,11 +210,13 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         baseline=baseline_view(state, now, verdict.forecast) if state.config.baseline is not None else None,
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
-        fleet=fleet_table(state, nodes, state_codes, now),
+        fleet=fleet_table(state, nodes, state_codes, now) if by_racks is None else None,
         power_limit_changes=tuple(state.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
-    return snap if state.fleet_figures is None else with_fleet(snap, state.fleet_figures, now, steady_mean)
+    if state.fleet_figures is not None:
+        snap = with_fleet(snap, state.fleet_figures, now, steady_mean)
+    return with_groups(snap)
 
 
 def _sparklines(state: RackState, points: int) -> np.ndarray:

@@ -16,6 +16,7 @@ from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, NodeStat
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
+from tokenwatch.core.fleet_groups import FleetGroups
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.power_limits import PowerLimitChange
@@ -209,6 +210,8 @@ class RackSnapshot:
     run_figures: RunFigures | None = None  # once ended: the headline figures over the whole run
     verdict: VerdictView | None = None  # the MLPerf verdict: forecast, rules, start-of-run check
     fleet: FleetTable | None = None  # one row per rack, for a run of more than one rack
+    # The fleet's racks by site and row, where the run places them (core/fleet_groups.py).
+    fleet_groups: FleetGroups | None = None
     # The GPUs' power-limit changes so far, oldest first (core/power_limits.py): the timelines mark them.
     power_limit_changes: tuple[PowerLimitChange, ...] = ()
     baseline: BaselineView | None = None  # the run against its reference run (--baseline)

@@ -8,6 +8,7 @@ from typing import Any
 from tokenwatch.base.formatting import json_number
 from tokenwatch.core.baseline_view import BaselineView
 from tokenwatch.core.cause import Cause
+from tokenwatch.core.fleet_groups import groups_json
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.core.run_clock import RunClock
 from tokenwatch.core.snapshot import RackSnapshot
@@ -79,6 +80,8 @@ def snapshot_json(snap: RackSnapshot) -> dict[str, Any]:
     }
     if snap.fleet is not None:  # only for a run of several racks: the board's rows, one truth with it
         out["fleet"] = fleet_json(snap.fleet)
+    if snap.fleet_groups is not None:  # only where the run places its racks in sites or rows
+        out["fleet_groups"] = groups_json(snap.fleet_groups)
     if snap.baseline is not None:  # only with --baseline: the golden contracts without one are unchanged
         out["baseline"] = baseline_json(snap.baseline, nodes.names)
     figures = snap.run_figures

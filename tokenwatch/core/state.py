@@ -276,24 +276,29 @@ class RackState:
         span). ``bases``: (tokens, samples, reading time), written in place."""
         base_tokens, base_samples, base_t = bases
         order = self.recent_tokens.ordered_slots()
-        reads = self.recent_read_t.values[np.ix_(order, nodes)]
-        limits = self.stale_limit_s
-        for col, i in enumerate(nodes.tolist()):
-            with np.errstate(invalid="ignore"):
-                older = reads[:, col] < self.t_read[i]  # ticks holding a reading older than the newest
-                known = (
-                    np.flatnonzero(older & (reads[:, col] > after[i])) if gap[i] else np.flatnonzero(older)
-                )
-            k = int(known[0] if gap[i] else known[-1]) if len(known) else -1
-            if k < 0 or (not gap[i] and self.t_read[i] - reads[k, col] > limits[i]):
-                base_t[i] = math.nan
-                continue
-            at = int(order[k])
-            base_tokens[i], base_samples[i] = (
-                self.recent_tokens.values[at, i],
-                self.recent_samples.values[at, i],
-            )
-            base_t[i] = reads[k, col]
+        if not len(order):
+            base_t[nodes] = math.nan
+            return
+        reads = self.recent_read_t.values[np.ix_(order, nodes)]  # (ticks, nodes), oldest tick first
+        newest, gaps = self.t_read[nodes], gap[nodes]
+        # One pass over every node at once (a fleet's 18,000 nodes read every 30 s are all here).
+        with np.errstate(invalid="ignore"):
+            older = reads < newest[None, :]  # ticks holding a reading older than the newest
+            usable = np.where(gaps[None, :], older & (reads > after[nodes][None, :]), older)
+        found = usable.any(axis=0)
+        first = np.argmax(usable, axis=0)
+        last = len(order) - 1 - np.argmax(usable[::-1], axis=0)
+        k = np.where(gaps, first, last)
+        cols = np.arange(len(nodes))
+        read_at = reads[k, cols]
+        with np.errstate(invalid="ignore"):
+            too_old = ~gaps & (newest - read_at > self.stale_limit_s[nodes])
+        ok = found & ~too_old
+        at = order[k[ok]]
+        base_tokens[nodes[ok]] = self.recent_tokens.values[at, nodes[ok]]
+        base_samples[nodes[ok]] = self.recent_samples.values[at, nodes[ok]]
+        base_t[nodes[ok]] = read_at[ok]
+        base_t[nodes[~ok]] = math.nan
 
     def measured_means(self) -> tuple[FloatArray, FloatArray]:
         """Per-node (tokens/s, samples/s): the figures the node's LoadGen wrote in its result where it has

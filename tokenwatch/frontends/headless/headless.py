@@ -18,6 +18,7 @@ from tokenwatch.base.formatting import (
 )
 from tokenwatch.core import RackCore, RackSnapshot
 from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.frontends.headless.group_lines import group_lines
 from tokenwatch.mlperf.warm_up import WARMING_UP
 
 MAX_ALERTS_IN_LINE = 4
@@ -123,7 +124,7 @@ class HeadlessLogger:
             return
         self.last_t = t
         if self.out is not None:
-            self.out.write(human_line(snap) + "\n")
+            self.out.write("".join(line + "\n" for line in (human_line(snap), *group_lines(snap))))
             self.out.flush()
         if self.jsonl is not None:
             try:

@@ -23,7 +23,13 @@ from tokenwatch.frontends.metrics.families import (
     node_families,
     rack_families,
 )
-from tokenwatch.frontends.metrics.rack_labels import node_racks, rack_label_name, run_rack_name
+from tokenwatch.frontends.metrics.rack_labels import (
+    PLACE_LABELS,
+    node_places,
+    node_racks,
+    rack_label_name,
+    run_rack_name,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -35,15 +41,22 @@ def _label_set(pairs: dict[str, str]) -> str:
 
 @functools.lru_cache(maxsize=4)
 def label_sets(
-    nodes: tuple[str, ...], gpus_per_node: int, racks: tuple[str, ...] | str = "", rack_label: str = "rack"
+    nodes: tuple[str, ...],
+    gpus_per_node: int,
+    racks: tuple[str, ...] | str = "",
+    rack_label: str = "rack",
+    places: tuple[tuple[str, str], ...] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(per-node label sets, per-GPU label sets, node-major), built once per run. ``racks``: each
-    node's rack, or the one rack of them all ("" for none)."""
+    node's rack, or the one rack of them all ("" for none); ``places``: each node's rack's site and
+    row (labels ``site`` and ``row``, left out where "")."""
     of = (lambda i: racks[i]) if isinstance(racks, tuple) else (lambda _i: racks)
     node_labels = []
     gpu_labels = []
     for i, n in enumerate(nodes):
         pairs = {"node": n, rack_label: of(i)} if of(i) else {"node": n}
+        if places is not None:
+            pairs.update({k: v for k, v in zip(PLACE_LABELS, places[i], strict=True) if v})
         node_labels.append(_label_set(pairs))
         gpu_labels += [_label_set({**pairs, "gpu": str(g)}) for g in range(gpus_per_node)]
     return node_labels, gpu_labels
@@ -55,7 +68,11 @@ def families(view: MetricsView) -> list[Family]:
     per_node = node_racks(snap)
     rack = run_rack_name(snap) if per_node is None else ""
     node_labels, gpu_labels = label_sets(
-        snap.run.nodes, snap.run.gpus_per_node, rack if per_node is None else per_node, label
+        snap.run.nodes,
+        snap.run.gpus_per_node,
+        rack if per_node is None else per_node,
+        label,
+        node_places(snap),
     )
     return [
         *rack_families(snap, _label_set({label: rack}) if rack else ""),

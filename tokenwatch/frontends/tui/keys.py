@@ -36,9 +36,15 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("S", "reverse the sort"),
             ("click a column title", "sort by that column (again: reverse)"),
             ("↑ ↓ pgup pgdn home end", "move between racks"),
-            ("enter, double click", "open the rack's dashboard (its nodes alone)"),
+            (
+                "enter, double click",
+                "open the rack's dashboard (its nodes alone), or a group's rows or racks",
+            ),
             ("a", "the dashboard of every node of the fleet"),
-            ("escape", "back to the board (from a rack's or the fleet's dashboard)"),
+            (
+                "escape",
+                "back to the board (from a rack's or the fleet's dashboard); up a level (sites, rows)",
+            ),
         ),
     ),
     (

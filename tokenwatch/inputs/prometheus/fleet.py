@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
+from tokenwatch.base.formatting import natural_key
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.base.server_access import ServerAccess
 from tokenwatch.inputs.discovery import Discovered
@@ -36,7 +37,7 @@ from tokenwatch.inputs.prometheus.api import (
     counted_before,
     counters_start,
 )
-from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, natural_key
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, rack_places
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
@@ -102,6 +103,8 @@ class FleetSettings:
     gpus_per_node: int | None = None
     access: ServerAccess = dataclasses.field(default_factory=ServerAccess)
     latency_offset_s: float | None = None  # None: what the server's flags say, else 0
+    site_label: str = "site"  # the labels naming where a rack stands: the board groups by them
+    row_label: str = "row"
 
 
 class PrometheusFleetCollector:
@@ -195,6 +198,8 @@ class PrometheusFleetCollector:
         ask = {
             "nodes": self._q(f"group by ($rack, $node) ({self.preset.up})"),
             "jobs": self._q(f"group by (job) ({self.preset.up})"),
+            # Where each rack stands (its series' site and row labels), for the board's groups.
+            "places": self._q(f"group by ($rack, {s.site_label}, {s.row_label}) ({self.preset.up})"),
         }
         if s.gpus_per_node is None:
             ask["gpus"] = self._q(f"max({self.preset.gpus})")
@@ -205,7 +210,8 @@ class PrometheusFleetCollector:
                 self.timing = await read_server_timing(
                     api, {labels.get("job", "") for labels, _ in jobs}, s.latency_offset_s
                 )
-        found, gpus_answer = answers[0], answers[2] if len(answers) > 2 else None
+        found, places = answers[0], answers[2]
+        gpus_answer = answers[3] if len(answers) > 3 else None
         if isinstance(found, BaseException):
             self._said["discover"] = f"prometheus fleet: cannot list the fleet's nodes: {found}"
             return None
@@ -248,6 +254,7 @@ class PrometheusFleetCollector:
         meta: dict[str, object] = {
             # One rack name per node, as the fleet board groups a run (core/rack_groups.py).
             "racks": [rack for rack in self.racks for _ in range(self.rack_nodes[rack])],
+            **rack_places(places, s.rack_label, (s.site_label, s.row_label), self.rack_nodes),
             # The same dict the run's start carries: what run_start learns later goes in too.
             "fleet": self.fleet_meta,
         }

@@ -9,21 +9,16 @@ whose series are gone is shown down with the size it last had.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
 from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
+from tokenwatch.base.formatting import natural_key
 from tokenwatch.inputs.prometheus.api import RangeSeries, Sample
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
-
-
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """rack2 before rack10."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p)
 
 
 class RackFigures:
@@ -143,3 +138,19 @@ class RackFigures:
         at = np.rint((times - first) / step).astype(np.intp)
         keep = at >= 0
         return (at, times, values) if keep.all() else (at[keep], times[keep], values[keep])
+
+
+def rack_places(
+    answer: object, rack_label: str, place_labels: tuple[str, str], racks: Container[str]
+) -> dict[str, object]:
+    """``{"rack_places": {rack: [site, row]}}`` (core/fleet_groups.py) from the answer to ``group by
+    (rack, site, row)`` of the racks' series, for the ``racks`` listed; {} where no rack has either label,
+    or the server could not say (the board is then as without them). A rack whose series disagree keeps
+    the first pair listed."""
+    site_label, row_label = place_labels
+    places: dict[str, list[str]] = {}
+    for labels, _ in answer if isinstance(answer, list) else ():
+        rack = labels.get(rack_label)
+        if rack in racks and rack not in places:
+            places[rack] = [labels.get(site_label, ""), labels.get(row_label, "")]
+    return {"rack_places": places} if any(site or row for site, row in places.values()) else {}

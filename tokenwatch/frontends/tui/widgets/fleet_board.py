@@ -21,7 +21,14 @@ from textual.strip import Strip
 from tokenwatch.base.formatting import DASH, group, verdict_word
 from tokenwatch.core.fleet_table import FleetTable
 from tokenwatch.frontends.tui.palette import Palette
-from tokenwatch.frontends.tui.widgets.sorted_table import GAP, Column, SortedTable, name_rank, nan_last_order
+from tokenwatch.frontends.tui.widgets.sorted_table import (
+    Column,
+    SortedTable,
+    fit_columns,
+    name_rank,
+    nan_last_order,
+    row_strip,
+)
 
 COLUMNS: tuple[Column, ...] = (
     Column("rack", "Rack", 8, 0, right=False),
@@ -99,6 +106,8 @@ class FleetBoard(SortedTable):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__("rack", id=id, classes=classes)
         self.table: FleetTable | None = None
+        self.only: np.ndarray | None = None  # the rack indexes shown (None: all)
+        self.scope = "Fleet"
         self._widths: dict[str, int] = {c.key: c.width or _MIN_CAUSE for c in COLUMNS}
         self._rack_width = 8
 
@@ -111,8 +120,10 @@ class FleetBoard(SortedTable):
         self.cursor_key = name
 
     # ------------------------------------------------------------------ data
-    def update_fleet(self, table: FleetTable) -> None:
-        self.table = table
+    def update_fleet(self, table: FleetTable, only: np.ndarray | None = None, scope: str = "Fleet") -> None:
+        """Show ``table``'s racks, or those at ``only`` (one site's or row's racks); ``scope`` heads the
+        board (``Fleet``, ``site01 · row02``)."""
+        self.table, self.only, self.scope = table, only, scope
         self._resort()
         self.refresh()
 
@@ -123,14 +134,20 @@ class FleetBoard(SortedTable):
         table = self.table
         if table is None:
             return
-        self._set_order(fleet_order(table, self.sort_key, self.descending))
-        if (self.cursor_rack is None or self.cursor_rack not in table.racks) and len(table):
-            self.cursor_rack = table.racks[int(self._order[0])]
-        self._rack_width = min(16, max([6, *(len(name) for name in table.racks)]))
+        order = fleet_order(table, self.sort_key, self.descending)
+        if self.only is not None:
+            shown = np.zeros(len(table), bool)
+            shown[self.only] = True
+            order = order[shown[order]]
+        self._set_order(order)
+        racks = [table.racks[int(r)] for r in order] if self.only is not None else table.racks
+        if (self.cursor_rack is None or self.cursor_rack not in racks) and len(order):
+            self.cursor_rack = table.racks[int(order[0])]
+        self._rack_width = min(16, max([6, *(len(name) for name in racks)]))
         self.border_subtitle = f"{self._sort_caption()} · s: next column · enter: the rack"
-        down = int(sum(state == "down" for state in table.state))
-        nodes_up, nodes = int(table.nodes_up.sum()), int(table.nodes_total.sum())
-        self.border_title = f"Fleet · {len(table)} racks · {nodes_up}/{nodes} nodes up" + (
+        down = int(sum(table.state[int(r)] == "down" for r in order))
+        nodes_up, nodes = int(table.nodes_up[order].sum()), int(table.nodes_total[order].sum())
+        self.border_title = f"{self.scope} · {len(order)} racks · {nodes_up}/{nodes} nodes up" + (
             f" · {down} racks down" if down else ""
         )
 
@@ -151,17 +168,7 @@ class FleetBoard(SortedTable):
     def _fit_columns(self, width: int) -> None:
         """The columns that fit ``width``, the most important first; the cause takes what is left."""
         fixed = {c.key: (self._rack_width if c.key == "rack" else c.width or _MIN_CAUSE) for c in COLUMNS}
-        chosen: set[str] = set()
-        used = 0
-        for col in sorted(COLUMNS, key=lambda c: c.priority):
-            if used + fixed[col.key] + GAP > width and col.priority > 0:
-                continue
-            chosen.add(col.key)
-            used += fixed[col.key] + GAP
-        if "cause" in chosen:
-            fixed["cause"] += max(0, width - used)
-        self._columns = tuple(c for c in COLUMNS if c.key in chosen)
-        self._widths = fixed
+        self._columns, self._widths = fit_columns(COLUMNS, fixed, width, "cause")
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -219,18 +226,8 @@ class FleetBoard(SortedTable):
             "worst_delta": pal.warn,
             "cause": pal.muted,
         }
-        cells = self.cells(table, i)
         selected = table.racks[i] == self.cursor_rack
-        segments = []
-        for col in self._columns:
-            w = self._widths[col.key]
-            text = cells[col.key]
-            fitted = text[: w - 1] + "…" if len(text) > w else text.ljust(w)  # a long cause is cut
-            text = text.rjust(w)[-w:] if col.right else fitted
-            style = row_style + (pal.muted if text.strip() == DASH else styles.get(col.key, Style()))
-            if selected:
-                style = style + (pal.cursor if self.has_focus else Style(reverse=True))
-            segments.append(Segment(text, style))
-            gap_style = row_style + pal.cursor if selected and self.has_focus else row_style
-            segments.append(Segment(" " * GAP, gap_style))
-        return Strip(segments).adjust_cell_length(width, row_style)
+        cursor = (self.pal.cursor if self.has_focus else Style(reverse=True)) if selected else None
+        return row_strip(
+            self._columns, self._widths, self.cells(table, i), styles, row_style, pal, cursor, width
+        )

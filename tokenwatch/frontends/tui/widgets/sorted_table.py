@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tokenwatch.base.formatting import DASH
 from tokenwatch.frontends.tui.line_pass import LinePass
 from tokenwatch.frontends.tui.palette import Palette
 from tokenwatch.frontends.tui.panel_css import panel_css
@@ -36,6 +37,51 @@ class Column:
     width: int  # 0 on the fleet board: takes what is left of the width
     priority: int  # the lowest numbers are kept when the table is narrow
     right: bool = True
+
+
+def fit_columns(
+    columns: Sequence[Column], fixed: dict[str, int], width: int, stretch: str
+) -> tuple[tuple[Column, ...], dict[str, int]]:
+    """The columns that fit ``width``, the most important first (``fixed``: each one's width), and
+    their widths; ``stretch`` (a column of width 0: the cause) takes what is left."""
+    widths = dict(fixed)
+    chosen: set[str] = set()
+    used = 0
+    for col in sorted(columns, key=lambda c: c.priority):
+        if used + widths[col.key] + GAP > width and col.priority > 0:
+            continue
+        chosen.add(col.key)
+        used += widths[col.key] + GAP
+    if stretch in chosen:
+        widths[stretch] += max(0, width - used)
+    return tuple(c for c in columns if c.key in chosen), widths
+
+
+def row_strip(
+    columns: Sequence[Column],
+    widths: dict[str, int],
+    cells: dict[str, str],
+    styles: dict[str, Style],
+    row_style: Style,
+    pal: Palette,
+    cursor: Style | None,
+    width: int,
+) -> Strip:
+    """One row of a board: each cell fitted to its column (a long text cut with "…", numbers kept by
+    their right end), a dash muted; ``cursor`` the style of the row under the cursor (None: not it)."""
+    segments = []
+    for col in columns:
+        w = widths[col.key]
+        text = cells[col.key]
+        fitted = text[: w - 1] + "…" if len(text) > w else text.ljust(w)
+        text = text.rjust(w)[-w:] if col.right else fitted
+        style = row_style + (pal.muted if text.strip() == DASH else styles.get(col.key, Style()))
+        if cursor is not None:
+            style = style + cursor
+        segments.append(Segment(text, style))
+        gap_style = row_style + pal.cursor if cursor is pal.cursor else row_style
+        segments.append(Segment(" " * GAP, gap_style))
+    return Strip(segments).adjust_cell_length(width, row_style)
 
 
 def name_rank(names: Sequence[str | None] | np.ndarray) -> np.ndarray:
@@ -111,8 +157,10 @@ class SortedTable(LinePass, ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ order
     def _set_order(self, order: np.ndarray) -> None:
+        """``order``: the rows shown, in order (all of them, or some: a board of one group's racks)."""
+        names = self._row_names()
         self._order = order
-        self._position = np.empty(len(order), np.int64)
+        self._position = np.zeros(len(names) if names is not None else len(order), np.int64)
         self._position[order] = np.arange(len(order))
         self.virtual_size = Size(self.size.width, len(order) + 1)
 
