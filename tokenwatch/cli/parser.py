@@ -296,13 +296,15 @@ def add_rules_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "rack's projected MLPerf verdict is INVALID), TokenwatchNodeDown (a node down or stale), "
         "TokenwatchStraggler (a node's tokens/s below the median node's by more than --straggler-pct) and "
         "TokenwatchRackStale (a rack that was reporting has stopped); the alert names are those tokenwatch's "
-        "own --notify uses. Recording rules (group tokenwatch-rack-figures): each rack figure the fleet watch "
-        "asks every interval (nodes up and running, GPUs, tokens/s, power, the spread, the worst and median "
-        "node, the projection), recorded as tokenwatch_rack:FIELD with the watch's own PromQL; a fleet watch "
-        "reads them where the server holds them for every rack, so its rounds do not grow with the fleet's "
-        "nodes and GPUs. Neither --alerting nor --recording: both groups.",
+        "own --notify uses. Recording rules (group tokenwatch-rack-figures): each rack figure the fleet "
+        "watch asks every interval (nodes up and running, GPUs, tokens/s, power, the spread, the worst and "
+        "median node, the projection), recorded as tokenwatch_rack:FIELD with the watch's own PromQL; a "
+        "fleet watch reads them where the server holds them for every rack, so its rounds do not grow "
+        "with the fleet's nodes and GPUs. Neither --alerting nor --recording: both groups.",
     )
-    rules.add_argument("--alerting", action="store_true", help="the alerting rules (alone, unless --recording)")
+    rules.add_argument(
+        "--alerting", action="store_true", help="the alerting rules (alone, unless --recording)"
+    )
     rules.add_argument(
         "--recording",
         action="store_true",

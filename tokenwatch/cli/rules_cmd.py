@@ -38,7 +38,9 @@ def rules_text(args: argparse.Namespace) -> str:
     kinds = []
     if args.alerting or both:
         settings = RuleSettings(args.for_s, args.straggler_pct, args.stale_after, rack_label)
-        groups += alerting_rules(settings)["groups"]  # type: ignore[operator]
+        alerting = alerting_rules(settings)["groups"]
+        assert isinstance(alerting, list)
+        groups += alerting
         kinds.append("alerting rules")
     if args.recording or both:
         rule_set = RuleSet(args.preset, rack_label, node_label, args.rate_window)

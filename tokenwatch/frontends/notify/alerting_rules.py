@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import yaml
-
 from tokenwatch.frontends.notify.notification import kind_of
 from tokenwatch.sources.fleet_queries import TOKENWATCH, filled
 
