@@ -264,7 +264,9 @@ async def backfill(url: str, end: float, begin: float) -> tuple[float, int, str]
     assert found is not None, c._said
     start = await c.run_start(end)
     assert start is not None, c._said
+    listed = time.perf_counter()
     events = await c.history(start, end)
+    fetched = time.perf_counter()
     clock = run_clock(end, [(c.name, start)])
     core = RackCore()
     # As the live watch starts its core: it joined the run at attach_s (the old history's ticks run no
@@ -276,6 +278,11 @@ async def backfill(url: str, end: float, begin: float) -> tuple[float, int, str]
     core.snapshot()
     batches = sum(type(e).__name__ == "RackFiguresBatch" for e in events)
     print(f"  run start found at {start - begin:+.0f} s from the history's first point", flush=True)
+    print(
+        f"  backfill: listing and the run's start {listed - began:.2f} s, the history fetched and parsed "
+        f"{fetched - listed:.2f} s, into the core {time.perf_counter() - fetched:.2f} s",
+        flush=True,
+    )
     return time.perf_counter() - began, batches, c.figure_queries.kind
 
 
@@ -311,6 +318,8 @@ def watch_part(url: str, end: float, begin: float, count: int) -> None:
     """(child process) The backfill, then the rounds; prints one line of figures per part."""
     seconds, batches, kind = asyncio.run(backfill(url, end, begin))
     print(f"BACKFILL {seconds:.3f} {batches} {kind}", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  the watch's peak RSS after the backfill: {peak:.0f} MB", flush=True)
     for name, mine, floor, queries in asyncio.run(rounds(url, end, count)):
         print(f"ROUND {mine:.4f} {floor:.4f} {queries} {name}", flush=True)
     print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", flush=True)
