@@ -130,8 +130,8 @@ def test_discovery_lists_every_rack_and_node_in_order(fleet: Fleet) -> None:
     assert c._figures_note is not None
     assert c._figures_note.message == (
         "prometheus fleet: rack figures from the raw queries (no recorded series for every rack: group by "
-        '(rack) (tokenwatch_rack:nodes_total{tokenwatch_preset="tokenwatch"}); `tokenwatch rules --recording` '
-        "makes them)"
+        '(rack) (tokenwatch_rack:nodes_total{tokenwatch_preset="tokenwatch"}); `tokenwatch rules '
+        "--recording` makes them)"
     )
 
 
