@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,7 +40,7 @@ FAULTS = {1: "node02:throttle@20s", 3: "node03:down@30s", 6: "node01:throttle@10
 pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("fleet-recorded")]
 
 
-def rule_file(*args: str) -> dict[str, object]:
+def rule_file(*args: str) -> dict[str, Any]:
     result = run_tokenwatch("rules", *args)
     assert result.returncode == 0, result.stderr
     doc = yaml.safe_load(result.stdout)
@@ -47,7 +48,7 @@ def rule_file(*args: str) -> dict[str, object]:
     return doc
 
 
-def recording_group(doc: dict[str, object]) -> dict[str, object]:
+def recording_group(doc: dict[str, Any]) -> dict[str, Any]:
     groups = doc["groups"]
     assert isinstance(groups, list)
     (group,) = [g for g in groups if g["name"] == "tokenwatch-rack-figures"]
@@ -89,9 +90,9 @@ def test_the_rules_are_the_fleet_watchs_own_queries(preset: str) -> None:
 
 def test_rules_alone_prints_both_groups_and_each_flag_its_own() -> None:
     both = rule_file()
-    assert [g["name"] for g in both["groups"]] == ["tokenwatch", "tokenwatch-rack-figures"]  # type: ignore[index]
-    assert [g["name"] for g in rule_file("--alerting")["groups"]] == ["tokenwatch"]  # type: ignore[index]
-    assert [g["name"] for g in rule_file("--recording")["groups"]] == ["tokenwatch-rack-figures"]  # type: ignore[index]
+    assert [g["name"] for g in both["groups"]] == ["tokenwatch", "tokenwatch-rack-figures"]
+    assert [g["name"] for g in rule_file("--alerting")["groups"]] == ["tokenwatch"]
+    assert [g["name"] for g in rule_file("--recording")["groups"]] == ["tokenwatch-rack-figures"]
 
 
 @pytest.mark.parametrize(
