@@ -77,3 +77,25 @@ def test_slots_at_or_before_many_times_at_once() -> None:
     expected = [ring.slot_at_or_before(t) for t in asked]
     assert slots.tolist() == list(dict.fromkeys(s for s in expected if s is not None))
     assert ring.times[slots].tolist() == [3.0, 5.0, 7.0]
+
+
+@pytest.mark.parametrize("blank_ticks", [5, 40, 130])
+def test_a_blank_sample_is_an_all_nan_sample_across_halvings(blank_ticks: int) -> None:
+    """``add_blank(t)`` (a fleet's unread GPUs: nothing to write) leaves a mean series exactly as
+    ``add(t, NaN everywhere)`` does, through the halvings that follow and the real samples after."""
+    shape = (3, 2)
+    blank = DownsampledSeries(8, shape, 1.0, "mean")
+    nans = DownsampledSeries(8, shape, 1.0, "mean")
+    rng = np.random.default_rng(7)
+    for k in range(blank_ticks):
+        blank.add_blank(float(k))
+        nans.add(float(k), np.full(shape, np.nan))
+    for k in range(blank_ticks, blank_ticks + 50):
+        value = rng.normal(size=shape)
+        value[0, 0] = np.nan  # a GPU that stays silent
+        blank.add(float(k), value)
+        nans.add(float(k), value)
+    (t1, v1), (t2, v2) = blank.view(), nans.view()
+    assert blank.width_s == nans.width_s
+    np.testing.assert_array_equal(t1, t2)
+    np.testing.assert_array_equal(v1, v2)  # NaN where nothing was measured, in both

@@ -125,6 +125,14 @@ def test_discovery_lists_every_rack_and_node_in_order(fleet: Fleet) -> None:
     assert started.gpus_per_node == GPUS
     layout = started.meta["fleet"]["racks"]
     assert layout[10] == ["rack11", 10 * NODES, NODES]
+    # No recording rules on this server: the raw queries make the rack figures, and the watch says so.
+    assert started.meta["fleet"]["rack_figures"] == "raw"
+    assert c._figures_note is not None
+    assert c._figures_note.message == (
+        "prometheus fleet: rack figures from the raw queries (no recorded series for every rack: group by "
+        '(rack) (tokenwatch_rack:nodes_total{tokenwatch_preset="tokenwatch"}); `tokenwatch rules '
+        "--recording` makes them)"
+    )
 
 
 def test_each_racks_figures_are_its_own_cores(fleet: Fleet) -> None:

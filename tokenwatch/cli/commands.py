@@ -236,19 +236,9 @@ COMMANDS["serve"] = cmd_serve
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    import re
+    from tokenwatch.cli.rules_cmd import cmd_rules as rules
 
-    from tokenwatch.frontends.notify.alerting_rules import RuleSettings, alerting_rules_text
-
-    if not args.alerting:
-        raise UsageError("tokenwatch rules: say --alerting (alerting rules are the only kind there is)")
-    if not 0 < args.straggler_pct < 100:
-        raise UsageError("tokenwatch rules: --straggler-pct must be between 0 and 100")
-    if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", args.rack_label):
-        raise UsageError(f"tokenwatch rules: --rack-label {args.rack_label!r} is not a Prometheus label name")
-    settings = RuleSettings(args.for_s, args.straggler_pct, args.stale_after, args.rack_label)
-    sys.stdout.write(alerting_rules_text(settings))
-    return 0
+    return rules(args)
 
 
 COMMANDS["rules"] = cmd_rules

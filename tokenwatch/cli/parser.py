@@ -304,18 +304,29 @@ def build_parser() -> OneLineParser:
 
 
 def add_rules_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
-    """``rules --alerting``: Prometheus alerting rules for the series tokenwatch's /metrics serves."""
+    """``rules``: Prometheus alerting and recording rules for the series tokenwatch's /metrics serves."""
     rules = sub.add_parser(
         "rules",
-        help="print Prometheus alerting rules for tokenwatch's /metrics",
-        description="Print Prometheus alerting rules (a rule file: load it with rule_files: in "
-        "prometheus.yml) "
-        "over the series `--prometheus-port` serves: TokenwatchProjectedInvalid (a rack's projected MLPerf "
-        "verdict is INVALID), TokenwatchNodeDown (a node down or stale), TokenwatchStraggler (a node's "
-        "tokens/s below the median node's by more than --straggler-pct) and TokenwatchRackStale (a rack "
-        "that was reporting has stopped). The alert names are those tokenwatch's own --notify uses.",
+        help="print Prometheus alerting and recording rules for tokenwatch's /metrics",
+        description="Print a Prometheus rule file (load it with rule_files: in prometheus.yml) over the "
+        "series `--prometheus-port` serves. Alerting rules (group tokenwatch): TokenwatchProjectedInvalid (a "
+        "rack's projected MLPerf verdict is INVALID), TokenwatchNodeDown (a node down or stale), "
+        "TokenwatchStraggler (a node's tokens/s below the median node's by more than --straggler-pct) and "
+        "TokenwatchRackStale (a rack that was reporting has stopped); the alert names are those tokenwatch's "
+        "own --notify uses. Recording rules (group tokenwatch-rack-figures): each rack figure the fleet "
+        "watch asks every interval (nodes up and running, GPUs, tokens/s, power, the spread, the worst and "
+        "median node, the projection), recorded as tokenwatch_rack:FIELD with the watch's own PromQL; a "
+        "fleet watch reads them where the server holds them for every rack, so its rounds do not grow "
+        "with the fleet's nodes and GPUs. Neither --alerting nor --recording: both groups.",
     )
-    rules.add_argument("--alerting", action="store_true", help="alerting rules (the only kind there is)")
+    rules.add_argument(
+        "--alerting", action="store_true", help="the alerting rules (alone, unless --recording)"
+    )
+    rules.add_argument(
+        "--recording",
+        action="store_true",
+        help="the recording rules of the fleet's rack figures (alone, unless --alerting)",
+    )
     rules.add_argument(
         "--for",
         dest="for_s",
@@ -342,7 +353,36 @@ def add_rules_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "--rack-label",
         default="rack",
         metavar="NAME",
-        help="the label that names a series' rack (default rack)",
+        help="the label that names a series' rack (default rack; the fleet config's nodes.rack_label)",
+    )
+    rules.add_argument(
+        "--node-label",
+        default="node",
+        metavar="NAME",
+        help="recording rules: the label that names a series' node (default node; fleet.node_label)",
+    )
+    rules.add_argument(
+        "--preset",
+        default="tokenwatch",
+        metavar="NAME",
+        help="recording rules: the fleet preset whose queries are recorded: tokenwatch (default), vllm, "
+        "sglang (fleet.preset)",
+    )
+    rules.add_argument(
+        "--rate-window",
+        type=positive_duration_arg,
+        default=60.0,
+        metavar="DURATION",
+        help="recording rules: the rate() window of the vllm / sglang presets (default 60s; "
+        "fleet.rate_window)",
+    )
+    rules.add_argument(
+        "--interval",
+        type=positive_duration_arg,
+        default=5.0,
+        metavar="DURATION",
+        help="recording rules: how often the server evaluates them (default 5s; the fleet's interval, so a "
+        "recorded figure is at most that much older than the raw query's)",
     )
 
 

@@ -92,7 +92,8 @@ _DATA_EVENTS = (GpuBatch, GpuSample, Progress, ProgressBatch, RackFiguresBatch, 
 class SourceSight:
     """A headless watch's eyes on its sources: a Prometheus source's warning (the server unreachable, an
     HTTP error, no series) goes to stderr the moment it is said, once per message, so a watch is never
-    blind in silence; and whether any data came at all."""
+    blind in silence, and its notes (which queries make the rack figures) as they change; and whether
+    any data came at all."""
 
     def __init__(self) -> None:
         self.saw_data = False
@@ -110,6 +111,14 @@ class SourceSight:
         ):
             self._said.append(event.message)
             stderr_line(f"tokenwatch: warning: {printable(event.message)}")
+        elif (
+            isinstance(event, Notice)
+            and event.level == "info"
+            and (event.source or "").startswith("prometheus")
+        ):
+            # What the source chose or got back (the rack figures' queries, answers again): said as it
+            # changes, and not a problem that makes a watch without data blind.
+            stderr_line(f"tokenwatch: note: {printable(event.message)}")
 
     def blind(self) -> bool:
         """No data came and a Prometheus source said why (a watch of logs that stay quiet is not blind)."""

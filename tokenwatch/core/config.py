@@ -53,6 +53,11 @@ class CoreConfig:
     alert_log_size: int = 500
     log_lines_per_node: int = 200
     gpu_series_floats: int = 8_000_000  # memory budget for per-GPU series (recent + history)
+    # The same for the per-node series (5 recent rings, 3 whole-run series): the full recent_points and
+    # history_points up to ~2,600 nodes (64 racks are 1,152); a 1,000-rack fleet's 18,000 nodes get
+    # fewer points (each halving of a whole-run series copies it, and the rings are resident: 1 GB at
+    # full size).
+    node_series_floats: int = 16_000_000
     # A summary needs only counters, energy and latency histograms: `tokenwatch summarize` turns the
     # live-view work (series, alerts) off and reads a recording several times faster.
     live_view: bool = True

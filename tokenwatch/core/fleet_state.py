@@ -99,7 +99,8 @@ def new_fleet_state(
 
 def ingest_rack_figures(fleet: FleetState, ev: RackFiguresBatch) -> None:
     """The batch's racks take its figures; racks it does not name keep theirs (and go stale)."""
-    rows = np.array([fleet.rack(name) for name in ev.racks], np.int64)
+    known = list(map(fleet.index.get, ev.racks))  # a lookup in C per rack (1,000 racks a round)
+    rows = np.array(known if None not in known else [fleet.rack(name) for name in ev.racks], np.int64)
     if len(rows):
         fleet.values[rows] = ev.values
         fleet.down[rows] = ev.down

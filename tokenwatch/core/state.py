@@ -42,6 +42,9 @@ from tokenwatch.core.verdict_state import VerdictState, new_verdict_state
 _STALE = STATE_CODE["stale"]
 _DOWN = STATE_CODE["down"]
 _IDLE = STATE_CODE["idle"]
+# The fewest points a recent ring keeps, whatever the fleet's size: the straggler window (60 s) and its
+# sustain, with room, at 1-s ticks.
+RECENT_FLOOR_POINTS = 240
 
 
 @dataclass(slots=True, eq=False)
@@ -357,7 +360,10 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         dict(ev.meta),
     )
     n, g = len(ev.nodes), ev.gpus_per_node
-    r, h = cfg.recent_points, cfg.history_points
+    # Per-node series within their float budget; the recent rings always hold the rules' windows.
+    r = int(min(cfg.recent_points, max(RECENT_FLOOR_POINTS, cfg.node_series_floats // 2 // (5 * max(1, n)))))
+    h = int(min(cfg.history_points, max(16, cfg.node_series_floats // 2 // (3 * max(1, n)))))
+    h -= h % 2
     # Per-GPU series get what is left of a fixed float budget, so 4,608 GPUs still fit.
     per_point = max(1, n * g * len(GPU_SERIES_METRICS))
     gpu_recent = int(min(r, max(16, cfg.gpu_series_floats // 2 // per_point)))

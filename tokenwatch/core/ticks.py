@@ -36,6 +36,13 @@ def sample_ticks_before(state: RackState, t: float) -> None:
 def sample(state: RackState, t: float) -> None:
     """One tick at ``t``: energy, the series (when the live view is on) and the alert rules."""
     state.version += 1
+    if _unread_fleet_history(state, t) and t % HISTORY_FORECAST_EVERY_S >= state.config.tick_s:
+        # A fleet's old history with none of its nodes read (its rack figures alone): every node's tick
+        # would write the same nothing (no power, no tokens) 60 times a minute, 18,000 nodes at 1,000
+        # racks. The minute's tick writes it once, with the forecasts it records there anyway.
+        state.last_sample_t = t
+        state.now = max(state.now, t)
+        return
     codes = state.effective_state(t)
     no_gpu_yet = np.isnan(state.gpu_last_seen).all()  # a log's history: nothing of the GPUs to sample
     # Energy and power count every GPU with a fresh reading: a finished node idling still draws power;
@@ -75,16 +82,19 @@ def sample(state: RackState, t: float) -> None:
     state.history_tokens.add(t, tokens)
     state.history_power.add(t, node_power)
     state.history_state.add(t, codes)
-    # Series hold what was measured: a silent GPU's last reading is not carried on as a flat line.
-    gpu_now = (
-        np.full(state.recent_gpu.values.shape[1:], np.nan)
-        if no_gpu_yet
-        else np.where(fresh[:, :, None], state.gpu_values[:, :, _SERIES_COLS], np.nan)
-    )
-    state.history_gpu.add(t, gpu_now)
-    if recent:
-        state.recent_gpu.push(t, gpu_now)
-        state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))
+    # Series hold what was measured: a silent GPU's last reading is not carried on as a flat line. No GPU
+    # read yet (a log's history, a fleet's backfill of rack figures): NaN, written without an array of it.
+    if no_gpu_yet:
+        state.history_gpu.add_blank(t)
+        if recent:
+            state.recent_gpu.push(t, np.nan)
+            state.recent_throttle.push(t, 0)
+    else:
+        gpu_now = np.where(fresh[:, :, None], state.gpu_values[:, :, _SERIES_COLS], np.nan)
+        state.history_gpu.add(t, gpu_now)
+        if recent:
+            state.recent_gpu.push(t, gpu_now)
+            state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))
     state.engine.tick(t, t - state.engine.seen_t <= state.stale_limit_s)
     flush_changes(state.power_limits, t, state.run.nodes, state.run.gpus_per_node, state.alerts)
     if t < state.attach_s - HISTORY_LOOKBACK_S:
@@ -99,3 +109,13 @@ def sample(state: RackState, t: float) -> None:
     evaluate_rules(state, t, codes)
     verdict_tick(state, t)
     fleet_tick(state, t)
+
+
+def _unread_fleet_history(state: RackState, t: float) -> bool:
+    """A tick of a fleet's history before the attach (older than the rules' lookback), where no node
+    has been read yet: nothing of the nodes to sample."""
+    return (
+        t < state.attach_s - HISTORY_LOOKBACK_S
+        and state.fleet_figures is not None
+        and bool(np.isnan(state.last_seen).all())
+    )

@@ -1,4 +1,5 @@
-"""``tokenwatch rules --alerting``: Prometheus alerting rules over the series tokenwatch's exporter serves.
+"""``tokenwatch rules --alerting``: Prometheus alerting rules over the series tokenwatch's exporter serves
+(the rule file, with the recording group beside them, is made in ``cli/rules_cmd.py``).
 
 A fleet then alerts through its own Prometheus and Alertmanager, with no tokenwatch open. The rules read
 the fleet's own queries (:data:`tokenwatch.sources.fleet_queries.TOKENWATCH`: a node's health and a rack's
@@ -9,8 +10,6 @@ alert names tokenwatch's own notifications use, so a receiver routes both the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import yaml
 
 from tokenwatch.frontends.notify.notification import kind_of
 from tokenwatch.sources.fleet_queries import TOKENWATCH, filled
@@ -87,11 +86,3 @@ def alerting_rules(settings: RuleSettings) -> dict[str, object]:
     ]
     rules[-1]["alert"] = "TokenwatchRackStale"
     return {"groups": [{"name": "tokenwatch", "rules": rules}]}
-
-
-def alerting_rules_text(settings: RuleSettings) -> str:
-    header = (
-        "# Prometheus alerting rules for tokenwatch's /metrics (tokenwatch rules --alerting).\n"
-        "# Load them with rule_files: in prometheus.yml; check them with promtool check rules.\n"
-    )
-    return header + yaml.safe_dump(alerting_rules(settings), sort_keys=False, width=1000)

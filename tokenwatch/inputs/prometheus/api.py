@@ -268,8 +268,14 @@ def _points(values: list[Any]) -> tuple[FloatArray, FloatArray]:
     if values:
         _value(values[0])  # the first pair's shape, for a precise message; numpy checks the rest
     try:
-        stamps = np.array([pair[0] for pair in values], dtype=np.float64)
-        numbers = np.array([pair[1] for pair in values], dtype=np.float64)
+        # Every point a [time, value] list (checked a column at a time, in C), then the two columns by
+        # one transposition: a 1,000-rack backfill is 4 million points, and a comprehension per column
+        # cost a third more.
+        if set(map(type, values)) - {list} or set(map(len, values)) - {2}:
+            raise ValueError
+        times, texts = zip(*values, strict=True) if values else ((), ())
+        stamps = np.array(times, dtype=np.float64)
+        numbers = np.array(texts, dtype=np.float64)
     except (TypeError, ValueError, IndexError, KeyError):
         raise PromApiError(f'a matrix point is not [time, "number"]: {str(values)[:80]}') from None
     if stamps.ndim != 1 or numbers.ndim != 1:

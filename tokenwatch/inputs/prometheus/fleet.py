@@ -38,6 +38,7 @@ from tokenwatch.inputs.prometheus.api import (
     counters_start,
 )
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, rack_places
+from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
@@ -50,6 +51,7 @@ from tokenwatch.sources.fleet_queries import (
     rack_queries,
     scoped_names,
 )
+from tokenwatch.sources.fleet_rules import RuleSet
 
 FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server for the node queries
 # The backfill's steps: more than 200 points (one per column of a 200-column terminal's timeline, whose chart
@@ -127,6 +129,12 @@ class PrometheusFleetCollector:
         self.focus = focus or FleetFocus()
         self.polls = polls
         self.templates = rack_queries(self.preset)
+        # The rack figures: the recording rules' series where the server holds them, else these raw
+        # queries (the rules are made from the same RuleSet, so the two are one formula).
+        self.figure_queries = FigureQueries(
+            RuleSet(settings.preset, settings.rack_label, settings.node_label, settings.window_s)
+        )
+        self._figures_note: Notice | None = None  # which queries make the rack figures, said at the start
         self.board = RackFigures(settings.rack_label, settings.node_label)
         self.nodes: tuple[str, ...] = ()
         self.node_reader: PrometheusQueryCollector | None = None
@@ -203,6 +211,7 @@ class PrometheusFleetCollector:
         }
         if s.gpus_per_node is None:
             ask["gpus"] = self._q(f"max({self.preset.gpus})")
+        ask["recorded"] = self.figure_queries.probe()
         async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             answers = await asyncio.gather(*(api.query(q) for q in ask.values()), return_exceptions=True)
             jobs = answers[1] if isinstance(answers[1], list) else []
@@ -210,8 +219,9 @@ class PrometheusFleetCollector:
                 self.timing = await read_server_timing(
                     api, {labels.get("job", "") for labels, _ in jobs}, s.latency_offset_s
                 )
-        found, places = answers[0], answers[2]
-        gpus_answer = answers[3] if len(answers) > 3 else None
+        named = dict(zip(ask, answers, strict=True))
+        found, places, recorded = named["nodes"], named["places"], named["recorded"]
+        gpus_answer = named.get("gpus")
         if isinstance(found, BaseException):
             self._said["discover"] = f"prometheus fleet: cannot list the fleet's nodes: {found}"
             return None
@@ -240,6 +250,8 @@ class PrometheusFleetCollector:
             gpus = int(value) if math.isfinite(value) and 1 <= value <= 1024 else None
         self.nodes = tuple(nodes)
         self.node_reader = self._node_reader(gpus or 1)
+        probe = recorded if isinstance(recorded, list) else None
+        self._figures_note = self.figure_queries.found(self.now(), probe, self.racks)
         if self.preset.node_status:
             self.node_states = NodeStates(self.nodes, FLEET_NODE_LABEL)
         self.fleet_meta = {
@@ -247,6 +259,7 @@ class PrometheusFleetCollector:
             "preset": s.preset,
             "rack_label": s.rack_label,
             "racks": layout,
+            "rack_figures": self.figure_queries.kind,  # recorded (the recording rules' series) | raw
             # The server's freshness, and the silence after which a node read through it is stale.
             **self.timing.meta(),
             "node_stale_after_s": self.timing.node_stale_after_s(s.interval_s, s.detail_interval_s),
@@ -307,7 +320,6 @@ class PrometheusFleetCollector:
             f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))" for f, q in joined.items()
         }
 
-    # ------------------------------------------------------------- figures
     # -------------------------------------------------------------- history
     def _step(self, start: float, end: float) -> float:
         """A step that fits the screen: the poll interval, or coarser for a long run."""
@@ -358,9 +370,8 @@ class PrometheusFleetCollector:
         last = math.floor((end_wall - self._settle_s()) / s.interval_s) * s.interval_s
         if last < first:
             return []
-        queries = {f: self._q(q) for f, q in self.templates.items()}
         async with PrometheusApi(s.url, s.timeout_s * 4, s.access) as api:
-            answered, failed = await api.query_range_all(queries, first, last, step)
+            answered, failed = await self.figure_queries.range_answers(api, first, last, step)
         events: list[Event] = [
             Notice(
                 end_wall, "warning", f"prometheus fleet: no history of {field!r}: {error}", source=self.name
@@ -381,6 +392,9 @@ class PrometheusFleetCollector:
         problem = self._said.pop("discover", None)
         if problem is not None:
             await emit(Notice(self.now(), "warning", problem, source=self.name))
+        if self._figures_note is not None:
+            await emit(self._figures_note)
+            self._figures_note = None
         done = 0
         async with PrometheusApi(s.url, s.timeout_s, s.access) as api:
             while self.polls is None or done < self.polls:
@@ -416,7 +430,8 @@ class PrometheusFleetCollector:
         """One round at the grid instant ``instant`` (Unix time): the rack figures, then the nodes of
         the racks on screen, or of the whole fleet when the alerting pass is due."""
         self._last_instant = instant
-        queries = {f: self._q(q) for f, q in self.templates.items()}
+        figures = self.figure_queries
+        queries = figures.queries
         detail = instant - self._last_detail >= self.settings.detail_interval_s - 1e-6
         focus = self.focus.racks
         node_queries: dict[str, str] = {}
@@ -425,10 +440,20 @@ class PrometheusFleetCollector:
             if detail:
                 self._last_detail = instant
         ask = {**queries, **{f"node {f}": q for f, q in node_queries.items()}}
+        probe = detail and not figures.using_recorded and bool(self.racks)
+        if probe:  # rules loaded since: found at the next alerting pass
+            ask["recorded probe"] = figures.probe()
         results, notices = await self._ask_all(api, ask, instant)
         t = self.now()
         events: list[Event] = []
-        batch = self.figures(t, {f: v for f, v in results.items() if not f.startswith("node ")})
+        answered = {f: results[f] for f in queries if f in results}
+        if figures.using_recorded and answered.get("nodes_total") == []:
+            events.append(figures.lost(t))  # the rules unloaded: this instant asked again, raw
+            answered, _ = await api.query_all(figures.raw, instant)
+        elif probe and "recorded probe" in results:
+            note = figures.found(t, results["recorded probe"], self.racks)
+            events += [note] if note is not None else []
+        batch = self.figures(t, answered)
         if batch is not None:
             events.append(batch)
         if node_queries and self.node_reader is not None:
