@@ -22,8 +22,9 @@ import orjson
 import zstandard
 
 from tokenwatch import __version__
-from tokenwatch.base.events import Event, GpuBatch
+from tokenwatch.base.events import Event, GpuBatch, ProgressBatch
 from tokenwatch.recording.codec import SCHEMA_VERSION, dumps, encode
+from tokenwatch.recording.counter_deltas import CounterDeltaWriter
 from tokenwatch.recording.energy_deltas import EnergyDeltaWriter
 
 if TYPE_CHECKING:
@@ -85,8 +86,10 @@ class RecordingWriter:
         self._compressor = zstandard.ZstdCompressor(level=zstd_level, write_checksum=True)
         self._zstd = self._compressor.compressobj() if self.path.suffix == ".zst" else None
         self._frame_bytes = 0  # lines in the open frame
-        # GPU energy counters as differences, chained within a frame (see recording.energy_deltas).
+        # GPU energy counters and nodes' work counters as differences, chained within a frame (see
+        # recording.energy_deltas and recording.counter_deltas).
         self._energy = EnergyDeltaWriter() if self._zstd is not None else None
+        self._counts = CounterDeltaWriter() if self._zstd is not None else None
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._last_flush = self._now()
@@ -111,6 +114,9 @@ class RecordingWriter:
             return
         if self._energy is not None and type(event) is GpuBatch:
             record = self._energy.rewrite(event, encode(event))
+            self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        elif self._counts is not None and type(event) is ProgressBatch:
+            record = self._counts.rewrite(event, encode(event))
             self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         else:
             self._append(dumps(event))
@@ -137,8 +143,9 @@ class RecordingWriter:
                 data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
                 self._zstd = self._compressor.compressobj()
                 self._frame_bytes = 0
-                if self._energy is not None:
+                if self._energy is not None and self._counts is not None:
                     self._energy.new_frame()
+                    self._counts.new_frame()
             else:
                 data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         self._write_all(data)
