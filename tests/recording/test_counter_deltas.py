@@ -1,4 +1,4 @@
-"""Nodes' work counters as differences in .zst recordings: smaller, every count back exactly, old files read."""
+"""Work counters as differences in .zst recordings: smaller, every count back exactly, old files read."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import math
 import os
 import signal
 import sys
@@ -78,7 +79,11 @@ def make_recorder(options: RunOptions, created_epoch: float | None = None) -> Re
     meta: dict[str, Any] = {}
     if created_epoch is not None:  # simulated runs: a fixed date keeps the file reproducible
         meta["created"] = dt.datetime.fromtimestamp(created_epoch, dt.UTC).isoformat(timespec="seconds")
-    return RecordingWriter(options.record, meta=meta)
+    # An unpaced run ends its compressed blocks by size alone (the session flushes no timer either): a
+    # flush by the wall clock would put block ends wherever the machine was busy, and a seed would no
+    # longer give the same bytes. A paced run flushes every 0.5 s, so kill -9 loses about a second.
+    flush_s = 0.5 if options.paced else math.inf
+    return RecordingWriter(options.record, meta=meta, flush_interval_s=flush_s)
 
 
 INTERRUPTED_EXIT = 130  # as a shell reports a command Ctrl-C stopped

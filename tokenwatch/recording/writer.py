@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
+import math
 import os
 import time
 from pathlib import Path
@@ -123,7 +124,9 @@ class RecordingWriter:
         self.events_written += 1
         if self._buffered_until_t is None or event.t > self._buffered_until_t:
             self._buffered_until_t = event.t
-        if self._buffered > _MAX_BUFFER_BYTES or self._now() - self._last_flush >= self.flush_interval_s:
+        if self._buffered > _MAX_BUFFER_BYTES or (
+            self.flush_interval_s != math.inf and self._now() - self._last_flush >= self.flush_interval_s
+        ):
             self.flush()
 
     def _append(self, line: bytes) -> None:
