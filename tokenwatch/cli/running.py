@@ -34,7 +34,6 @@ from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.frontends.headless.headless import HeadlessLogger
 from tokenwatch.frontends.headless.summary_table import render_summary
-from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.recording import RecordingWriter
 from tokenwatch.session import Session
 
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
     from tokenwatch.frontends.metrics.server import MetricsServer
     from tokenwatch.frontends.notify import Notifier
     from tokenwatch.inputs.prometheus.fleet import FleetFocus
+    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim and watch never load it
 
 
 @contextlib.contextmanager

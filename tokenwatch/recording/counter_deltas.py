@@ -97,11 +97,15 @@ class CounterDeltaReader:
         if not deltas:
             self._last[layout] = (record.get("t"), tuple(record.get(name) for name in names))
             return record
-        previous = self._last.pop(layout, None)
+        previous = self._last.get(layout)
         if previous is None or previous[0] != record.get(BASE_T_KEY):
+            # The base kept stays: a span appended twice (cat a b) is skipped, and the line after it,
+            # counted from the last batch read before it, reads again.
             raise CountsBaseLostError(
-                "its counts are differences from a batch lost to damage (skipped, not read wrong)"
+                "its counts are differences from a batch not read here (lost to damage, or before "
+                "where reading began): skipped, not read wrong"
             )
+        del self._last[layout]  # until this batch is read whole: a malformed one is no base
         counters = []
         for name, then in zip(names, previous[1], strict=True):
             delta = record.pop(name + DELTA_SUFFIX, None)

@@ -96,10 +96,11 @@ class EnergyDeltaReader:
             delta = np.array(columns.pop(DELTA_KEY), dtype=np.float64)
             previous = self._last.get(layout)
             if previous is None or previous[0] != record.get(BASE_T_KEY) or previous[1].shape != delta.shape:
-                # The batch it counts from was lost (damage): unknown, never a wrong counter.
-                energy = np.full(delta.shape, np.nan)
-            else:
-                energy = np.round(previous[1] + delta, _DECIMALS)
+                # The batch it counts from was lost (damage): unknown, never a wrong counter. The base kept
+                # stays, so after a span appended twice the next batch counts from it again.
+                columns[ABSOLUTE_KEY] = np.full(delta.shape, np.nan)
+                return record
+            energy = np.round(previous[1] + delta, _DECIMALS)
             columns[ABSOLUTE_KEY] = energy
         else:
             try:
