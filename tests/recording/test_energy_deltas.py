@@ -133,3 +133,17 @@ def test_the_fast_column_reader_restores_counters_too(tmp_path: Path, wanted: tu
         else:
             assert np.isnan(got.values[:, ENERGY]).all()
     assert orjson.loads(dumps(events[0]))["k"] == "gpu_batch"
+
+
+def test_a_fleet_sized_batch_keeps_its_differences_across_eight_batches_a_frame(tmp_path: Path) -> None:
+    """A batch of 4,608 GPUs is ~300 KB: frames of 1 MiB held three, and wrote every third batch's counters
+    whole. A frame holds at least eight of the longest line, so at most one batch in eight is whole."""
+    events = batches(40, gpus=4608)
+    path = tmp_path / "fleet.jsonl.zst"
+    write(path, events)
+    lines = [line for line in unzstd(path.read_bytes()).splitlines()[1:] if line]
+    assert min(map(len, lines)) > 200_000  # four of them pass FRAME_BYTES
+    whole = sum(b'"energy_j":' in line for line in lines)
+    assert whole <= 5  # 40 batches, eight or more a frame
+    for want, got in zip(events, read_batches(path), strict=True):
+        assert np.array_equal(want.values, got.values, equal_nan=True)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import math
 import os
 import signal
 import sys
@@ -33,7 +34,6 @@ from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.frontends.headless.headless import HeadlessLogger
 from tokenwatch.frontends.headless.summary_table import render_summary
-from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.recording import RecordingWriter
 from tokenwatch.session import Session
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tokenwatch.frontends.metrics.server import MetricsServer
     from tokenwatch.frontends.notify import Notifier
     from tokenwatch.inputs.prometheus.fleet import FleetFocus
+    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim and watch never load it
 
 
 @contextlib.contextmanager
@@ -78,7 +79,11 @@ def make_recorder(options: RunOptions, created_epoch: float | None = None) -> Re
     meta: dict[str, Any] = {}
     if created_epoch is not None:  # simulated runs: a fixed date keeps the file reproducible
         meta["created"] = dt.datetime.fromtimestamp(created_epoch, dt.UTC).isoformat(timespec="seconds")
-    return RecordingWriter(options.record, meta=meta)
+    # An unpaced run ends its compressed blocks by size alone (the session flushes no timer either): a
+    # flush by the wall clock would put block ends wherever the machine was busy, and a seed would no
+    # longer give the same bytes. A paced run flushes every 0.5 s, so kill -9 loses about a second.
+    flush_s = 0.5 if options.paced else math.inf
+    return RecordingWriter(options.record, meta=meta, flush_interval_s=flush_s)
 
 
 INTERRUPTED_EXIT = 130  # as a shell reports a command Ctrl-C stopped

@@ -31,7 +31,10 @@ _DECIMALS = 3  # millijoules: NVML's and DCGM's unit
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+    equal = a == b
+    if equal.all():  # the usual case: no NaN, nothing more to look at
+        return True
+    return bool(np.all(equal | (np.isnan(a) & np.isnan(b))))
 
 
 class EnergyDeltaWriter:
@@ -57,14 +60,15 @@ class EnergyDeltaWriter:
         if previous is None:
             return record
         base_t, base = previous
-        delta = np.round(energy - base, _DECIMALS)
-        if not _same(np.round(base + delta, _DECIMALS), energy):
+        delta = (energy - base).round(_DECIMALS)
+        if not _same((base + delta).round(_DECIMALS), energy):
             return record
-        out = {key: value for key, value in record.items() if key != "m"}
+        out = {key: value for key, value in record.items() if key != "m" and key != "throttle_reasons"}
         out[BASE_T_KEY] = base_t
+        # The difference takes the counter's place among the columns.
         out["m"] = {(DELTA_KEY if key == ABSOLUTE_KEY else key): value for key, value in columns.items()}
         out["m"][DELTA_KEY] = delta
-        out["throttle_reasons"] = out.pop("throttle_reasons")  # stays last: the fast reader relies on it
+        out["throttle_reasons"] = record["throttle_reasons"]  # stays last: the fast reader relies on it
         return out
 
 
@@ -92,10 +96,11 @@ class EnergyDeltaReader:
             delta = np.array(columns.pop(DELTA_KEY), dtype=np.float64)
             previous = self._last.get(layout)
             if previous is None or previous[0] != record.get(BASE_T_KEY) or previous[1].shape != delta.shape:
-                # The batch it counts from was lost (damage): unknown, never a wrong counter.
-                energy = np.full(delta.shape, np.nan)
-            else:
-                energy = np.round(previous[1] + delta, _DECIMALS)
+                # The batch it counts from was lost (damage): unknown, never a wrong counter. The base kept
+                # stays, so after a span appended twice the next batch counts from it again.
+                columns[ABSOLUTE_KEY] = np.full(delta.shape, np.nan)
+                return record
+            energy = np.round(previous[1] + delta, _DECIMALS)
             columns[ABSOLUTE_KEY] = energy
         else:
             try:

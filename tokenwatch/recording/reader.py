@@ -206,7 +206,8 @@ class RecordingReader:
                 if point is not None:
                     self.point = ReadPoint(point, number - 1, self._order.copy())
                     self.since_point = 0
-                    self._decoder.new_frame()
+                    if self._zstd:  # differences chain within a frame; a plain file's chunks are no frames
+                        self._decoder.new_frame()
                 if not line.strip():
                     continue
                 if line.startswith(_HEADER_PREFIX):

@@ -55,6 +55,7 @@ class RackGpuModel:
         self.template[:, _COL["hbm_total_mib"]] = gpu.hbm_total_mib
         # Deterministic (no draw from the seeded stream: a seed's other figures stay what they were).
         self.energy_j = _ENERGY_START_J * (1.0 + 0.01 * np.arange(size) / max(1, size))
+        self._full_limit = np.full(size, gpu.power_limit_w)
 
     def full_load_demand_w(self) -> FloatArray:
         """What each GPU would draw at full load with no limit (W)."""
@@ -88,12 +89,15 @@ class RackGpuModel:
         ``values`` has shape (nodes*gpus, len(GPU_METRICS)), rows node-major.
         """
         p, size = self.p, self.size
-        load2 = np.repeat(np.clip(load, 0.0, 1.1), self.gpus_per_node)
+        load2 = np.repeat(np.minimum(np.maximum(load, 0.0), 1.1), self.gpus_per_node)
         thr = throttled
+        # A rack without GPU faults (the usual tick) skips the masks' work: every mask is all False, and
+        # what it would change adds zero or multiplies by one, so the figures are the same to the bit.
+        faults = bool(thr.any()) or (hot is not None and bool(hot.any())) or cap_w is not None
         hot = np.zeros(size, bool) if hot is None else hot
-        slowed = self.hot_slowed(hot)
+        slowed = self.hot_slowed(hot) if faults else hot
         capping = np.zeros(size, bool) if cap_w is None else np.isfinite(cap_w)
-        limit = np.where(capping, cap_w if cap_w is not None else 0.0, p.power_limit_w)
+        limit = np.where(capping, cap_w, p.power_limit_w) if cap_w is not None else self._full_limit
         busy = load2 > 0.02
         z = self.rng.standard_normal((5, size))
         u = self.rng.random(size)
@@ -102,42 +106,56 @@ class RackGpuModel:
         demand *= self.power_factor
         capped = busy & (demand > limit * 0.985)
         power = np.minimum(demand, limit * 0.995) - np.abs(z[0]) * (0.006 * limit)
-        power[thr] *= 0.82
-        power[slowed] *= 0.9
+        if faults:
+            power[thr] *= 0.82
+            power[slowed] *= 0.9
         np.maximum(power, p.idle_power_w * 0.8, out=power)
 
         clock = p.sm_clock_max_mhz * (0.985 + 0.003 * z[1])
         clock[capped] = p.sm_clock_max_mhz * (0.93 + 0.05 * u[capped])
-        if capping.any():  # a lowered limit: the clock falls with the cap's share of the demand
-            clock[capping & busy] *= self.cap_factor(cap_w if cap_w is not None else limit)[capping & busy]
-        clock[slowed] *= HOT_CLOCK_FACTOR
-        clock[thr] = p.sm_clock_max_mhz * (THROTTLE_CLOCK_FACTOR + 0.01 * z[2][thr])
-        clock[~busy] = p.sm_clock_max_mhz * _IDLE_CLOCK_FRACTION
+        if faults:
+            if capping.any():  # a lowered limit: the clock falls with the cap's share of the demand
+                clock[capping & busy] *= self.cap_factor(cap_w if cap_w is not None else limit)[
+                    capping & busy
+                ]
+            clock[slowed] *= HOT_CLOCK_FACTOR
+            clock[thr] = p.sm_clock_max_mhz * (THROTTLE_CLOCK_FACTOR + 0.01 * z[2][thr])
+        idle = ~busy
+        clock[idle] = p.sm_clock_max_mhz * _IDLE_CLOCK_FRACTION
 
-        reasons = np.where(busy, 0, throttle.GPU_IDLE).astype(np.uint64)
-        reasons[capped] |= np.uint64(throttle.SW_POWER_CAP)
-        reasons[thr & busy] |= np.uint64(throttle.HW_SLOWDOWN | throttle.SW_THERMAL_SLOWDOWN)
-        reasons[slowed & busy] |= np.uint64(throttle.SW_THERMAL_SLOWDOWN)
+        reasons = np.where(busy, _NO_REASON, _IDLE_REASON)
+        reasons[capped] |= _POWER_CAP_REASON
+        if faults:
+            reasons[thr & busy] |= np.uint64(throttle.HW_SLOWDOWN | throttle.SW_THERMAL_SLOWDOWN)
+            reasons[slowed & busy] |= np.uint64(throttle.SW_THERMAL_SLOWDOWN)
 
-        hbm_busy = np.where(busy, np.clip(35 + 50 * load2 + 2.0 * z[3], 0, 100), 0.0)
-        util = np.where(busy, np.clip(97.5 + 1.2 * z[4], 0, 100), 0.0)
-        target = p.temp_idle_c + (p.temp_load_c - p.temp_idle_c) * load2**0.8 + self.temp_offset + 12.0 * thr
-        rate = np.where(hot, min(1.0, dt / _HOT_TIME_CONSTANT_S), min(1.0, dt / _TEMP_TIME_CONSTANT_S))
-        self.temp += (target + HOT_EXCESS_C * hot - self.temp) * rate + 0.15 * z[2]
+        hbm_busy = np.where(busy, np.minimum(np.maximum(35 + 50 * load2 + 2.0 * z[3], 0), 100), 0.0)
+        util = np.where(busy, np.minimum(np.maximum(97.5 + 1.2 * z[4], 0), 100), 0.0)
+        target = p.temp_idle_c + (p.temp_load_c - p.temp_idle_c) * load2**0.8 + self.temp_offset
+        if faults:
+            target = target + 12.0 * thr
+            rate = np.where(hot, min(1.0, dt / _HOT_TIME_CONSTANT_S), min(1.0, dt / _TEMP_TIME_CONSTANT_S))
+            self.temp += (target + HOT_EXCESS_C * hot - self.temp) * rate + 0.15 * z[2]
+        else:
+            self.temp += (target - self.temp) * min(1.0, dt / _TEMP_TIME_CONSTANT_S) + 0.15 * z[2]
 
         values = self.template.copy()
         if capping.any():
             values[:, _COL["power_limit_w"]] = limit
         # A power reading stands for the tick before it (NVML's power on Hopper is the last second's
         # average), so the counter read now has counted this tick's power.
-        self.energy_j = self.energy_j + np.round(power, 1) * dt
-        values[:, _COL["energy_j"]] = np.round(self.energy_j, 3)
-        values[:, _COL["power_w"]] = np.round(power, 1)
-        values[:, _COL["sm_clock_mhz"]] = np.round(clock)
-        values[:, _COL["hbm_busy_pct"]] = np.round(hbm_busy, 1)
-        values[:, _COL["util_pct"]] = np.round(util, 1)
-        values[:, _COL["temp_c"]] = np.round(self.temp, 1)
+        power_read = power.round(1)
+        self.energy_j = self.energy_j + power_read * dt
+        values[:, _COL["energy_j"]] = self.energy_j.round(3)
+        values[:, _COL["power_w"]] = power_read
+        values[:, _COL["sm_clock_mhz"]] = clock.round()
+        values[:, _COL["hbm_busy_pct"]] = hbm_busy.round(1)
+        values[:, _COL["util_pct"]] = util.round(1)
+        values[:, _COL["temp_c"]] = self.temp.round(1)
         return values, reasons
 
 
 _COL = {name: i for i, name in enumerate(GPU_METRICS)}
+_NO_REASON = np.uint64(0)
+_IDLE_REASON = np.uint64(throttle.GPU_IDLE)
+_POWER_CAP_REASON = np.uint64(throttle.SW_POWER_CAP)

@@ -110,6 +110,11 @@ class RackSimulation:
         self.wall_epoch = wall_epoch
         names = settings.profile.node_names()
         self._fault_nodes = [(f, names.index(f.node)) for f in settings.faults]
+        self._no_node_fault = np.zeros(settings.profile.nodes, bool)
+        self._no_gpu_fault = np.zeros(settings.profile.nodes * settings.profile.gpus_per_node, bool)
+        self._no_slowdown = np.ones(settings.profile.nodes)
+        for unchanging in (self._no_node_fault, self._no_gpu_fault, self._no_slowdown):
+            unchanging.flags.writeable = False
 
     def run_started(self) -> RunStarted:
         s, p = self.s, self.s.profile
@@ -173,7 +178,8 @@ class RackSimulation:
             down, stale, slow = (self._fault_mask(kind, t) for kind in ("down", "stale", "slow"))
             throttled, hot = (self._gpu_fault_mask(kind, t) for kind in ("throttle", "hot"))
             cap_w = self._cap_w(t)
-            for i in np.flatnonzero(down != was_down).tolist():
+            changed = down != was_down
+            for i in np.flatnonzero(changed).tolist() if changed.any() else ():
                 yield NodeStatus(
                     t,
                     nodes[i],
@@ -181,8 +187,11 @@ class RackSimulation:
                     "simulated fault: node down" if down[i] else "simulated node recovered",
                 )
             was_down = down
-            noise = np.clip(_NOISE_AR * noise + rng.normal(0.0, _NOISE_SD, n), -0.05, 0.05)
-            mult = np.where(slow, SLOW_FACTOR, 1.0) * self._gpu_factor(gpus, throttled, hot, cap_w)
+            noise = np.minimum(np.maximum(_NOISE_AR * noise + rng.normal(0.0, _NOISE_SD, n), -0.05), 0.05)
+            if self._fault_nodes:
+                mult = np.where(slow, SLOW_FACTOR, 1.0) * self._gpu_factor(gpus, throttled, hot, cap_w)
+            else:  # no fault in the run: every factor is one
+                mult = self._no_slowdown
             active = ~down & ~done
             load = work.step(t, dt, np.where(active, (1.0 + noise) * mult, 0.0), rng) if k else np.zeros(n)
             gpu_active = np.repeat(active, p.gpus_per_node)
@@ -200,7 +209,7 @@ class RackSimulation:
             yield from work.limit_counts(t, report)
             done |= work.finished(t)
             newly = done & ~finished & report
-            for i in np.flatnonzero(newly).tolist():
+            for i in np.flatnonzero(newly).tolist() if newly.any() else ():
                 yield NodeStatus(t, nodes[i], "finished", "simulated node completed its samples")
             finished |= newly
             if k and (done | (t >= down_forever_from)).all():
@@ -209,6 +218,8 @@ class RackSimulation:
         yield RunEnded(t, "time limit")
 
     def _fault_mask(self, kind: str, t: float) -> np.ndarray:
+        if not self._fault_nodes:  # the usual run: one all-False mask, read only, serves every tick
+            return self._no_node_fault
         mask = np.zeros(self.s.profile.nodes, bool)
         for fault, node_i in self._fault_nodes:
             if fault.kind == kind and fault.active(t):
@@ -222,6 +233,8 @@ class RackSimulation:
         return slice(first, first + 1) if fault.gpu is not None else slice(first, first + g)
 
     def _gpu_fault_mask(self, kind: str, t: float) -> np.ndarray:
+        if not self._fault_nodes:
+            return self._no_gpu_fault
         p = self.s.profile
         mask = np.zeros(p.nodes * p.gpus_per_node, bool)
         for fault, node_i in self._fault_nodes:
