@@ -26,6 +26,7 @@ import gc
 import io
 import os
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -187,6 +188,9 @@ def _sorted_by(screen: str) -> str | None:
 
 def measure_in_terminal(presses: int) -> None:
     """First frame and ``s`` of ``sim --racks 64 --speed 60`` in a tmux pane."""
+    if shutil.which("tmux") is None:
+        print("skipped (through a real terminal): tmux is not installed")
+        return
     command = f"{sys.executable} -m tokenwatch sim --racks 64 --speed 60"
     terminal = TmuxTerminal(command, 200, 60, cwd=ROOT)
     try:

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import dataclasses
 import gzip
+import shutil
 import socket
 import statistics
 import sys
@@ -116,6 +117,9 @@ def _scrape(port: int) -> bytes:
 
 def measure_under_dashboard(scrapes: int) -> None:
     """Scrapes once a second of a 64-rack Server sim at x60 whose dashboard runs in a tmux pane."""
+    if shutil.which("tmux") is None:
+        print("skipped (through a real terminal): tmux is not installed")
+        return
     port = _free_port()
     command = (
         f"{sys.executable} -m tokenwatch sim --racks {RACKS} --speed 60 --scenario Server "
@@ -132,10 +136,14 @@ def measure_under_dashboard(scrapes: int) -> None:
                 body = _scrape(port)
             time.sleep(0.2)
         times = []
+        failed = 0
         for _ in range(scrapes):
             due = time.perf_counter() + 1.0
             start = time.perf_counter()
-            body = _scrape(port)
+            try:
+                body = _scrape(port)
+            except OSError:  # an HTTP 500 (the core not read in time) or a timeout: a failed scrape
+                failed += 1
             times.append(time.perf_counter() - start)
             time.sleep(max(0.0, due - time.perf_counter()))
     finally:
@@ -144,13 +152,14 @@ def measure_under_dashboard(scrapes: int) -> None:
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))] * 1000
     print(
         f"under the dashboard: {len(body) / 1e6:.1f} MB a body; {scrapes} scrapes at 1 s: median "
-        f"{statistics.median(times) * 1000:.0f} ms, p95 {p95:.0f} ms, max {times[-1] * 1000:.0f} ms"
+        f"{statistics.median(times) * 1000:.0f} ms, p95 {p95:.0f} ms, max {times[-1] * 1000:.0f} ms; "
+        f"{failed} failed"
     )
     target(
         "/metrics, 64 racks Server, a 1-s scrape while the dashboard runs",
-        f"p95 {p95:.0f} ms",
+        f"p95 {p95:.0f} ms, {failed} of {scrapes} failed",
         "<= 50 ms",
-        p95 <= 50,
+        p95 <= 50 and not failed,
     )
 
 

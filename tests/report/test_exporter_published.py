@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import threading
+import time
 import urllib.request
 
 from prometheus_client.exposition import generate_latest
@@ -66,9 +67,11 @@ async def test_the_served_body_is_the_last_snapshots_exposition_byte_for_byte() 
     try:
         await session.run()  # the run ends; the loop still runs and publishes the final state
         final = core_key(core)
-        await wait_until_async(
-            lambda: published_key(server) == final, "the final state published by the loop"
-        )
+        deadline = time.monotonic() + PATIENCE_S
+        while published_key(server) != final:  # each scrape asks the loop for the next body
+            assert time.monotonic() < deadline, "the final state never published by the loop"
+            await asyncio.to_thread(scrape, server.port)
+            await asyncio.sleep(0.05)
         expected = prometheus_client_body(core)
         assert await asyncio.to_thread(scrape, server.port) == expected
         assert await asyncio.to_thread(scrape, server.port, packed=True) == expected

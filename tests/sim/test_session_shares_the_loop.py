@@ -13,7 +13,9 @@ import asyncio
 import pytest
 
 import tokenwatch.session as session_module
+from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Emit, Event
+from tokenwatch.base.pacing import Pacer
 from tokenwatch.core import RackCore
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
@@ -55,3 +57,29 @@ async def test_a_queue_that_never_empties_lets_other_tasks_run(monkeypatch: pyte
     assert session.events_seen == len(events)
     between = [n for n in seen_by_another_task if 0 < n < len(events)]
     assert len(between) >= len(events) // 2  # it ran between the events, not only before and after
+
+
+async def test_a_producer_behind_its_pace_lets_other_tasks_run() -> None:
+    """A paced producer behind its pace (every event already due) is not a busy loop either: it yields
+    every few events, as an unpaced one does."""
+    clock = ManualClock()
+    pacer = Pacer(clock, speed=60.0)
+    await pacer.wait_until(0.0)  # anchors run time 0 at the clock's now
+    clock.advance(3600.0)  # an hour of wall time later: every event of the first hour at x60 is overdue
+    turns = 0
+    finished = False
+
+    async def another_task() -> None:
+        nonlocal turns
+        while not finished:
+            turns += 1
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(another_task())
+    await asyncio.sleep(0)  # the watcher takes its first turn
+    before = turns
+    for k in range(1, 641):
+        await pacer.wait_until(float(k))
+    finished = True
+    await watcher
+    assert turns - before >= 640 // 64 - 1  # it ran while the overdue events were released

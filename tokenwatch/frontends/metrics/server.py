@@ -1,9 +1,10 @@
 """The /metrics HTTP server: a background thread on 127.0.0.1, serving the body of the last snapshot.
 
 Thread safety: the core is fed on the event loop's thread. While a loop feeds it, the loop itself takes
-a view of the core between two events (at most once per ``publish_every_s``, only when the core moved)
-and a render thread turns it into the body scrapes serve (:mod:`.published`): a scrape never waits
-behind a verdict tick or a dashboard frame, and is at most one publish interval (plus a render) old.
+a view of the core between two events (at most once per ``publish_every_s``, only when the core moved
+and a scrape came since the last view) and a render thread turns it into the body scrapes serve
+(:mod:`.published`): a scrape never waits behind a verdict tick or a dashboard frame; it serves what
+was rendered after the scrape before it (at most a scrape interval old, plus one publish interval).
 With no running loop attached (before or after a run) a scrape reads the core directly, under a lock,
 as nothing else is writing then.
 
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 VIEW_TIMEOUT_S = 10.0  # the first scrape after attaching waits this long for the first body
 PUBLISH_EVERY_S = 0.5  # a 1-s scrape reads a body at most this old (plus one render)
+# A scrape's thread needs the GIL a dozen times (the request, the headers, each send) while the loop's
+# thread keeps it busy (a 64-rack sim behind its pace): Python hands it over every 5 ms by default.
+GIL_SWITCH_S = 0.001
 CLIENT_TIMEOUT_S = 10.0  # a client silent (or not reading) this long is let go
 LISTEN_BACKLOG = 1024
 MAX_WORKERS = 256
@@ -94,11 +98,14 @@ class MetricsServer:
         self._lock = threading.Lock()
         self._direct: PublishedBody | None = None  # read without a loop, kept while the core stays put
         self._renderer = BodyRenderer()
+        self._scraped = False  # a scrape came since the last view was taken: the next one is wanted
         self._closed = False
         self.publish_every_s = publish_every_s
         self.client_timeout_s = client_timeout_s
         self._httpd = _CrowdServer((host, port), _handler_for(self))
         self.port: int = self._httpd.server_address[1]
+        self._switch_before = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_before, GIL_SWITCH_S))
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="tokenwatch-metrics", daemon=True
         )
@@ -125,13 +132,15 @@ class MetricsServer:
 
     def _publish(self) -> None:
         """On the loop, between two events: a view of the core to the renderer, if the core moved since
-        the body it has and the renderer is free (a view taken while it renders would be skipped)."""
+        the body it has, a scrape came since (a body nobody reads is not rendered: at 64 racks a Server
+        body is ~14 MB of text) and the renderer is free (a view taken while it renders is skipped)."""
         renderer = self._renderer
         try:
             core = self.core
             key = core_key(core)
             latest = renderer.latest
-            if (latest is None or latest.key != key) and not renderer.busy:
+            if (latest is None or (latest.key != key and self._scraped)) and not renderer.busy:
+                self._scraped = False
                 renderer.submit(key, take_view(core))
         except Exception as exc:  # the scrape reports it; the loop goes on
             renderer.fail(exc)
@@ -146,6 +155,7 @@ class MetricsServer:
         first scrape after attaching waits for the first body)."""
         loop = self._loop
         if loop is not None and loop.is_running() and not self._closed:
+            self._scraped = True  # the loop renders the next body for the next scrape
             latest = self._renderer.latest
             if latest is not None:
                 return latest
@@ -177,6 +187,7 @@ class MetricsServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
         self._renderer.close()
+        sys.setswitchinterval(self._switch_before)
 
 
 def _handler_for(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
