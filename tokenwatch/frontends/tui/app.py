@@ -186,7 +186,13 @@ class TokenwatchApp(App[None]):
             return
         self._last_token = token
         if isinstance(self.screen, DashboardScreen):  # a slow start says what it loads, and how far
-            self.screen.query_one(RunHeader).show_loading(said)
+            try:
+                self.screen.query_one(RunHeader).show_loading(said)
+            except NoMatches:
+                # Pushed, not composed yet (a seek's new screen: the session yields to the loop while
+                # it works, so the timer can fire in that gap). The next refresh draws it.
+                self._last_token = None
+                return
         snap = core.rack_snapshot(rack) if rack is not None else None
         self.latest = snap if snap is not None else core.snapshot()
         self.refreshes += 1
