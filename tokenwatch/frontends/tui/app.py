@@ -171,6 +171,11 @@ class TokenwatchApp(App[None]):
         """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``).
 
         A rack's screens are drawn from that rack's snapshot alone (18 nodes, not the fleet's 1,152)."""
+        if not self.screen_stack:
+            # No screen yet, or none left as the app closes: the session yields to the loop while it
+            # works, so the timer can fire in those gaps. The next refresh draws whatever is there.
+            self._last_token = None
+            return
         core = self.session.core
         rack = self.shown_rack()
         # Before the no-change return: the focus follows the screen, not the data (a rack opened while
