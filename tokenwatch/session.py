@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -28,11 +27,6 @@ from tokenwatch.recording import RecordingError, RecordingWriter
 
 _DONE = object()
 _TICKS_PER_SLICE = 500  # a long gap in run time is filled this many core ticks at a time
-# A queue that never empties (a producer ahead of the core: a 64-rack sim at x60) never suspends
-# ``queue.get``: the consumer yields every this many seconds of work, so a frame, a key or a scrape
-# waits about this long (plus one event), not until the queue drains (4,096 events; no first frame in
-# 120 s before).
-_YIELD_AFTER_S = 0.010
 
 
 class RackFocus(Protocol):
@@ -170,8 +164,6 @@ class Session:
         flusher = None
         if self.recorder is not None and self.flush_interval_s:
             flusher = asyncio.create_task(self._flush_periodically(self.flush_interval_s))
-        clock = time.perf_counter
-        yielded = clock()
         try:
             while True:
                 item = await self.queue.get()
@@ -181,9 +173,6 @@ class Session:
                     await self._handle_responsively(item)  # type: ignore[arg-type]
                 finally:
                     self.queue.task_done()
-                if clock() - yielded > _YIELD_AFTER_S:
-                    await asyncio.sleep(0)
-                    yielded = clock()
         finally:
             producer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
