@@ -59,3 +59,5 @@ class Pacer:
         delay = self.delay_until(t)
         if delay > 0:
             await self.clock.sleep(delay)
+        else:  # behind the pace (a consumer slower than x speed): the loop still gets its turns
+            await self.yield_sometimes()

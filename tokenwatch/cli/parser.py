@@ -161,7 +161,8 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         type=port_arg,
         metavar="N",
         help="serve /metrics on port N of 127.0.0.1, or of --prometheus-host (0: a free port); the "
-        "address is printed on stderr",
+        "address is printed on stderr. A scrape serves the last snapshot taken (after the scrape "
+        "before it), never waiting on the run",
     )
     p.add_argument(
         "--prometheus-host",

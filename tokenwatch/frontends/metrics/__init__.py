@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tokenwatch.frontends.metrics.server import MetricsServer
+from tokenwatch.frontends.metrics.server import PUBLISH_EVERY_S, MetricsServer
 
 if TYPE_CHECKING:
     from tokenwatch.core.rack import RackCore
@@ -14,7 +14,11 @@ __all__ = ["MetricsServer", "serve_metrics"]
 
 
 def serve_metrics(
-    core: RackCore | Callable[[], RackCore], port: int, *, host: str = "127.0.0.1"
+    core: RackCore | Callable[[], RackCore],
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    publish_every_s: float = PUBLISH_EVERY_S,
 ) -> MetricsServer:
     """Serve ``core`` on http://host:port/metrics from a background thread; ``.close()`` stops it.
 
@@ -24,7 +28,7 @@ def serve_metrics(
     import asyncio
     import contextlib
 
-    server = MetricsServer(core, port, host=host)
+    server = MetricsServer(core, port, host=host, publish_every_s=publish_every_s)
     with contextlib.suppress(RuntimeError):  # no running loop here: the caller attaches one later
         server.attach_loop(asyncio.get_running_loop())
     return server

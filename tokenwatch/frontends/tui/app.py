@@ -171,6 +171,11 @@ class TokenwatchApp(App[None]):
         """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``).
 
         A rack's screens are drawn from that rack's snapshot alone (18 nodes, not the fleet's 1,152)."""
+        if not self.screen_stack:
+            # No screen yet, or none left as the app closes: the session yields to the loop while it
+            # works, so the timer can fire in those gaps. The next refresh draws whatever is there.
+            self._last_token = None
+            return
         core = self.session.core
         rack = self.shown_rack()
         # Before the no-change return: the focus follows the screen, not the data (a rack opened while
@@ -186,7 +191,13 @@ class TokenwatchApp(App[None]):
             return
         self._last_token = token
         if isinstance(self.screen, DashboardScreen):  # a slow start says what it loads, and how far
-            self.screen.query_one(RunHeader).show_loading(said)
+            try:
+                self.screen.query_one(RunHeader).show_loading(said)
+            except NoMatches:
+                # Pushed, not composed yet (a seek's new screen: the session yields to the loop while
+                # it works, so the timer can fire in that gap). The next refresh draws it.
+                self._last_token = None
+                return
         snap = core.rack_snapshot(rack) if rack is not None else None
         self.latest = snap if snap is not None else core.snapshot()
         self.refreshes += 1
