@@ -7,7 +7,7 @@ from tokenwatch.core.alerts import Alert
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.rack import RackCore
-from tokenwatch.core.run_info import RunInfo
+from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.snapshot import (
     Aggregate,
     GpuTable,

@@ -1,0 +1,42 @@
+"""`--prometheus-port` with the dashboard: /metrics serves the core the dashboard shows, also after a seek."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+
+from tests.conftest import PATIENCE_S
+from tests.frontends.tui.apps import replay_app, settle
+from tokenwatch.frontends.metrics import serve_metrics
+
+
+def scrape(port: int) -> dict[str, float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=PATIENCE_S).read().decode()
+    values = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[re.sub(r',rack="[^"]*"', "", name)] = float(value)  # one rack: keyed by node
+    return values
+
+
+async def test_metrics_follow_the_dashboards_core_through_a_seek() -> None:
+    app = replay_app(at_s=20 * 60)
+    exporter = serve_metrics(lambda: app.session.core, 0)
+    app.on_start = lambda _app: exporter.attach_loop(asyncio.get_running_loop())
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app)
+            metrics = await asyncio.to_thread(scrape, exporter.port)
+            tokens = int(app.session.core.state.tokens[0])
+            assert metrics['tokenwatch_node_generated_tokens_total{node="node01"}'] == tokens
+            await pilot.press("shift+left")  # back 10 minutes: the player swaps in a rebuilt core
+            await settle(pilot, app)
+            earlier = await asyncio.to_thread(scrape, exporter.port)
+            assert earlier['tokenwatch_node_generated_tokens_total{node="node01"}'] == int(
+                app.session.core.state.tokens[0]
+            )
+            assert earlier['tokenwatch_node_generated_tokens_total{node="node01"}'] < tokens
+    finally:
+        exporter.close()
