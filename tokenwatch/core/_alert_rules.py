@@ -13,9 +13,9 @@ import numpy as np
 
 from tokenwatch.base import throttle
 from tokenwatch.base.events import GPU_METRICS, LatencyMetric
+from tokenwatch.core._state import RackState
 from tokenwatch.core.causes._judge import update_causes
 from tokenwatch.core.node_spread import below_median_pct, eligible_median
-from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._inputs import shown_limits
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
@@ -76,7 +76,9 @@ def _stragglers(state: RackState, t: float, codes: np.ndarray) -> None:
     still_slow = memory.straggling & (below > clear_pct)  # NaN (not running) compares False: cleared
     memory.straggler_since = np.where(slow, np.fmin(memory.straggler_since, t), np.nan)
     memory.straggling = (slow & (t - memory.straggler_since >= cfg.straggler_hold_s)) | still_slow
-    update_causes(state, t, codes)  # the hints first: a new straggler's alert says why (core/causes/_judge.py)
+    update_causes(
+        state, t, codes
+    )  # the hints first: a new straggler's alert says why (core/causes/_judge.py)
     for i in np.flatnonzero(memory.straggling | memory.straggler_alerted).tolist():
         name = names[i]
         cause = state.causes.causes[i]

@@ -27,11 +27,11 @@ from tokenwatch.base.events import (
     ProgressBatch,
     RackFiguresBatch,
 )
+from tokenwatch.core._power_limits import note_limits
+from tokenwatch.core._state import RackState
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet._state import ingest_rack_figures, new_fleet_state
-from tokenwatch.core._power_limits import note_limits
-from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._ingest import apply_detail, apply_limit_counts, count_latency
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")

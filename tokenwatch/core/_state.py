@@ -23,20 +23,20 @@ from tokenwatch.base.events import (
     LatencyMetric,
     RunStarted,
 )
-from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core._batch_layout import BatchLayout
+from tokenwatch.core._engine_queue import EngineQueues
+from tokenwatch.core._gpu_errors import GpuErrors
+from tokenwatch.core._power_limits import PowerLimitLog
+from tokenwatch.core._ring import DownsampledSeries, RecentRing
+from tokenwatch.core._run_info import RunInfo
+from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.causes._cause import CauseMemory
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE, CoreConfig
 from tokenwatch.core.energy import EnergyCounters
-from tokenwatch.core._engine_queue import EngineQueues
 from tokenwatch.core.fleet._memo import FleetMemo, new_fleet_memo
 from tokenwatch.core.fleet._state import FleetState
-from tokenwatch.core._gpu_errors import GpuErrors
 from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core._power_limits import PowerLimitLog
-from tokenwatch.core._ring import DownsampledSeries, RecentRing
-from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.verdict._state import VerdictState, new_verdict_state
 
 _STALE = STATE_CODE["stale"]
@@ -154,10 +154,12 @@ class RackState:
     # 0 where a GPU had no fresh reading: the node screen draws the reasons over time.
     recent_throttle: RecentRing
     verdict: VerdictState  # the MLPerf verdict's own inputs (core/verdict/_state.py)
-    # Per node, so one rack of a fleet has its own figures (core/fleet/_rack_view.py): the largest latency seen
-    # per metric (s).
+    # Per node, so one rack of a fleet has its own figures (core/fleet/_rack_view.py): the largest latency
+    # seen per metric (s).
     node_latency_max: dict[LatencyMetric, FloatArray]
-    fleet: FleetMemo | None  # a run of more than one rack: its racks and their forecasts (core/fleet/_board.py)
+    fleet: (
+        FleetMemo | None
+    )  # a run of more than one rack: its racks and their forecasts (core/fleet/_board.py)
     # Energy and causes: energy counters and integrated power per node, power-limit changes, XID /
     # NVLink errors, the engines' queues, and the stragglers' cause hints (core/causes/_judge.py).
     energy: EnergyCounters

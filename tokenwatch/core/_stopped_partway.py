@@ -8,9 +8,9 @@ import math
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.node_outcome import WHOLE, NodeOutcome, Stopped
-from tokenwatch.core._state import RackState
 
 _DOWN = STATE_CODE["down"]
 _STALE = STATE_CODE["stale"]

@@ -9,10 +9,10 @@ import numpy as np
 
 from tokenwatch.base.events import GPU_METRICS
 from tokenwatch.core._alert_rules import evaluate_rules
-from tokenwatch.core.config import GPU_SERIES_METRICS
-from tokenwatch.core.fleet._board import fleet_tick
 from tokenwatch.core._power_limits import flush_changes
 from tokenwatch.core._state import RackState
+from tokenwatch.core.config import GPU_SERIES_METRICS
+from tokenwatch.core.fleet._board import fleet_tick
 from tokenwatch.core.verdict.view import verdict_tick
 
 _SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])

@@ -24,22 +24,22 @@ from tokenwatch.base.events import (
     RunEnded,
     RunStarted,
 )
+from tokenwatch.core._ingest import apply_event, say_notice
+from tokenwatch.core._state import RackState, SkipLog, new_state
+from tokenwatch.core._ticks import MAX_FILL_TICKS, sample, sample_ticks_before
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
+from tokenwatch.core.fleet._rack_view import rack_state
 from tokenwatch.core.fleet._snapshot import with_rack_row
-from tokenwatch.core._ingest import apply_event, say_notice
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets, node_latency_buckets
 from tokenwatch.core.node_history import NodeHistory, node_history
 from tokenwatch.core.rack_snapshot import build_snapshot, empty_snapshot
-from tokenwatch.core.fleet._rack_view import rack_state
 from tokenwatch.core.run_history import RunHistory, run_history
-from tokenwatch.core._state import RackState, SkipLog, new_state
 from tokenwatch.core.summary import RunSummary, summarize_state
-from tokenwatch.core._ticks import MAX_FILL_TICKS, sample, sample_ticks_before
 
 if TYPE_CHECKING:
-    from tokenwatch.core.baseline.reference import Baseline
     from tokenwatch.core._run_info import RunInfo
+    from tokenwatch.core.baseline.reference import Baseline
     from tokenwatch.core.snapshot import RackSnapshot
 
 

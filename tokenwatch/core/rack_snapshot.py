@@ -8,6 +8,9 @@ import numpy as np
 
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
+from tokenwatch.core._loadgen_latency import loadgen_latency
+from tokenwatch.core._run_info import RunInfo
+from tokenwatch.core._state import RackState
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.baseline.compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
@@ -16,12 +19,10 @@ from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet._board import fleet_table
 from tokenwatch.core.fleet._snapshot import with_fleet
 from tokenwatch.core.histogram import bucket_value, quantiles_of
-from tokenwatch.core._loadgen_latency import loadgen_latency
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
 from tokenwatch.core.run_clock import no_clock, run_clock
 from tokenwatch.core.run_history import node_tokens_history
-from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.snapshot import (
     FRESH,
     Aggregate,
@@ -33,7 +34,6 @@ from tokenwatch.core.snapshot import (
     StoppedNode,
     Timeline,
 )
-from tokenwatch.core._state import RackState
 from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
 from tokenwatch.core.verdict._inputs import shown_limits
 from tokenwatch.core.verdict.view import verdict_view

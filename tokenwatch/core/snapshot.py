@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, NodeState
+from tokenwatch.core._power_limits import PowerLimitChange
+from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.baseline.view import BaselineView
 from tokenwatch.core.causes._cause import Cause
 from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core._power_limits import PowerLimitChange
 from tokenwatch.core.run_clock import RunClock
-from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.core.verdict.view import VerdictView
 

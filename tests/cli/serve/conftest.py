@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PATIENCE_S, start_tokenwatch
 from tests.cli.serve.cdp import CHROMIUM, Browser, Page
+from tests.conftest import PATIENCE_S, start_tokenwatch
 
 
 @dataclass

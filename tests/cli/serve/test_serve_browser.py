@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import psutil
 
-from tests.conftest import PATIENCE_S, SAMPLE_RUNS, run_tokenwatch
 from tests.cli.serve.cdp import Browser, Page
 from tests.cli.serve.conftest import Served, ServeFactory
+from tests.conftest import PATIENCE_S, SAMPLE_RUNS, run_tokenwatch
 
 # A short simulated rack run played as fast as possible: by the time the page draws, it has ended, so the
 # page shows the run's final figures, which the same run's headless output states independently.

@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import PATIENCE_S, RunCli, free_port, start_tokenwatch
 from tests.cli.serve.conftest import ServeFactory
+from tests.conftest import PATIENCE_S, RunCli, free_port, start_tokenwatch
 from tokenwatch.cli import main
 from tokenwatch.cli.serve_cmd import is_loopback
 

@@ -23,8 +23,8 @@ import psutil
 import pytest
 from textual_serve.download_manager import DownloadManager
 
-from tests.conftest import free_port
 from tests.cli.serve.conftest import Served, ServeFactory
+from tests.conftest import free_port
 from tokenwatch.cli.serve_viewer import Viewer
 from tokenwatch.cli.shared_run import SharedRun
 

@@ -20,9 +20,9 @@ import pytest
 from tests.core.baseline.baseline_runs import finite_sum, measured_means, pct, record
 from tokenwatch.base.events import ProgressBatch
 from tokenwatch.core import CoreConfig, RackCore, RackSnapshot, RunSummary
-from tokenwatch.core.baseline.reference import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline.compare import baseline_means_at, compare_summary
 from tokenwatch.core.baseline.freeze import freeze_summary
+from tokenwatch.core.baseline.reference import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.summary import NodeResult
 from tokenwatch.inputs.sim.profile import load_profile

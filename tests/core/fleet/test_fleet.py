@@ -16,8 +16,8 @@ import pytest
 from tests.core.fleet.fleet_runs import GPUS, expected_rack, facts_at, fleet_events, rack_events
 from tokenwatch.base.events import Event, RunStarted
 from tokenwatch.core import Alert, RackCore
-from tokenwatch.core.fleet.rack_groups import rack_groups
 from tokenwatch.core._run_info import RunInfo
+from tokenwatch.core.fleet.rack_groups import rack_groups
 
 PER_RACK = 4
 RACKS = 3

@@ -19,13 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.core import CoreConfig, RackCore, ticks
-from tokenwatch.core.fleet._board import _history_row, fleet_tick, rack_forecast
-from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo, quantile_per_node
-from tokenwatch.core.node_spread import below_median_pct, median_of
-from tokenwatch.core.fleet._rack_view import rack_state, rows_of
+from tokenwatch.core import CoreConfig, RackCore
+from tokenwatch.core import _ticks as ticks
 from tokenwatch.core._state import RackState
+from tokenwatch.core.fleet._board import _history_row, fleet_tick, rack_forecast
+from tokenwatch.core.fleet._rack_view import rack_state, rows_of
+from tokenwatch.core.histogram import LogHistogram
+from tokenwatch.core.node_spread import below_median_pct, median_of
+from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo, quantile_per_node
 from tokenwatch.core.verdict.view import current_forecast
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile

@@ -1,7 +1,7 @@
 """The report's cause section and power note, over a seeded simulator recording with two faults of known
-cause (tests/frontends/tui/recordings.py CAUSE_FAULTS): node03 throttled from 1:30 and node05's power limit lowered
-to 1,200 W from 2:00. The stragglers and the limit changes are checked against the recorded events
-themselves. Cost: ~1 s (a 5-minute Offline run)."""
+cause (tests/frontends/tui/recordings.py CAUSE_FAULTS): node03 throttled from 1:30 and node05's power
+limit lowered to 1,200 W from 2:00. The stragglers and the limit changes are checked against the recorded
+events themselves. Cost: ~1 s (a 5-minute Offline run)."""
 
 from __future__ import annotations
 

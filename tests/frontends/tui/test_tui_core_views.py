@@ -17,8 +17,8 @@ from tokenwatch.base import throttle
 from tokenwatch.base.events import GPU_METRICS, GpuBatch
 from tokenwatch.core import RackCore
 from tokenwatch.core.config import GPU_SERIES_METRICS
-from tokenwatch.core.histogram import GAMMA, N_BUCKETS, bucket_upper, bucket_value
 from tokenwatch.core.fleet.rack_groups import nodes_per_rack
+from tokenwatch.core.histogram import GAMMA, N_BUCKETS, bucket_upper, bucket_value
 from tokenwatch.core.snapshot import DOWN_GPU, GpuTable, LatencyStats, RackSnapshot
 from tokenwatch.core.views import (
     HEAT_METRICS,

@@ -1,8 +1,9 @@
 """SVG snapshots of the dashboard over the gb300 sample run, paused at 41:07 (speed 0: no wall clock),
 and over runs that end badly (a fault run at its end, an interrupted run).
 
-Update after an intended change with ``pytest tests/frontends/tui/test_tui_snapshots.py --snapshot-update`` and
-look at the new SVGs before committing them.
+Update after an intended change with
+``pytest tests/frontends/tui/test_tui_snapshots.py --snapshot-update`` and look at the new SVGs before
+committing them.
 """
 
 from __future__ import annotations

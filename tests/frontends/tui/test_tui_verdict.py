@@ -10,7 +10,16 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tests.conftest import wait_until_async
-from tests.frontends.tui.apps import OFFLINE, SERVER, SNAPSHOT_TIME_S, core_until, ready, replay_app, settle, sim_app
+from tests.frontends.tui.apps import (
+    OFFLINE,
+    SERVER,
+    SNAPSHOT_TIME_S,
+    core_until,
+    ready,
+    replay_app,
+    settle,
+    sim_app,
+)
 from tokenwatch.base.formatting import group
 from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
 from tokenwatch.frontends.tui.widgets.node_table import NodeTable

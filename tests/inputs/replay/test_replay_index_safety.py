@@ -21,8 +21,8 @@ import pytest
 
 from tests.conftest import run_tokenwatch
 from tests.frontends.tui.apps import SERVER, core_until
-from tests.inputs.replay.test_replay_index import first_pass, opened
 from tests.frontends.tui.test_tui_replay_player import until_settled
+from tests.inputs.replay.test_replay_index import first_pass, opened
 from tokenwatch.inputs.replay import index as replay_index
 from tokenwatch.inputs.replay.index import (
     IndexReader,

@@ -17,11 +17,11 @@ import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray
 from tokenwatch.base.formatting import json_number
+from tokenwatch.core._state import RackState
+from tokenwatch.core._stopped_partway import node_outcomes
 from tokenwatch.core.baseline.reference import Baseline, RunIdentity, judge_fit, match_nodes
 from tokenwatch.core.baseline.view import BaselineView, MatchedBy
 from tokenwatch.core.node_outcome import WHOLE, NodeOutcome, covers_line, node_mark
-from tokenwatch.core._state import RackState
-from tokenwatch.core._stopped_partway import node_outcomes
 from tokenwatch.core.summary import RunSummary
 from tokenwatch.mlperf.forecast import Forecast
 
@@ -238,8 +238,8 @@ def summary_identity(summary: RunSummary) -> RunIdentity:
 
 def compare_summary(summary: RunSummary, baseline: Baseline) -> BaselineComparison:
     """The summary's rack figure and node figures against the baseline's final ones (the runs' fit is
-    judged as before a run: :func:`~tokenwatch.core.baseline.reference.judge_fit`; a refusal is the caller's to
-    raise before this)."""
+    judged as before a run: :func:`~tokenwatch.core.baseline.reference.judge_fit`; a refusal is the
+    caller's to raise before this)."""
     notes = judge_fit(baseline, summary_identity(summary)).notes
     names = tuple(node.name for node in summary.nodes)
     counterparts: IntArray

@@ -1,5 +1,6 @@
-"""Freezing a finished run into a :class:`~tokenwatch.core.baseline.reference.Baseline`: from a core's state (a
-recording or a simulated run ingested to its end), or from a summary alone (MLPerf result folders)."""
+"""Freezing a finished run into a :class:`~tokenwatch.core.baseline.reference.Baseline`: from a core's
+state (a recording or a simulated run ingested to its end), or from a summary alone (MLPerf result
+folders)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import math
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, LatencyMetric
+from tokenwatch.core._state import RackState
+from tokenwatch.core._stopped_partway import node_outcomes, was_cut_short
 from tokenwatch.core.baseline.reference import Baseline
 from tokenwatch.core.baseline.view import BaselineLatency
 from tokenwatch.core.rack_snapshot import latency_stats
-from tokenwatch.core._state import RackState
-from tokenwatch.core._stopped_partway import node_outcomes, was_cut_short
 from tokenwatch.core.summary import RunSummary
 
 

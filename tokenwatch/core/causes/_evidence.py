@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import GPU_METRICS, FloatArray
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE
 from tokenwatch.core.nan_math import nan_quiet
-from tokenwatch.core._state import RackState
 
 SERIES = {name: k for k, name in enumerate(GPU_SERIES_METRICS)}
 _LIMIT = GPU_METRICS.index("power_limit_w")

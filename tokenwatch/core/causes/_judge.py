@@ -38,6 +38,8 @@ import numpy as np
 from tokenwatch.base import throttle
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.formatting import group
+from tokenwatch.core._power_limits import gpu_list
+from tokenwatch.core._state import RackState
 from tokenwatch.core.causes._cause import Cause
 from tokenwatch.core.causes._evidence import (
     RackEvidence,
@@ -48,8 +50,6 @@ from tokenwatch.core.causes._evidence import (
     span_reasons,
 )
 from tokenwatch.core.nan_math import nan_quiet
-from tokenwatch.core._power_limits import gpu_list
-from tokenwatch.core._state import RackState
 
 CLOCK_DROP_PCT = 5.0  # SM clock this far below the rack's typical clock is evidence
 THERMAL_EXCESS_C = 8.0  # a GPU this much hotter than the rack's typical GPU

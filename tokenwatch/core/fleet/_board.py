@@ -21,13 +21,13 @@ import math
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet._memo import FleetMemo
+from tokenwatch.core.fleet._rack_view import forecast_view
 from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.node_spread import below_median_pct
-from tokenwatch.core.fleet._rack_view import forecast_view
 from tokenwatch.core.snapshot import NodeTable
-from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._inputs import prime_latency_quantiles
 from tokenwatch.core.verdict.view import current_forecast
 from tokenwatch.mlperf.forecast import Forecast

@@ -1,4 +1,5 @@
-"""What a run of more than one rack keeps for its fleet table between ticks (:mod:`tokenwatch.core.fleet._board`).
+"""What a run of more than one rack keeps for its fleet table between ticks
+(:mod:`tokenwatch.core.fleet._board`).
 
 Its racks (grouped once, at the run's start) and each rack's MLPerf forecast as of the latest verdict
 tick: 64 forecasts cost more than a whole refresh of the board, so they are made every
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core._ring import DownsampledSeries
+from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.fleet.rack_groups import RackGroups, rack_groups
-from tokenwatch.core._ring import DownsampledSeries
-from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.verdict._state import HISTORY_COLUMNS
 
 _HISTORY_POINTS = 512  # as the rack-wide forecast's record

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core._batch_layout import BatchLayout
-from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core._ring import DownsampledSeries, RecentRing
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import BucketMemo, RackState
+from tokenwatch.core.alerts import Alert, AlertLog
+from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.verdict._state import HISTORY_COLUMNS, VerdictState
 
 # Alerts about the whole fleet, not one of its racks: the fleet's projected verdict and its margins, and

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
-from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core._ring import DownsampledSeries
+from tokenwatch.core.fleet.table import FleetTable
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
 STALE_INTERVALS = 3.0  # a rack silent for this many of the fleet's own intervals is stale

@@ -23,8 +23,8 @@ import math
 import numpy as np
 
 from tokenwatch.base.durations import format_clock
-from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core._state import RackState
+from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.verdict._beyond import beyond_recovery
 from tokenwatch.core.verdict._inputs import node_progress, over_limits, run_settings
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, LatencyMetric
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.verdict._node_quantiles import node_quantile
-from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._state import LIMIT_METRICS
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import NodeProgress, OverLimit

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core._state import RackState
+from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.verdict._decided import SAVES, rest_end_s, saving_words
 from tokenwatch.core.verdict.final import NodeVerdict, node_from_detail
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast

@@ -4,8 +4,8 @@ The forecast reads one quantile per node per metric at every verdict tick, and a
 forecasts read the same nodes' again: one :meth:`LogHistogram.quantiles` call per node was most of a
 fleet's verdict tick. Here every node's histogram is read in one numpy pass (the same integer arithmetic
 as :func:`tokenwatch.core.histogram.quantiles_of`, so each figure is identical), and the figures are kept
-in the verdict state for the state's version: a rack's view (:mod:`tokenwatch.core.fleet._rack_view`) slices them
-with its rows instead of reading its nodes' histograms again.
+in the verdict state for the state's version: a rack's view (:mod:`tokenwatch.core.fleet._rack_view`)
+slices them with its rows instead of reading its nodes' histograms again.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, RunStarted
+from tokenwatch.core._ring import DownsampledSeries
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, bucket_upper
 from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo
-from tokenwatch.core._ring import DownsampledSeries
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Forecast
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark
@@ -152,7 +152,8 @@ class VerdictState:
     # one takes ~0.5 ms: a fleet's 1,152 nodes must not be judged again at every snapshot).
     details_version: int = 0
     loadgen_memo: tuple[int, list[Any]] | None = None
-    # Each node's latency quantiles the forecast reads, once per state version (core/verdict/_node_quantiles.py).
+    # Each node's latency quantiles the forecast reads, once per state version
+    # (core/verdict/_node_quantiles.py).
     node_quantiles: NodeQuantileMemo = field(default_factory=NodeQuantileMemo)
 
     @property

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenwatch.base.formatting import json_number
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s, left_out, left_out_note
-from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._inputs import planned_totals, run_settings, start_times
 from tokenwatch.mlperf.figures import Count, FinalFigures, RunSettings, figures_from_detail
 from tokenwatch.mlperf.verdict import Check, Verdict, all_met, judge, loadgen_result_lines, result_lines

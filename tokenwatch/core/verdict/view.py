@@ -16,9 +16,9 @@ import numpy as np
 
 from tokenwatch.base.events import FloatArray
 from tokenwatch.base.formatting import group, seconds_ms
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s
-from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._decided import SAVES, decide
 from tokenwatch.core.verdict._ingest import NOT_CHECKED
 from tokenwatch.core.verdict._inputs import (
