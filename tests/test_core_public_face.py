@@ -14,6 +14,8 @@ from tests.conftest import REPO_ROOT
 
 # Where code may import a private core module: the core itself, and its unit tests.
 INSIDE = ("tokenwatch/core/", "tests/core/")
+# Files that name one on purpose: the contracts' bite test adds a wing's forbidden import to a copy.
+NAMES_ONE_ON_PURPOSE = {"tests/test_import_contracts_bite.py"}
 SEARCHED = ("tokenwatch", "tests", "benchmarks", "scripts")
 CORE = "tokenwatch.core"
 # A dotted name in a string (a mock path, say) that goes through a private module of the core.
@@ -57,7 +59,7 @@ def test_nothing_outside_the_core_imports_a_private_core_module() -> None:
     offenders = {}
     for path in _python_files():
         relative = path.relative_to(REPO_ROOT).as_posix()
-        if relative.startswith(INSIDE):
+        if relative.startswith(INSIDE) or relative in NAMES_ONE_ON_PURPOSE:
             continue
         if found := private_imports(path.read_text()):
             offenders[relative] = found
