@@ -13,7 +13,7 @@ from tokenwatch.core._power_limits import flush_changes
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.fleet._board import fleet_tick
-from tokenwatch.core.verdict.view import verdict_tick
+from tokenwatch.core.verdict._tick import verdict_tick
 
 _SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
 _POWER = GPU_METRICS.index("power_w")

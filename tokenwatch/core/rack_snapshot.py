@@ -36,7 +36,7 @@ from tokenwatch.core.snapshot import (
 )
 from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
 from tokenwatch.core.verdict._inputs import shown_limits
-from tokenwatch.core.verdict.view import verdict_view
+from tokenwatch.core.verdict._tick import verdict_view
 
 _POWER = GPU_METRICS.index("power_w")
 _LIMIT = GPU_METRICS.index("power_limit_w")

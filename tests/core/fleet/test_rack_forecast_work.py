@@ -27,7 +27,7 @@ from tokenwatch.core.fleet._rack_view import rack_state, rows_of
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.node_spread import below_median_pct, median_of
 from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo, quantile_per_node
-from tokenwatch.core.verdict.view import current_forecast
+from tokenwatch.core.verdict._tick import current_forecast
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
