@@ -49,7 +49,7 @@ from textual.widgets import Static  # noqa: E402
 
 from tokenwatch.core import CoreConfig, RackCore  # noqa: E402
 from tokenwatch.core.baseline import Baseline, RunIdentity  # noqa: E402
-from tokenwatch.core.baseline_compare import baseline_view  # noqa: E402
+from tokenwatch.core.baseline.compare import baseline_view  # noqa: E402
 from tokenwatch.core.snapshot import RackSnapshot  # noqa: E402
 from tokenwatch.frontends.tui.app import TokenwatchApp  # noqa: E402
 from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen  # noqa: E402

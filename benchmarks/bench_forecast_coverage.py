@@ -358,7 +358,7 @@ def time_forecast(scenario: Scenario, repeat: int = 300) -> tuple[float, float]:
     """One forecast's cost for a 72-GPU rack (18 nodes) as the core makes it at each verdict tick: its
     inputs read off the state (the whole-run series joined to the 600-point ring; for Server the nodes'
     e2e p50 and TTFT/TPOT p99 from their histograms) and the projection, half-way through a run."""
-    from tokenwatch.core.verdict_view import current_forecast
+    from tokenwatch.core.verdict import current_forecast
 
     profile = load_profile("gb300-nvl72")
     duration = 4800.0 if scenario == "Offline" else 1200.0

@@ -7,8 +7,8 @@
    library for mergeable quantile sketches), for what the core does with them: add a Server run's per-node
    observations in batches, merge 1,152 nodes into the rack's histogram and read p50/p90/p99.
 2. The Prometheus exposition: the exporter's renderer against prometheus_client's ``generate_latest`` of the
-   same families (byte-for-byte the same text; ``tests/report/test_exporter_metrics.py`` checks that), for a
-   64-rack fleet's /metrics.
+   same families (byte-for-byte the same text;
+   ``tests/frontends/metrics/test_exporter_metrics.py`` checks that), for a 64-rack fleet's /metrics.
 3. The report's charts: the report's own SVG line chart against matplotlib (import, and one 18-line chart of
    1,000 points to SVG).
 

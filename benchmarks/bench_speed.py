@@ -154,7 +154,7 @@ def verdict_tick_figures(scenario: Scenario, run_s: float, ticks: int) -> list[s
 
     from tokenwatch.core import CoreConfig, RackCore
     from tokenwatch.core.fleet import fleet_tick
-    from tokenwatch.core.verdict_view import verdict_tick
+    from tokenwatch.core.verdict import verdict_tick
     from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 
     core = RackCore(CoreConfig(rack_forecasts=False))  # built without the ticks measured below

@@ -67,6 +67,10 @@ def test_the_unchanged_copy_keeps_every_contract(tmp_path: Path) -> None:
         ("inputs/live/__init__.py", "import tokenwatch.inputs.watch", "Inputs:"),
         # a back-arrow across layers: the core importing the session that drives it
         ("core/__init__.py", "import tokenwatch.session", "Layers:"),
+        # inside the core: the verdict wing reaching up into the fleet wing that reads it
+        ("core/verdict/__init__.py", "import tokenwatch.core.fleet", "Core: baseline > fleet"),
+        # a wing calling back into the engine that routes events to it
+        ("core/baseline/display.py", "import tokenwatch.core._ingest", "Core: no wing"),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, RunCli
-from tests.core.baseline_runs import BASE_SEED, RUN_FAULTS, RUN_SEED, finite_sum, measured_means, pct, record
+from tests.core.baseline.baseline_runs import (
+    BASE_SEED,
+    RUN_FAULTS,
+    RUN_SEED,
+    finite_sum,
+    measured_means,
+    pct,
+    record,
+)
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.recording import read_events
 

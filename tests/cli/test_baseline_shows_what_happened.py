@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunCli
-from tests.core.baseline_runs import down_and_share, record
+from tests.core.baseline.baseline_runs import down_and_share, record
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import RunEnded
 from tokenwatch.recording import RecordingWriter, read_events

@@ -7,7 +7,7 @@ import re
 
 from tests.conftest import RunCli
 from tokenwatch.base.durations import format_clock
-from tokenwatch.core.verdict_decided import LOST_AFTER_DOWN_S
+from tokenwatch.core.verdict import LOST_AFTER_DOWN_S
 
 
 def test_the_headless_line_says_decided_invalid_once_a_node_is_down_for_good(run_cli: RunCli) -> None:

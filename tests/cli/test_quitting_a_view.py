@@ -1,7 +1,7 @@
 """Quitting a replay or the demo is not an interrupted run: the recording was whole (a replay) or nobody
 asked for the run to finish (the demo), so ``q`` exits 0 and the summary says who stopped where
 (``REPLAY STOPPED at 31:02 (38.8 % of samples)``), never ``INTERRUPTED``. Quitting ``tokenwatch sim``
-still interrupts the run being made (tests/tui/test_tui_recording.py)."""
+still interrupts the run being made (tests/frontends/tui/test_tui_recording.py)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from tokenwatch.core import RackCore
+from tokenwatch.core._ring import DownsampledSeries, RecentRing
 from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core.ring import DownsampledSeries, RecentRing
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 

@@ -7,7 +7,7 @@ import math
 
 from tokenwatch.base.events import GpuSample, NodeStatus, RunStarted
 from tokenwatch.core import RackCore
-from tokenwatch.core.power_limits import gpu_list
+from tokenwatch.core._power_limits import gpu_list
 
 
 def _core() -> RackCore:

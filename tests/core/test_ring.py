@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenwatch.core.ring import DownsampledSeries, RecentRing
+from tokenwatch.core._ring import DownsampledSeries, RecentRing
 
 
 def test_recent_ring_keeps_the_newest_points_in_order() -> None:

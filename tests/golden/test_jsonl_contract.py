@@ -25,7 +25,7 @@ from tests.golden.cases import (
 )
 from tests.golden.conftest import Produced
 from tests.golden.recording_facts import RecordingFacts, node_figures, recording_facts
-from tokenwatch.core.cause import CAUSE_KINDS
+from tokenwatch.core.causes import CAUSE_KINDS
 
 Types = tuple[type, ...]
 NUM: Types = (float, type(None))  # every measured figure: a float, or null when it is missing

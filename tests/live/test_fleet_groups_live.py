@@ -27,7 +27,7 @@ import orjson
 import pytest
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, wait_until
-from tests.core.test_fleet_groups import PER_RACK, check_groups, grouped_fleet
+from tests.core.fleet.test_fleet_groups import PER_RACK, check_groups, grouped_fleet
 from tests.live.fleet_support import missing_engine, serve, tsdb
 from tokenwatch.base.events import RackFiguresBatch, RunStarted
 from tokenwatch.core import RackCore

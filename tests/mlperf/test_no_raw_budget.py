@@ -8,7 +8,7 @@ import orjson
 
 from tests.conftest import RunCli
 from tests.sources.conftest import LOADGEN
-from tokenwatch.core.verdict_view import describe_rule, format_rule_value
+from tokenwatch.core.verdict.view import describe_rule, format_rule_value
 from tokenwatch.mlperf.early_stopping import overlatency_budget, queries_needed
 from tokenwatch.mlperf.forecast import RuleForecast
 

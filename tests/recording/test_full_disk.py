@@ -168,7 +168,7 @@ def test_the_writer_reports_a_full_disk_once_and_then_stays_closed(tmp_path: Pat
 
 
 async def test_the_dashboard_goes_on_when_the_disk_fills(tmp_path: Path) -> None:
-    from tests.tui.apps import sim_app
+    from tests.frontends.tui.apps import sim_app
     from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
 
     recorder = RecordingWriter(tmp_path / "run.jsonl.zst")

@@ -3,8 +3,8 @@
 Loaded before the run starts, so a bad baseline is one line and exit status 2 before anything is recorded
 or connected: a path that is neither a recording nor a folder of results, an unknown ``sim:`` profile, a
 baseline that is one of the command's output files (it would be written over while it is read), a
-baseline of another scenario or benchmark (refused: see :mod:`tokenwatch.core.baseline`). Another node
-count, GPU count or other node names are a warning on stderr, and the run goes on.
+baseline of another scenario or benchmark (refused: see :mod:`tokenwatch.core.baseline.reference`).
+Another node count, GPU count or other node names are a warning on stderr, and the run goes on.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def recording_identity(path: str, benchmark: str | None) -> RunIdentity:
 def run_identity_of(summary: RunSummary, recording: str | None) -> RunIdentity:
     """A finished run (summarize, report) as a baseline is judged against; a recording's nominal duration
     (a ``sim:`` baseline is simulated at it) rather than the time its last node took."""
-    from tokenwatch.core.baseline_compare import summary_identity
+    from tokenwatch.core.baseline.compare import summary_identity
 
     identity = summary_identity(summary)
     if recording is None:

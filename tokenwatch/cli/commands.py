@@ -14,7 +14,7 @@ from tokenwatch.cli.parser import UsageError, print_warnings
 from tokenwatch.frontends.headless.summary_table import render_summary
 
 if TYPE_CHECKING:
-    from tokenwatch.core.baseline_compare import BaselineComparison
+    from tokenwatch.core.baseline.compare import BaselineComparison
     from tokenwatch.core.summary import RunSummary
 
 # Commands import what only they need: `summarize` must not pay for asyncio, YAML or the simulator.
@@ -161,7 +161,7 @@ def _baseline_comparison(
 
     baseline = load_checked_baseline(args, run_identity_of(summary, recording))
     assert baseline is not None
-    from tokenwatch.core.baseline_compare import compare_summary
+    from tokenwatch.core.baseline.compare import compare_summary
 
     return compare_summary(summary, baseline)
 

@@ -15,7 +15,7 @@ from tokenwatch.runs.run_data import RunData
 
 if TYPE_CHECKING:
     from tokenwatch.core.baseline import Baseline
-    from tokenwatch.core.baseline_compare import BaselineComparison
+    from tokenwatch.core.baseline.compare import BaselineComparison
 
 
 def _load(path: str, args: argparse.Namespace) -> RunData:
@@ -71,7 +71,7 @@ def _baseline(args: argparse.Namespace, run: RunData) -> tuple[Baseline, Baselin
     if args.baseline is None:
         return None
     from tokenwatch.cli.baseline_option import load_checked_baseline, run_identity_of
-    from tokenwatch.core.baseline_compare import compare_summary
+    from tokenwatch.core.baseline.compare import compare_summary
 
     recording = run.provenance.path if run.provenance.kind == "recording" else None
     baseline = load_checked_baseline(args, run_identity_of(run.summary, recording), [("-o", args.output)])

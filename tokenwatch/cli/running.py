@@ -282,7 +282,7 @@ def print_summary(session: Session, out: IO[str]) -> None:
         summary = session.summary()
         out.write("\n" + render_summary(summary) + "\n")
         if core.config.baseline is not None:
-            from tokenwatch.core.baseline_compare import compare_summary
+            from tokenwatch.core.baseline.compare import compare_summary
             from tokenwatch.frontends.headless.baseline_table import render_baseline
 
             out.write("\n" + render_baseline(compare_summary(summary, core.config.baseline)) + "\n")

@@ -3,11 +3,11 @@
 Front ends use :class:`RackCore` (the facade) and the immutable things it answers with.
 """
 
+from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.rack import RackCore
-from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import (
     Aggregate,
     GpuTable,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokenwatch.base.events import NODE_STATES, NodeState
-from tokenwatch.core.baseline import Baseline
+from tokenwatch.core.baseline.reference import Baseline
 from tokenwatch.mlperf.pace import Assumptions
 
 # GPU metrics kept as time series (limits and totals are constants, not worth a series).

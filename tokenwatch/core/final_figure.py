@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.durations import format_clock
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
-from tokenwatch.core.state import RackState
 
 _UP, _STALE, _DOWN, _FINISHED, _IDLE = (STATE_CODE[s] for s in ("up", "stale", "down", "finished", "idle"))
 _NAMES_SHOWN = 6

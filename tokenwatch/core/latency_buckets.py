@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import LATENCY_METRICS, FloatArray, IntArray, LatencyMetric
+from tokenwatch.core._state import RackState
 from tokenwatch.core.histogram import N_BUCKETS, bucket_value, cumulative_at
-from tokenwatch.core.state import RackState
 
 # 1-1.5-2-3-5-7 per decade from 1 ms to 100 s: about 14 % between bounds where TTFT and TPOT sit.
 DEFAULT_BOUNDS_S: tuple[float, ...] = (

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, UIntArray
+from tokenwatch.core._state import RackState
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE
-from tokenwatch.core.state import RackState
 
 _STALE, _DOWN = STATE_CODE["stale"], STATE_CODE["down"]
 

@@ -3,7 +3,7 @@
 A node figure compared with another run's (``--baseline``) means little without this: a node down from
 30:00 has a measured mean over its 30 minutes of work, not over the run, and the rack's sum counts its
 partial work. Every comparison carries these words beside its figures (the summary's table, its JSON, the
-dashboard, the report), made here once (from a core's state: :mod:`tokenwatch.core.stopped_partway`).
+dashboard, the report), made here once (from a core's state: :mod:`tokenwatch.core._stopped_partway`).
 """
 
 from __future__ import annotations

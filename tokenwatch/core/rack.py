@@ -24,22 +24,22 @@ from tokenwatch.base.events import (
     RunEnded,
     RunStarted,
 )
+from tokenwatch.core._ingest import apply_event, say_notice
+from tokenwatch.core._state import RackState, SkipLog, new_state
+from tokenwatch.core._ticks import MAX_FILL_TICKS, sample, sample_ticks_before
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
-from tokenwatch.core.fleet_snapshot import with_rack_row
-from tokenwatch.core.ingest import apply_event, say_notice
+from tokenwatch.core.fleet._rack_view import rack_state
+from tokenwatch.core.fleet._snapshot import with_rack_row
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets, node_latency_buckets
 from tokenwatch.core.node_history import NodeHistory, node_history
 from tokenwatch.core.rack_snapshot import build_snapshot, empty_snapshot
-from tokenwatch.core.rack_view import rack_state
 from tokenwatch.core.run_history import RunHistory, run_history
-from tokenwatch.core.state import RackState, SkipLog, new_state
 from tokenwatch.core.summary import RunSummary, summarize_state
-from tokenwatch.core.ticks import MAX_FILL_TICKS, sample, sample_ticks_before
 
 if TYPE_CHECKING:
-    from tokenwatch.core.baseline import Baseline
-    from tokenwatch.core.run_info import RunInfo
+    from tokenwatch.core._run_info import RunInfo
+    from tokenwatch.core.baseline.reference import Baseline
     from tokenwatch.core.snapshot import RackSnapshot
 
 
@@ -220,7 +220,7 @@ class RackCore:
 
     def rack_snapshot(self, rack: str, now: float | None = None) -> RackSnapshot | None:
         """Rack ``rack`` of a fleet as the snapshot of a run of its nodes alone (what its dashboard
-        draws: :mod:`tokenwatch.core.rack_view`); None for a rack the run does not have."""
+        draws: :mod:`tokenwatch.core.fleet._rack_view`); None for a rack the run does not have."""
         state = self._state
         r = self._rack_index(rack)
         if state is None or r is None:
@@ -258,7 +258,7 @@ class RackCore:
         the run start."""
         if self._state is None:
             raise ValueError("no run in the stream: the recording holds no run start")
-        from tokenwatch.core.baseline_freeze import freeze_state
+        from tokenwatch.core.baseline.freeze import freeze_state
 
         return freeze_state(self._state, name, source)
 

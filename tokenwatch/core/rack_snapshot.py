@@ -8,8 +8,11 @@ import numpy as np
 
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
+from tokenwatch.core._loadgen_latency import loadgen_latency
+from tokenwatch.core._run_info import RunInfo
+from tokenwatch.core._state import RackState
 from tokenwatch.core.alerts import AlertLog
-from tokenwatch.core.baseline_compare import baseline_view
+from tokenwatch.core.baseline.compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import (
     energy_source,
@@ -19,16 +22,14 @@ from tokenwatch.core.energy import (
     window_energy,
 )
 from tokenwatch.core.final_figure import rack_sum
-from tokenwatch.core.fleet import fleet_table
-from tokenwatch.core.fleet_groups import with_groups
-from tokenwatch.core.fleet_snapshot import with_fleet
+from tokenwatch.core.fleet._board import fleet_table
+from tokenwatch.core.fleet._snapshot import with_fleet
+from tokenwatch.core.fleet.groups import with_groups
 from tokenwatch.core.histogram import bucket_value, quantiles_of
-from tokenwatch.core.loadgen_latency import loadgen_latency
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
 from tokenwatch.core.run_clock import no_clock, run_clock
 from tokenwatch.core.run_history import node_tokens_history
-from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.snapshot import (
     FRESH,
     Aggregate,
@@ -40,10 +41,9 @@ from tokenwatch.core.snapshot import (
     StoppedNode,
     Timeline,
 )
-from tokenwatch.core.state import RackState
 from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
-from tokenwatch.core.verdict_inputs import shown_limits
-from tokenwatch.core.verdict_view import verdict_view
+from tokenwatch.core.verdict._inputs import shown_limits
+from tokenwatch.core.verdict._tick import verdict_view
 
 _POWER = GPU_METRICS.index("power_w")
 _LIMIT = GPU_METRICS.index("power_limit_w")

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core._state import RackState
 from tokenwatch.core.alerts import Alert
 from tokenwatch.core.config import GPU_SERIES_METRICS
 from tokenwatch.core.nan_math import nan_quiet
-from tokenwatch.core.state import RackState
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, NodeState
+from tokenwatch.core._power_limits import PowerLimitChange
+from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.alerts import Alert
-from tokenwatch.core.baseline_view import BaselineView
-from tokenwatch.core.cause import Cause
-from tokenwatch.core.fleet_groups import FleetGroups
-from tokenwatch.core.fleet_table import FleetTable
+from tokenwatch.core.baseline.view import BaselineView
+from tokenwatch.core.causes._cause import Cause
+from tokenwatch.core.fleet.groups import FleetGroups
+from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core.power_limits import PowerLimitChange
 from tokenwatch.core.run_clock import RunClock
-from tokenwatch.core.run_info import RunInfo
 from tokenwatch.core.summary import RunSummary
-from tokenwatch.core.verdict_view import VerdictView
+from tokenwatch.core.verdict.view import VerdictView
 
 # Why a GPU's telemetry is (not) shown, per GPU: the codes of GpuTable.freshness.
 GPU_FRESHNESS: tuple[str, ...] = ("fresh", "stale", "down", "never")
@@ -123,7 +123,7 @@ class NodeTable:
     # ("counter" / "power", "" none: core/energy.py).
     tokens_per_joule: FloatArray = field(default_factory=lambda: np.zeros(0))
     energy_source: tuple[str, ...] = ()
-    # A straggler's cause hint (None: nothing to explain; core/causes.py), and its text ("" none): what
+    # A straggler's cause hint (None: nothing to explain; core/causes/_judge.py), and its text ("" none): what
     # the node table, the JSONL and the fleet table's worst_cause show.
     causes: tuple[Cause | None, ...] = ()
     cause_text: tuple[str, ...] = ()
@@ -165,7 +165,7 @@ class LatencyStats:
     bucket_values_s: FloatArray  # non-empty log buckets' representative values
     bucket_counts: IntArray
     # The percentiles, mean and max are LoadGen's exact figures (a one-node run whose LoadGen wrote its
-    # result, core/loadgen_latency.py), not estimates from the histogram's buckets ("~" on screen).
+    # result, core/_loadgen_latency.py), not estimates from the histogram's buckets ("~" on screen).
     exact: bool = False
 
 
@@ -210,9 +210,9 @@ class RackSnapshot:
     run_figures: RunFigures | None = None  # once ended: the headline figures over the whole run
     verdict: VerdictView | None = None  # the MLPerf verdict: forecast, rules, start-of-run check
     fleet: FleetTable | None = None  # one row per rack, for a run of more than one rack
-    # The fleet's racks by site and row, where the run places them (core/fleet_groups.py).
+    # The fleet's racks by site and row, where the run places them (core/fleet/groups.py).
     fleet_groups: FleetGroups | None = None
-    # The GPUs' power-limit changes so far, oldest first (core/power_limits.py): the timelines mark them.
+    # The GPUs' power-limit changes so far, oldest first (core/_power_limits.py): the timelines mark them.
     power_limit_changes: tuple[PowerLimitChange, ...] = ()
     baseline: BaselineView | None = None  # the run against its reference run (--baseline)
 

@@ -6,14 +6,14 @@ import math
 from typing import Any
 
 from tokenwatch.base.formatting import json_number
-from tokenwatch.core.baseline_view import BaselineView
-from tokenwatch.core.cause import Cause
-from tokenwatch.core.fleet_groups import groups_json
-from tokenwatch.core.fleet_table import FleetTable
+from tokenwatch.core.baseline.view import BaselineView
+from tokenwatch.core.causes._cause import Cause
+from tokenwatch.core.fleet.groups import groups_json
+from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.run_clock import RunClock
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.core.summary import spread_json
-from tokenwatch.core.verdict_json import verdict_json
+from tokenwatch.core.verdict._json import verdict_json
 
 
 def cause_json(cause: Cause | None) -> dict[str, Any] | None:

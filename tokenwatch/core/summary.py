@@ -18,18 +18,18 @@ import numpy as np
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import LATENCY_METRICS
 from tokenwatch.base.formatting import DASH, group, json_number
+from tokenwatch.core._loadgen_latency import loadgen_latency
+from tokenwatch.core._state import RackState
+from tokenwatch.core._stopped_partway import node_outcomes
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.energy import run_energy_window
 from tokenwatch.core.final_figure import did_work as figure_counts
 from tokenwatch.core.final_figure import left_out, left_out_note, rack_sum
-from tokenwatch.core.fleet_summary import with_fleet_figures
+from tokenwatch.core.fleet._summary import with_fleet_figures
 from tokenwatch.core.histogram import quantiles_of
-from tokenwatch.core.loadgen_latency import loadgen_latency
 from tokenwatch.core.node_outcome import WHOLE, NodeOutcome
 from tokenwatch.core.node_spread import NodeSpread
-from tokenwatch.core.state import RackState
-from tokenwatch.core.stopped_partway import node_outcomes
-from tokenwatch.core.verdict_final import RunVerdict, final_verdict
+from tokenwatch.core.verdict.final import RunVerdict, final_verdict
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 _DOWN = STATE_CODE["down"]
@@ -97,7 +97,7 @@ class RunSummary:
     # LoadGen's exact values (result folders): shown to the precision the buckets allow (``~918``).
     latency_estimated: bool = False
     # A fleet known rack by rack (watched through Prometheus): its tokens/s over the time its rack
-    # figures cover (core/fleet_summary.py), the figure every line showed; None otherwise (the nodes' sum).
+    # figures cover (core/fleet/_summary.py), the figure every line showed; None otherwise (the nodes' sum).
     fleet_tokens_per_s: float | None = None
 
     def node_figure(self, node: NodeResult) -> float:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core.fleet.rack_groups import nodes_per_rack, rack_label
 from tokenwatch.core.histogram import GAMMA, MIN_VALUE_S, bucket_index
 from tokenwatch.core.nan_math import finite_range, nan_quiet
-from tokenwatch.core.rack_groups import nodes_per_rack, rack_label
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 
 # The GPU metrics a heatmap can show, in the order `m` cycles through them.

@@ -105,7 +105,7 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     # A stalled node that never comes back ends with the figure of its work so far (the rack's figure sums
     # each node's tokens over its own time), higher than if it resumes after the gap: the band reaches to
     # both. Stalled past outage_s it is taken as gone (the projection is that figure, a resume the band's
-    # low side); a node gone 10 minutes decides the verdict INVALID anyway (core/verdict_decided.py).
+    # low side); a node gone 10 minutes decides the verdict INVALID anyway (core/verdict/_decided.py).
     gone = stalled & (p.now_s - p.last_change_s > a.outage_s)
     resumed = parts.figure
     figure = np.where(gone, exact, resumed)

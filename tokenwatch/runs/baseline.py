@@ -21,7 +21,7 @@ from pathlib import Path
 from tokenwatch.base.events import GpuBatch, GpuSample
 from tokenwatch.core import RackCore
 from tokenwatch.core.baseline import Baseline, RunIdentity
-from tokenwatch.core.baseline_freeze import freeze_summary
+from tokenwatch.core.baseline.freeze import freeze_summary
 from tokenwatch.runs.errors import RunLoadError
 from tokenwatch.runs.from_core import ingest_recording
 from tokenwatch.runs.result_folders import read_result_dirs

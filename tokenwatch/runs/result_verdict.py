@@ -1,7 +1,7 @@
 """The MLPerf verdict of LoadGen result folders: LoadGen's own, node by node.
 
 A folder's detail log gives LoadGen's own "Result is" and the figures each rule is judged by
-(:func:`tokenwatch.core.verdict_final.node_from_detail`); a folder with only its summary gives LoadGen's
+(:func:`tokenwatch.core.verdict.final.node_from_detail`); a folder with only its summary gives LoadGen's
 flags from the summary. The benchmark is read from the results tree's path
 (``.../results/<system>/<benchmark>/<Scenario>/performance/run_1``) where it names one.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tokenwatch.core.verdict_final import NodeVerdict, RunVerdict, combine, node_from_detail
+from tokenwatch.core.verdict.final import NodeVerdict, RunVerdict, combine, node_from_detail
 from tokenwatch.mlperf.rules import BenchmarkRef, normalize_benchmark
 from tokenwatch.mlperf.verdict import result_lines
 from tokenwatch.sources.loadgen_results import ResultFolder

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tokenwatch.base.formatting import group, printable
-from tokenwatch.core.baseline_compare import BaselineComparison
-from tokenwatch.core.baseline_view import signed_pct
+from tokenwatch.core.baseline.compare import BaselineComparison
+from tokenwatch.core.baseline.view import signed_pct
 
 _MATCHED = {
     "name": "nodes matched by name",

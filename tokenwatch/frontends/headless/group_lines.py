@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tokenwatch.base.formatting import group, kilowatts, printable, verdict_word
-from tokenwatch.core.fleet_groups import GroupTable
+from tokenwatch.core.fleet.groups import GroupTable
 from tokenwatch.core.snapshot import RackSnapshot
 
 INDENT = "  "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from tokenwatch.core.fleet_groups import rack_places
+from tokenwatch.core.fleet.groups import rack_places
 from tokenwatch.core.snapshot import RackSnapshot
 
 DEFAULT_RACK_LABEL = "rack"

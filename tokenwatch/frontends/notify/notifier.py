@@ -14,7 +14,7 @@ from tokenwatch.base.events import Event, Notice, RunEnded
 from tokenwatch.base.formatting import verdict_word
 from tokenwatch.core import RackCore
 from tokenwatch.core.alerts import Alert
-from tokenwatch.core.rack_groups import rack_groups
+from tokenwatch.core.fleet.rack_groups import rack_groups
 from tokenwatch.frontends.notify.delivery import EXIT_WAIT_S, Courier
 from tokenwatch.frontends.notify.notification import Notification, RunLabels, from_alert, run_end
 from tokenwatch.frontends.notify.policy import NotifyPolicy

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from tokenwatch.base.formatting import group
-from tokenwatch.core.baseline_compare import BaselineComparison
-from tokenwatch.core.baseline_view import signed_pct
+from tokenwatch.core.baseline.compare import BaselineComparison
+from tokenwatch.core.baseline.view import signed_pct
 from tokenwatch.frontends.report.page import cards, note, section, table
 
 _MATCHED = {

@@ -27,7 +27,7 @@ from tokenwatch.runs.run_data import RunData
 
 if TYPE_CHECKING:
     from tokenwatch.core.baseline import Baseline
-    from tokenwatch.core.baseline_compare import BaselineComparison
+    from tokenwatch.core.baseline.compare import BaselineComparison
 
 MAX_WARNINGS_SHOWN = 20
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from tokenwatch.base.formatting import group, seconds_label, verdict_word
-from tokenwatch.core.verdict_view import forecast_accuracy
+from tokenwatch.core.verdict.view import forecast_accuracy
 from tokenwatch.frontends.report.charts import Frame, Line, RefLine, line_chart
 from tokenwatch.frontends.report.page import figure, note, section, table
 from tokenwatch.frontends.report.run_sections import TIME_AXIS, minutes

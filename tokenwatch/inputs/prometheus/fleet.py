@@ -265,7 +265,7 @@ class PrometheusFleetCollector:
             "node_stale_after_s": self.timing.node_stale_after_s(s.interval_s, s.detail_interval_s),
         }
         meta: dict[str, object] = {
-            # One rack name per node, as the fleet board groups a run (core/rack_groups.py).
+            # One rack name per node, as the fleet board groups a run (core/fleet/rack_groups.py).
             "racks": [rack for rack in self.racks for _ in range(self.rack_nodes[rack])],
             **rack_places(places, s.rack_label, (s.site_label, s.row_label), self.rack_nodes),
             # The same dict the run's start carries: what run_start learns later goes in too.

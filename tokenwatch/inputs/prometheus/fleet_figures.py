@@ -143,7 +143,7 @@ class RackFigures:
 def rack_places(
     answer: object, rack_label: str, place_labels: tuple[str, str], racks: Container[str]
 ) -> dict[str, object]:
-    """``{"rack_places": {rack: [site, row]}}`` (core/fleet_groups.py) from the answer to ``group by
+    """``{"rack_places": {rack: [site, row]}}`` (core/fleet/groups.py) from the answer to ``group by
     (rack, site, row)`` of the racks' series, for the ``racks`` listed; {} where no rack has either label,
     or the server could not say (the board is then as without them). A rack whose series disagree keeps
     the first pair listed."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokenwatch.core.rack_groups import rack_label
+from tokenwatch.core.fleet.rack_groups import rack_label
 
 
 def place_name(kind: str, i: int, count: int) -> str:

@@ -20,8 +20,8 @@ from textual.containers import Container
 from textual.widget import AwaitMount
 from textual.widgets import Footer
 
-from tokenwatch.core.fleet_groups import FleetGroups, GroupTable
-from tokenwatch.core.fleet_table import FleetTable
+from tokenwatch.core.fleet.groups import FleetGroups, GroupTable
+from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
 from tokenwatch.frontends.tui.screens.replay_screen import ReplayScreen

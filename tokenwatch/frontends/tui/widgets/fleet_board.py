@@ -19,7 +19,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 
 from tokenwatch.base.formatting import DASH, group, verdict_word
-from tokenwatch.core.fleet_table import FleetTable
+from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.frontends.tui.palette import Palette
 from tokenwatch.frontends.tui.widgets.sorted_table import (
     Column,

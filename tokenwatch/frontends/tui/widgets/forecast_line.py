@@ -17,7 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tokenwatch.base.formatting import format_clock
-from tokenwatch.core.verdict_view import VerdictView
+from tokenwatch.core.verdict.view import VerdictView
 from tokenwatch.frontends.tui.charts import pick_columns
 from tokenwatch.frontends.tui.palette import palette
 

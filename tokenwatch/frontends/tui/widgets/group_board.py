@@ -1,6 +1,6 @@
 """The fleet board's upper levels: one row per site, or per row of a site; Enter goes down a level.
 
-A fleet whose racks carry ``site`` / ``row`` labels (:mod:`tokenwatch.core.fleet_groups`) is a handful of
+A fleet whose racks carry ``site`` / ``row`` labels (:mod:`tokenwatch.core.fleet.groups`) is a handful of
 groups at the top rather than 1,000 racks. This board draws one level's groups (all of them, or one
 site's rows), each with its racks up of all, nodes, throughput, power, tokens per joule, the worst
 projected verdict and the projection's sum, its stale and down racks and its slowest rack; drawn line by
@@ -20,7 +20,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 
 from tokenwatch.base.formatting import DASH, group
-from tokenwatch.core.fleet_groups import GroupTable
+from tokenwatch.core.fleet.groups import GroupTable
 from tokenwatch.frontends.tui.widgets.fleet_board import STALE_LABEL, VERDICT_LABEL, verdict_of
 from tokenwatch.frontends.tui.widgets.sorted_table import (
     Column,

@@ -21,8 +21,8 @@ from textual.widget import Widget
 
 from tokenwatch.base.events import LATENCY_METRICS, LatencyMetric
 from tokenwatch.base.formatting import group, seconds_label, seconds_ms
-from tokenwatch.core.baseline_display import overlay_histogram
-from tokenwatch.core.baseline_view import BaselineLatency
+from tokenwatch.core.baseline.display import overlay_histogram
+from tokenwatch.core.baseline.view import BaselineLatency
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
 from tokenwatch.core.views import display_histogram
 from tokenwatch.frontends.tui.charts import column_rows, log_ticks

@@ -13,7 +13,7 @@ from textual.app import RenderResult
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tokenwatch.core.verdict_view import VerdictView, format_rule_value
+from tokenwatch.core.verdict.view import VerdictView, format_rule_value
 from tokenwatch.frontends.tui.palette import Palette, palette
 from tokenwatch.mlperf.forecast import RuleForecast
 

@@ -1,0 +1,225 @@
+"""One rack of a fleet seen as a run of its own: the state a single-rack run of those nodes would have.
+
+A rack's nodes are consecutive in the run's node order (:mod:`tokenwatch.core.fleet.rack_groups`), so every
+per-node array of the fleet's :class:`RackState` gives the rack's as a numpy slice, a view that copies
+nothing. The few things that are not per node are made for the rack: its latency histograms (the sum of
+its nodes'), its largest latencies and energy (kept per node for this), its alerts (its nodes' and the
+run's notices; the fleet's verdict and SLA alerts are the fleet's, not the rack's), its forecast over
+time (the fleet memo's row), its share of the run's sample count. The snapshot builder then makes the
+rack's snapshot exactly as it makes a rack's: the dashboard of rack N is the dashboard of a run of rack
+N's nodes.
+
+The view shares storage with the fleet's state: it is made, read and dropped within one call (a snapshot
+or a forecast), while the state stands still, and nothing is ever written through it. One thing differs
+from a run of the rack alone: the straggler rule ran over the whole fleet, so a rack's stragglers are
+nodes slow against the fleet's median node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from tokenwatch.core._batch_layout import BatchLayout
+from tokenwatch.core._ring import DownsampledSeries, RecentRing
+from tokenwatch.core._run_info import RunInfo
+from tokenwatch.core._state import BucketMemo, RackState
+from tokenwatch.core.alerts import Alert, AlertLog
+from tokenwatch.core.histogram import LogHistogram
+from tokenwatch.core.verdict._state import HISTORY_COLUMNS, VerdictState
+
+# Alerts about the whole fleet, not one of its racks: the fleet's projected verdict and its margins, and
+# the SLA judged on the fleet's latency histogram. A rack's screen judges its own.
+_FLEET_KINDS = ("verdict", "verdict_invalid", "margin_", "sla_")
+
+
+def rack_state(state: RackState, r: int, *, for_forecast: bool = False) -> RackState:
+    """Rack ``r`` of the fleet (an index into ``state.fleet.groups``) as a run of its own.
+    ``for_forecast`` leaves out what neither a forecast nor a node's history reads (alerts, the rack's
+    merged latency histograms and maxima); the fleet's verdict tick uses the lighter :func:`forecast_view`."""
+    memo = state.fleet
+    if memo is None:
+        raise ValueError("a run of one rack has no racks to look into")
+    groups = memo.groups
+    rows = groups.nodes(r)
+    n = len(state.run.nodes)
+    names = state.run.nodes[rows]
+    made: dict[str, Any] = {
+        "run": _rack_run(state.run, groups.names[r], rows, n),
+        "index": {name: i for i, name in enumerate(names)},
+        "config": state.config,
+        "skips": state.skips,
+        "alerts": AlertLog(1) if for_forecast else _rack_alerts(state.alerts, frozenset(names)),
+        "raw_counters": state.raw_counters[:, rows],
+        "counter_offsets": state.counter_offsets[:, rows],
+        "counters_at_first": state.counters_at_first[:, rows],
+        "rack_latency": {
+            m: LogHistogram() if for_forecast else _merged(hists[rows]) for m, hists in state.latency.items()
+        },
+        "latency_max": {
+            m: math.nan if for_forecast else _nanmax(v[rows]) for m, v in state.node_latency_max.items()
+        },
+        "layout": BatchLayout(len(names), state.run.gpus_per_node),
+        "bucket_memo": BucketMemo(),
+        "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
+        "energy_j": float(state.energy.node_integrated_j[rows].sum()),
+        "fleet": None,
+        "fleet_figures": None,
+    }
+    values = {
+        f.name: made[f.name] if f.name in made else rows_of(getattr(state, f.name), rows, n)
+        for f in dataclasses.fields(RackState)
+    }
+    return RackState(**values)
+
+
+# What a forecast reads of the state (core/verdict_*.py, core/final_figure.py): its view of one rack holds
+# these alone. Every other field is left unset, so a forecast that came to read one would fail loudly
+# (AttributeError) in the fleet's tests rather than read the whole fleet's rows as the rack's.
+_FORECAST_FIELDS = frozenset(
+    {
+        "config",
+        "run",
+        "index",
+        "alerts",
+        "skips",
+        "tokens",
+        "samples",
+        "prompt_tokens",
+        "t_first",
+        "counters_at_first",  # measured_means: the counters' growth since the first reading
+        "t_read",  # rates over the readings that bound their window
+        "recent_read_t",
+        "t_last_change",
+        "last_seen",
+        "explicit_state",
+        "vouched",  # effective_state: a supervised node's silence is idle
+        "engine",  # effective_state: an engine with nothing running or waiting is idle
+        "state_reason",
+        "state_since",
+        "cadence",
+        "latency",
+        "recent_tokens",
+        "history_tokens",
+        "verdict",
+        "fleet",
+        "fleet_figures",
+        "now",
+        "ended",
+        "end_reason",
+        "ticks_sampled",
+        "last_sample_t",
+        "version",
+    }
+)
+
+
+def forecast_view(state: RackState, r: int) -> RackState:
+    """Rack ``r`` as a run of its own, holding only what its MLPerf forecast reads (see
+    ``_FORECAST_FIELDS``): a fleet's verdict tick makes one per rack, 64 of them every 10 s, and slicing
+    every series of the state (GPU telemetry, logs, causes) for each was most of that tick."""
+    memo = state.fleet
+    if memo is None:
+        raise ValueError("a run of one rack has no racks to look into")
+    rows = memo.groups.nodes(r)
+    n = len(state.run.nodes)
+    names = state.run.nodes[rows]
+    made: dict[str, Any] = {
+        "run": _rack_run(state.run, memo.groups.names[r], rows, n),
+        "index": {name: i for i, name in enumerate(names)},
+        "alerts": AlertLog(1),
+        "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
+        "fleet": None,
+        "fleet_figures": None,
+        "counters_at_first": state.counters_at_first[:, rows],  # (2, nodes): nodes on the second axis
+    }
+    view: RackState = object.__new__(RackState)
+    for name in _FORECAST_FIELDS:
+        value = made[name] if name in made else rows_of(getattr(state, name), rows, n)
+        object.__setattr__(view, name, value)
+    return view
+
+
+def rows_of(value: Any, rows: slice, n: int) -> Any:
+    """``value``'s rows ``rows`` where it is indexed by node (its first axis has the run's ``n`` nodes),
+    through lists, dicts, series and the state's small dataclasses of per-node arrays; anything else
+    (a setting, a time, a flag) as it is."""
+    if isinstance(value, np.ndarray):
+        return value[rows] if value.ndim and value.shape[0] == n else value
+    if isinstance(value, list):
+        return value[rows] if len(value) == n else value
+    if isinstance(value, RecentRing | DownsampledSeries):
+        shape = value.values.shape if isinstance(value, RecentRing) else value.sums.shape
+        return value.columns(rows) if len(shape) > 1 and shape[1] == n else value
+    if isinstance(value, dict):
+        return {key: rows_of(item, rows, n) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: rows_of(getattr(value, f.name), rows, n) for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **changes)
+    return value
+
+
+def _rack_run(run: RunInfo, rack: str, rows: slice, n: int) -> RunInfo:
+    nodes = run.nodes[rows]
+    meta = {key: value for key, value in run.meta.items() if key != "racks"}
+    meta.update(nodes_per_rack=len(nodes), rack=rack, fleet=run.name)
+    # The run's sample count is split evenly over its nodes (as the core's progress figures split it).
+    total = round(run.total_samples * len(nodes) / n) if run.total_samples else run.total_samples
+    return dataclasses.replace(run, name=f"{run.name} · {rack}", nodes=nodes, total_samples=total, meta=meta)
+
+
+def _rack_alerts(log: AlertLog, nodes: frozenset[str]) -> AlertLog:
+    def mine(alert: Alert) -> bool:
+        if alert.node is not None:
+            return alert.node in nodes
+        return not alert.kind.startswith(_FLEET_KINDS)
+
+    out = AlertLog(log.log.maxlen or 1)
+    out.log.extend(a for a in log.log if mine(a))
+    out.active = {key: a for key, a in log.active.items() if mine(a)}
+    out.total = len(out.log)
+    return out
+
+
+def _merged(hists: list[LogHistogram]) -> LogHistogram:
+    out = LogHistogram()
+    for hist in hists:
+        out.merge(hist)
+    return out
+
+
+def _nanmax(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.max()) if finite.size else math.nan
+
+
+# The verdict state's fields that are not per node: the rack's view shares them as they are (``shared``
+# interns the settings and checks nodes share; walking it for rows was most of a view's cost).
+_VERDICT_WHOLE_RUN = frozenset(
+    {"benchmark", "benchmark_named", "limit_origin", "interval_s", "next_due_s", "shared", "last_valid"}
+)
+# ...and those the view makes afresh (below).
+_VERDICT_MADE = frozenset({"history", "margin_alerted", "settings_alerted", "forecast_memo", "loadgen_memo"})
+
+
+def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice, n: int) -> VerdictState:
+    assert history.sums.shape[1:] == (len(HISTORY_COLUMNS),)
+    sliced = {
+        f.name: rows_of(getattr(verdict, f.name), rows, n)
+        for f in dataclasses.fields(VerdictState)
+        if f.name not in _VERDICT_WHOLE_RUN and f.name not in _VERDICT_MADE
+    }
+    # The fleet's memoised forecast is keyed by run time and state version, which the view shares: the
+    # rack's own forecast must be made afresh, never read from it.
+    return dataclasses.replace(
+        verdict,
+        **sliced,
+        history=history,
+        margin_alerted=set(),
+        settings_alerted=set(),
+        forecast_memo=None,
+        loadgen_memo=None,
+    )

@@ -1,0 +1,37 @@
+"""The core's verdict wing: the run's live MLPerf verdict, from the latency and query counts the state keeps.
+
+Public: :mod:`.view` (what a snapshot carries: :class:`~.view.VerdictView`, the forecast's accuracy and the
+rule lines the front ends write; types and pure readers) and :mod:`.final` (the verdict at a run's end, also
+read from a result folder). The rest is the core's own: the verdict's part of the state (``_state``), its
+handling of events (``_ingest``), the inputs a tick reads (``_inputs``, ``_node_quantiles``), the forecast,
+the view and the tick over the state (``_tick``), the decided verdict (``_decided``, ``_beyond``,
+``_loadgen``) and its JSON (``_json``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from tokenwatch.core.verdict.view import VerdictHistory, VerdictView
+
+if TYPE_CHECKING:
+    from tokenwatch.core.verdict._decided import LOST_AFTER_DOWN_S
+    from tokenwatch.core.verdict._tick import current_forecast, verdict_tick
+
+# The decided verdict and the tick read the core's state, whose module holds the verdict's part of it
+# (``_state``):
+# loaded on first use, so importing the wing's types never starts the state's import over again.
+_LAZY = {
+    "LOST_AFTER_DOWN_S": "tokenwatch.core.verdict._decided",
+    "current_forecast": "tokenwatch.core.verdict._tick",
+    "verdict_tick": "tokenwatch.core.verdict._tick",
+}
+
+__all__ = ["LOST_AFTER_DOWN_S", "VerdictHistory", "VerdictView", "current_forecast", "verdict_tick"]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

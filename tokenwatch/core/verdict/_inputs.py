@@ -1,0 +1,203 @@
+"""The forecast's inputs read off a :class:`RackState` (see :mod:`tokenwatch.mlperf.forecast`).
+
+Per node: cumulative tokens over the run (the whole-run series, then the 1-s recent ring, then now),
+its LoadGen start (the query plan's arrival, else its first data), when it last made progress, whether it
+finished, how many samples or queries its LoadGen issues (its detail log; the simulator's quota; else the
+config's total split evenly, as the core's progress figures do) and when its query schedule ends.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tokenwatch.base.events import FloatArray, LatencyMetric
+from tokenwatch.core._state import RackState
+from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.verdict._node_quantiles import node_quantile
+from tokenwatch.core.verdict._state import LIMIT_METRICS
+from tokenwatch.mlperf.figures import RunSettings
+from tokenwatch.mlperf.forecast import NodeProgress, OverLimit
+from tokenwatch.mlperf.rules import latency_limits
+
+_FINISHED = STATE_CODE["finished"]
+_DOWN = STATE_CODE["down"]
+
+
+def start_times(state: RackState, now: float) -> FloatArray:
+    """Each node's LoadGen start: its query plan's arrival or its first data, whichever came first."""
+    start = np.fmin(state.verdict.plan_t, state.t_first)
+    return np.where(np.isnan(start), now, start)
+
+
+def joined_tokens(state: RackState, now: float) -> tuple[FloatArray, FloatArray]:
+    """(times, tokens (K, n)): the whole-run series before the recent ring's first point, the ring, and
+    the counters now. Without series (a summary) just the run's start and now."""
+    n = len(state.run.nodes)
+    recent_t, recent_v = state.recent_tokens.view()
+    hist_t, hist_v = state.history_tokens.view()
+    if recent_t.size:
+        older = hist_t < recent_t[0]
+        times = np.concatenate((hist_t[older], recent_t))
+        tokens = np.concatenate((hist_v[older], recent_v))
+    else:
+        times, tokens = np.zeros(1), np.zeros((1, n))
+    keep = times <= now
+    times, tokens = times[keep], tokens[keep]
+    if not times.size or times[-1] < now:
+        times = np.append(times, now)
+        tokens = np.vstack((tokens, state.tokens.astype(np.float64)))
+    return times, tokens
+
+
+def _number(values: dict[str, Any], key: str) -> float:
+    value = values.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)
+
+
+def plan_of(values: dict[str, Any], scenario: str) -> tuple[float, float]:
+    """(samples or queries LoadGen issues, its schedule's length in s) from a node's detail records."""
+    queries = _number(values, "generated_query_count")
+    per_query = _number(values, "generated_samples_per_query")
+    if scenario == "Offline":
+        total = queries * per_query if math.isfinite(queries) else per_query
+    else:
+        total = queries
+    return total, _number(values, "generated_query_duration") / 1e9
+
+
+def planned_totals(state: RackState) -> tuple[FloatArray | None, FloatArray | None]:
+    """(samples each node's LoadGen issues, its query schedule's length in s) from the detail logs; a
+    node without one takes the run's total split evenly. None where some node's is unknown."""
+    run, verdict = state.run, state.verdict
+    n = len(run.nodes)
+    total, schedule = verdict.plan_samples, verdict.plan_schedule_s
+    if run.total_samples:
+        total = np.where(np.isnan(total), run.total_samples / n, total)
+    if run.scenario != "Offline" and run.nominal_duration_s:
+        # A run that ends at a fixed time (no query count): its nominal length is its schedule.
+        schedule = np.where(np.isnan(schedule), run.nominal_duration_s, schedule)
+    return (
+        None if np.isnan(total).any() else total,
+        None if np.isnan(schedule).any() else schedule,
+    )
+
+
+def never_ran(state: RackState, now: float) -> np.ndarray:
+    """Nodes down that have made no progress at all: no figure of theirs can be projected (they are left
+    out of the projection, and the verdict cannot be VALID while they are)."""
+    down = state.effective_state(now) == _DOWN
+    return np.asarray(down & (state.tokens == 0) & (state.samples == 0), dtype=bool)
+
+
+def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgress:
+    """The forecast's inputs for the nodes ``keep`` selects."""
+    run = state.run
+    start = start_times(state, now)[keep]
+    times, tokens = joined_tokens(state, now)
+    last = np.where(np.isnan(state.t_last_change), start_times(state, now), state.t_last_change)[keep]
+    finished = (state.effective_state(now) == _FINISHED)[keep]
+    total, schedule = planned_totals(state)
+    latency = None
+    if run.scenario != "Offline":
+        latency = latency_quantile(state, "e2e", 0.5)
+        latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
+    return NodeProgress(
+        run.scenario,
+        now,
+        times,
+        tokens[:, keep],
+        state.tokens[keep].astype(np.float64),
+        state.samples[keep].astype(np.float64),
+        start,
+        last,
+        finished,
+        None if total is None else total[keep],
+        None if schedule is None else start + schedule[keep],
+        None,
+        latency,
+        np.nan_to_num(state.cadence.typical_s[keep], nan=0.0),
+    )
+
+
+def latency_quantile(state: RackState, metric: LatencyMetric, q: float) -> FloatArray:
+    """Each node's quantile ``q`` of ``metric`` (s; NaN for a node with none), read once per state version
+    (:mod:`tokenwatch.core.verdict._node_quantiles`)."""
+    return node_quantile(state.verdict.node_quantiles, state.version, state.latency, metric, q)
+
+
+def prime_latency_quantiles(state: RackState) -> None:
+    """Reads now every node's quantile the forecast will ask for, so views of the state (a fleet's racks)
+    made before the next change share them."""
+    if state.run.scenario != "Offline":
+        latency_quantile(state, "e2e", 0.5)
+    for metric in LIMIT_METRICS:
+        latency_quantile(state, metric, 0.99)
+
+
+def over_limits(state: RackState, keep: np.ndarray) -> list[OverLimit]:
+    """Each latency metric's counts against its limit (nodes ``keep``), for the metrics some source sent."""
+    out = []
+    for metric in LIMIT_METRICS:
+        counts = state.verdict.counts[metric]
+        judged, low, high = counts.totals()
+        if not judged.any():
+            continue
+        p99 = latency_quantile(state, metric, 0.99)[keep]
+        limit = counts.limit_s[np.isfinite(counts.limit_s)]
+        out.append(
+            OverLimit(
+                metric,
+                float(limit.max()) if limit.size else math.nan,
+                judged[keep].astype(np.float64),
+                low[keep].astype(np.float64),
+                high[keep].astype(np.float64),
+                p99,
+            )
+        )
+    return out
+
+
+def run_settings(state: RackState) -> tuple[RunSettings | None, str]:
+    """The settings the nodes are judged by, and whose they are: the nodes' LoadGen's (their detail
+    logs), else the benchmark's rules, else none."""
+    for settings in state.verdict.settings:
+        if settings is not None:
+            return settings, "LoadGen"
+    ref = state.verdict.benchmark
+    if ref is None:
+        return None, ""
+    return RunSettings.for_benchmark(ref, state.run.scenario), ref.benchmark.name
+
+
+def limits_origin(state: RackState) -> str:
+    """Who set the TTFT/TPOT limits counted against, in words."""
+    verdict = state.verdict
+    if any(c.loadgen_limit.all() for c in verdict.counts.values()):
+        return "LoadGen's own (detail log)"
+    ref = verdict.benchmark
+    if ref is not None and latency_limits(ref, state.run.scenario) is not None:
+        return f"{ref.benchmark.name}{' Interactive' if ref.interactive else ''}"
+    return "the --ttft-sla / --tpot-sla alert limits (not LoadGen's)"
+
+
+def shown_limits(state: RackState) -> dict[LatencyMetric, float]:
+    """The TTFT/TPOT limits every surface shows and alerts on: the ones the verdict counts against (a
+    node's LoadGen's own, else the benchmark's, e.g. 450 ms TTFT for llama2-70b Interactive), else the
+    ``--ttft-sla`` / ``--tpot-sla`` alert limits. One pair for the whole run, so the latency panel can
+    never say "SLA 2.00 s" beside a verdict judged against 450 ms by default; a limit the user set on the
+    command line is theirs to see and be alerted on."""
+    cfg = state.config
+    out: dict[LatencyMetric, float] = {"ttft": cfg.ttft_sla_s, "tpot": cfg.tpot_sla_s}
+    for metric in LIMIT_METRICS:
+        if metric in cfg.sla_set_by_user:
+            continue
+        limits = state.verdict.counts[metric].limit_s
+        finite = limits[np.isfinite(limits)]
+        if finite.size:
+            out[metric] = float(finite.max())
+    return out

@@ -1,0 +1,118 @@
+"""The MLPerf verdict as front ends read it: the forecast now, the forecast over time, the start-of-run
+check (:class:`VerdictView`, made by :mod:`tokenwatch.core.verdict._tick`), and how a rule's figures and
+the forecast's accuracy read.
+
+Types and pure readers only, so the snapshot that carries a :class:`VerdictView` does not import the
+verdict's logic, nor the state it reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenwatch.base.events import FloatArray
+from tokenwatch.base.formatting import group, seconds_ms
+from tokenwatch.mlperf.early_stopping import queries_needed
+from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
+from tokenwatch.mlperf.settings_check import SettingCheck
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VerdictHistory:
+    """The forecast at each verdict tick: tokens/s projected, its band, the projected end (s) and the
+    projected verdict (1 VALID, 0 INVALID, NaN undecided)."""
+
+    times: FloatArray
+    value: FloatArray
+    low: FloatArray
+    high: FloatArray
+    end_s: FloatArray
+    valid: FloatArray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VerdictView:
+    """The verdict at the snapshot's time. ``benchmark``: the rules' name (None when no known benchmark
+    was named; ``benchmark_named`` keeps what was). ``judged_by``: whose settings the rules use (the
+    nodes' ``LoadGen`` detail logs, else the benchmark's own figures). ``settings``: the start-of-run
+    check, each setting's worst node."""
+
+    benchmark: str | None
+    benchmark_named: str
+    scenario: str
+    judged_by: str
+    limits_from: str
+    forecast: Forecast
+    history: VerdictHistory
+    settings: tuple[SettingCheck, ...]
+    # The GPU energy from now to the projected end at the rack's current power (J; the band from the
+    # projected end's); None when either is unknown or the run has ended.
+    energy_to_finish_j: Band | None = None
+
+    @property
+    def valid(self) -> bool | None:
+        return self.forecast.valid
+
+
+def format_rule_value(value: float | None, rule: RuleForecast) -> str:
+    """A rule's figure for people: durations in s, latencies in ms, counts grouped; early stopping's
+    budget of -1 (a run too short to pass it whatever its latencies) is ``none``."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if rule.name.startswith("early_stopping") and value < 0:
+        return "none"
+    if rule.unit == "s" and rule.name == "min_duration":
+        return f"{group(value)} s"
+    if rule.unit == "s":
+        return seconds_ms(value)
+    return group(value)
+
+
+def describe_rule(rule: RuleForecast) -> str:
+    """``min_duration projected 584 s, limit 600 s`` (or what it is missing)."""
+    if rule.missing:
+        return f"{rule.name}: needs {rule.missing}"
+    if rule.name.startswith("early_stopping") and rule.limit is not None and rule.limit < 0:
+        return (
+            f"{rule.name}: too few queries to pass early stopping whatever their latency "
+            f"(LoadGen needs at least {group(queries_needed(0))})"
+        )
+    if rule.name.startswith("early_stopping"):
+        return (
+            f"{rule.name}: {format_rule_value(rule.projected, rule)} queries projected over the latency "
+            f"limit, early stopping allows {format_rule_value(rule.limit, rule)}"
+        )
+    return (
+        f"{rule.name} projected {format_rule_value(rule.projected, rule)}, "
+        f"limit {format_rule_value(rule.limit, rule)}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastAccuracy:
+    """How early the forecast was right about the final figure (run times in s, None: never)."""
+
+    band_holds_from_s: float | None  # from here on every band stated held the final figure
+    within_pct_from_s: float | None  # from here on every projection was within ``within_pct`` of it
+    within_pct: float
+
+
+def forecast_accuracy(history: VerdictHistory, final: float, within_pct: float = 1.0) -> ForecastAccuracy:
+    """Checked against ``final`` (the run's LoadGen figure), tick by tick from the end backwards."""
+    ok = np.isfinite(history.value)
+    times = history.times[ok]
+    if not times.size or not math.isfinite(final) or final <= 0:
+        return ForecastAccuracy(None, None, within_pct)
+    held = (history.low[ok] <= final) & (final <= history.high[ok])
+    close = np.abs(history.value[ok] / final - 1.0) * 100.0 <= within_pct
+
+    def settled(flags: np.ndarray) -> float | None:
+        if not flags[-1]:
+            return None
+        misses = np.flatnonzero(~flags)
+        return float(times[misses[-1] + 1]) if misses.size else float(times[0])
+
+    return ForecastAccuracy(settled(held), settled(close), within_pct)
