@@ -23,8 +23,7 @@ from tokenwatch.core.energy import (
 )
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet._board import fleet_table
-from tokenwatch.core.fleet._snapshot import with_fleet
-from tokenwatch.core.fleet.groups import with_groups
+from tokenwatch.core.fleet._snapshot import with_fleet, with_groups
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct

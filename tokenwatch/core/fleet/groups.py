@@ -14,21 +14,17 @@ group numbers): 1,000 racks cost well under a millisecond.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, IntArray
 from tokenwatch.base.formatting import json_number, natural_key
 from tokenwatch.core.fleet.table import FleetTable
-
-if TYPE_CHECKING:
-    from tokenwatch.core.snapshot import RackSnapshot
 
 LEVELS: tuple[str, ...] = ("site", "row")
 NO_LABEL = "(none)"  # the group of racks whose series carry no such label, where others do
@@ -142,14 +138,6 @@ def fleet_groups(table: FleetTable, meta: Mapping[str, Any] | None) -> FleetGrou
     site_table = _level(table, "site", sites, nowhere) if any(sites) else None
     row_table = _level(table, "row", rows, sites if any(sites) else nowhere) if any(rows) else None
     return FleetGroups(site_table, row_table)
-
-
-def with_groups(snap: RackSnapshot) -> RackSnapshot:
-    """``snap`` with its fleet's groups (unchanged where it has no fleet, or the run places no rack)."""
-    if snap.fleet is None or len(snap.fleet) < 2:
-        return snap
-    groups = fleet_groups(snap.fleet, snap.run.meta)
-    return snap if groups is None else dataclasses.replace(snap, fleet_groups=groups)
 
 
 @functools.lru_cache(maxsize=4)
