@@ -7,9 +7,9 @@ and the benchmarks outside the core name.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from tokenwatch.base.lazy_names import lazy_names
 from tokenwatch.core.causes._cause import CAUSE_KINDS, Cause
 
 if TYPE_CHECKING:
@@ -23,8 +23,4 @@ _LAZY = {
 
 __all__ = ["CAUSE_KINDS", "Cause", "update_causes"]
 
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -9,9 +9,9 @@ summary figures (``_snapshot``, ``_summary``).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from tokenwatch.base.lazy_names import lazy_names
 from tokenwatch.core.fleet.rack_groups import rack_groups
 from tokenwatch.core.fleet.table import FleetTable
 
@@ -27,8 +27,4 @@ _LAZY = {
 
 __all__ = ["FleetTable", "fleet_tick", "rack_groups"]
 
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -10,9 +10,9 @@ the view and the tick over the state (``_tick``), the decided verdict (``_decide
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from tokenwatch.base.lazy_names import lazy_names
 from tokenwatch.core.verdict.view import VerdictHistory, VerdictView
 
 if TYPE_CHECKING:
@@ -30,8 +30,4 @@ _LAZY = {
 
 __all__ = ["LOST_AFTER_DOWN_S", "VerdictHistory", "VerdictView", "current_forecast", "verdict_tick"]
 
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
