@@ -15,7 +15,7 @@ HOLD_S = CoreConfig().engine_idle_after_s
 
 def engine_core(events: list[Event]) -> RackCore:
     core = RackCore()
-    core.ingest(RunStarted(0.0, "idle", "Server", (NODE,), 1, None, None, "prometheus", 0.0))
+    core.ingest(RunStarted(0.0, "idle", "Server", (NODE,), 1, None, None, "live", 0.0))
     for event in events:
         core.ingest(event)
     return core
