@@ -144,29 +144,18 @@ def test_the_watchs_last_ttft_and_tpot_p99_are_loadgens(server: EngineRun) -> No
 
 
 # The node is timed by its samples (a first /metrics scrape a second before LoadGen's first query; 1-s
-# scrapes against LoadGen's exact span): the band allows two sampling intervals over the node's span.
-OFFLINE_PACE_FOLLOWS_THE_MACHINES_LOAD = (
-    "a CPU engine's pace is the share of the machine it gets: on a test machine at load 20 it completed 16.7 "
-    "samples/s over its first 41 s and 23.6 over the whole 62-s run (its /metrics unanswered for 8 s, then "
-    "506 samples at once), so the band stated at half-way ([307, 733]) was under LoadGen's 760 tok/s; a "
-    "band is for an engine whose pace holds, as a GPU's does"
-)
-
-
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(
-            "Offline", marks=pytest.mark.xfail(strict=False, reason=OFFLINE_PACE_FOLLOWS_THE_MACHINES_LOAD)
-        ),
-        "Server",
-    ],
-)
+# scrapes against LoadGen's exact span): the band allows two sampling intervals over the node's span. The
+# CPU engine's pace follows the machine's load (its 10-s rates ran from 255 to 1,393 tok/s in one 62-s
+# Offline run, its /metrics unanswered for 11.7 s while it worked on): the band widens with the spread of
+# the pace and is unknown where it would be wider than the figure (tests/mlperf/test_band_on_a_cpu_engine.py
+# replays such runs).
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_band_in_the_second_half_holds_loadgens_figure(
     scenario: str, request: pytest.FixtureRequest
 ) -> None:
     """Every band the watch states in the second half of LoadGen's run holds LoadGen's final figure, and it
-    states one (a band may be unknown while the run is too young to tell, never wrong)."""
+    states one (a band may be unknown while the run is too young to tell, or no figure projected while
+    the pace still climbs, never wrong)."""
     run: EngineRun = request.getfixturevalue(f"{scenario.lower()}_run")
     figure = loadgen_figure(run)
     start, result = loadgen_span(run)
@@ -176,7 +165,7 @@ def test_the_band_in_the_second_half_holds_loadgens_figure(
     stated = [
         (r["t"], r["verdict"]["projected"])
         for r in second_half
-        if r["verdict"]["projected"]["low"] is not None
+        if r["verdict"]["projected"] is not None and r["verdict"]["projected"]["low"] is not None
     ]
     assert stated, "no band stated in the second half"
     for t, projected in stated:

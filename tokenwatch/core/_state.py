@@ -37,7 +37,7 @@ from tokenwatch.core.energy import EnergyCounters
 from tokenwatch.core.fleet._memo import FleetMemo, new_fleet_memo
 from tokenwatch.core.fleet._state import FleetState
 from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core.verdict._state import VerdictState, new_verdict_state
+from tokenwatch.core.verdict._state import VerdictState, loadgen_in_progress, new_verdict_state
 
 _STALE = STATE_CODE["stale"]
 _DOWN = STATE_CODE["down"]
@@ -191,8 +191,9 @@ class RackState:
     def effective_state(self, t: float) -> np.ndarray:
         """Node state codes at ``t``: explicit states; an 'up' node silent past its limit is idle where its
         sources are vouched for (a supervised live node: a source that stopped answering is said
-        explicitly), else stale; an 'up' node whose engine reports no request running or waiting and whose
-        counters have not moved within the limit is idle."""
+        explicitly), else stale; an 'up' node whose engine has read empty (no request running or
+        waiting) and whose counters have not moved for its idle hold is idle, unless its LoadGen run is
+        in progress (its query plan came, its result has not)."""
         state = self.explicit_state.copy()
         limit = self.stale_limit_s
         # NaN (never seen) compares False: such a node is silent once the run is older than the limit.
@@ -200,11 +201,15 @@ class RackState:
         up = state == 0
         state[up & silent] = np.where(self.vouched[up & silent], _IDLE, _STALE)
         if self.engine.any_seen:
-            latest = self.engine.latest
+            # Hysteresis: a loaded engine's queue empties for a moment between requests (a CPU engine
+            # whose clients were starved read empty at 2 of 29 looks during a run); idle needs it empty,
+            # and its counters still, for longer than its staleness limit and the idle hold.
+            hold = np.maximum(limit, self.config.engine_idle_after_s)
             with np.errstate(invalid="ignore"):
-                empty = (latest[:, 0] == 0) & (latest[:, 1] == 0) & (t - self.engine.seen_t <= limit)
-                still = ~(t - self.t_last_change <= limit)  # NaN (no work yet) counts as still
-            state[(state == 0) & empty & still] = _IDLE
+                still = ~(t - self.t_last_change <= hold)  # NaN (no work yet) counts as still
+            # A LoadGen run in progress is not idle for an empty queue.
+            in_run = loadgen_in_progress(self.verdict)
+            state[(state == 0) & self.engine.empty_since(t, hold) & still & ~in_run] = _IDLE
         return state
 
     def gpu_freshness(self, t: float, codes: np.ndarray) -> np.ndarray:

@@ -43,6 +43,10 @@ class CoreConfig:
     straggler_subwindow_s: float = 5.0
     straggler_noise_floor_pct: float = 0.5
     stale_after_s: float = 5.0
+    # An engine that reports its queue (vLLM, SGLang) is idle once it has read empty and its counters
+    # have stood still this long (and its staleness limit): vLLM's own stats interval is 10 s, and one
+    # empty reading between two requests is not an idle server.
+    engine_idle_after_s: float = 15.0
     ttft_sla_s: float = 2.0
     tpot_sla_s: float = 0.2
     # The metrics whose SLA the user set (--ttft-sla / --tpot-sla): theirs is the one alerted on and shown,

@@ -12,19 +12,22 @@ completion``, Server ``tokens / completion time of its final query``. So, per no
   the last few seconds, which lowers the figure below the steady rate); Server the end of LoadGen's query
   schedule plus one typical end-to-end latency, or later if the node cannot keep up with the schedule;
 * the current pace is the node's rate over its last minute, counted from its last pause if it paused (a
-  stall, or a silence that its next report made up for).
+  stall, or a silence that its next report made up for: no progress for ``stall_after_s`` or three of its
+  sources' intervals between reports, whichever is longer).
 
 **The band** combines, per node: the noise of the node's pace (measured from 10-s blocks of its own run,
-shrinking as the rest of the run gets shorter), the spread of tokens per sample when only their mean is
-known, the drain tail (0 to ``drain_s``), a change of pace that may end now (a node slower than its usual
-pace, or far slower than its peers, may return to that pace; the band reaches to both), and for a stalled
-node an outage that may last ``outage_s`` more, or that lasts for good (its figure is then that of its work
-so far, as the rack's figure counts it; stalled past ``outage_s`` that is its projection, a resume the low
-side). Random parts add in quadrature across nodes, the systematic ones add up across nodes, and the two,
-with one running node's unforeseen loss of ``future_share`` of the work of its time left (a fault still to
-come), combine in quadrature. Assumed: a node's noise stays what it has been; a slowdown either persists
-or ends, it does not get worse; a fault still to come costs one node at most a fifth of its remaining
-work. A fault beyond that is not foreseen: the band then moves at the next interval.
+shrinking as the rest of the run gets shorter; the larger of how much neighbouring blocks differ and how
+widely the blocks spread, so a wandering pace widens it), the spread of tokens per sample when only their
+mean is known, the drain tail (0 to ``drain_s``), the work done unheard since the node's last report, a
+change of pace that may end now (a node slower than its usual pace, or far slower than its peers, may return
+to that pace; the band reaches to both), and for a stalled node an outage that may last ``outage_s`` more,
+or that lasts for good (its figure is then that of its work so far, as the rack's figure counts it; stalled
+past ``outage_s`` that is its projection, a resume the low side). Random parts add in quadrature across
+nodes, the systematic ones add up across nodes, and the two, with one running node's unforeseen loss of
+``future_share`` of the work of its time left (a fault still to come), combine in quadrature. Assumed: a
+node's noise stays what it has been; a slowdown either persists or ends, it does not get worse; a fault
+still to come costs one node at most a fifth of its remaining work. A fault beyond that is not foreseen: the
+band then moves at the next interval.
 
 **Warm-up**: until the rack's pace has stopped climbing (:mod:`tokenwatch.mlperf.warm_up`) no figure and
 no end is projected, and no VALID (``Forecast.warming_up``).

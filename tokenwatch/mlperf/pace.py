@@ -7,6 +7,7 @@ after coarser whole-run points). Rates are tokens per second; noise is relative 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,9 +62,16 @@ def cumulative_at(times: FloatArray, values: FloatArray, at: FloatArray) -> Floa
 
 
 def measure_pace(
-    times: FloatArray, tokens: FloatArray, tokens_now: FloatArray, now: float, start: float, a: Assumptions
+    times: FloatArray,
+    tokens: FloatArray,
+    tokens_now: FloatArray,
+    now: float,
+    start: float,
+    a: Assumptions,
+    cadence_s: FloatArray | None = None,
 ) -> Pace:
-    """``times`` (K,) / ``tokens`` (K, n): cumulative tokens per node up to ``now``; ``start``: the run's."""
+    """``times`` (K,) / ``tokens`` (K, n): cumulative tokens per node up to ``now``; ``start``: the run's.
+    ``cadence_s``: each node's typical interval between reports (None: every sample is a report)."""
     elapsed = max(now - start, 1e-9)
     window = min(a.window_s, 0.25 * elapsed)
     block = min(a.block_s, window / 3.0)
@@ -72,8 +80,14 @@ def measure_pace(
     edges = now - block * np.arange(blocks, -1, -1, dtype=np.float64)
     cum = cumulative_at(times, tokens, np.append(edges, now - window))
     block_rates = np.diff(cum[:-1], axis=0) / block
+    cadence = np.zeros(tokens.shape[1]) if cadence_s is None else np.nan_to_num(cadence_s, nan=0.0)
     pace_now = _since_last_pause(
-        times, tokens, tokens_now, now, window, block, (tokens_now - cum[-1]) / window
+        times,
+        tokens,
+        tokens_now,
+        (now, window, block),
+        (tokens_now - cum[-1]) / window,
+        np.maximum(a.stall_after_s, 3.0 * cadence),
     )
     if blocks < 8:  # too little history to measure: the pace now, and a wide, honest noise
         return Pace(
@@ -91,31 +105,56 @@ def measure_pace(
     # seen as one.
     step = np.median(np.abs(np.diff(block_rates, axis=0)), axis=0)
     noise = np.where(median > 0, step / (0.6745 * math.sqrt(2.0)) / safe, 1.0)
-    return Pace(pace_now, top - 1.28 * noise * median, noise, window, block)
+    usual = top - 1.28 * noise * median
+    # The band's noise is at least the spread of the block rates themselves (their median absolute
+    # deviation as an SD): a pace that wanders (a CPU engine's follows the machine's load: its 10-s rates
+    # ran from 255 to 1,393 tok/s in one 62-s run) varies more than its neighbouring blocks differ by.
+    # Blocks of no progress are left out: a stall or an outage has terms of its own in the band.
+    working = np.where(block_rates > 0, block_rates, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a node with no working block: NaN, no wander
+        centre = np.nanmedian(working, axis=0)
+        wander = np.nanmedian(np.abs(working - centre), axis=0) / 0.6745
+    noise = np.maximum(noise, np.where(centre > 0, np.nan_to_num(wander / centre), 0.0))
+    return Pace(pace_now, usual, noise, window, block)
 
 
 def _since_last_pause(
     times: FloatArray,
     tokens: FloatArray,
     tokens_now: FloatArray,
-    now: float,
-    window: float,
-    block: float,
+    now_window_block: tuple[float, float, float],
     window_rate: FloatArray,
+    pause_s: FloatArray,
 ) -> FloatArray:
-    """The rate over the window, or only since the node last made no progress (a stall, or a silence its next
-    report made up for): a pause that has ended says nothing of the pace now. NaN: resumed too recently."""
+    """The rate over the window, or only since the node last made no progress for ``pause_s`` (a stall, or
+    a silence its next report made up for): a pause that has ended says nothing of the pace now. A flat
+    spell shorter than that is a source read between its reports (a /metrics scrape every second or more,
+    the core's points every second), no pause: taken as one, the pace of a real engine scraped every
+    second was unknown most of its run. NaN: resumed too recently."""
+    now, window, block = now_window_block
     inside = np.flatnonzero(times >= now - window)
     if inside.size < 3:
         return window_rate
     t, values = times[inside], tokens[inside]
-    flat = np.diff(values, axis=0) <= 0  # (m - 1, n): no progress from t[j] to t[j + 1]
-    last = flat.shape[0] - 1 - np.argmax(flat[::-1], axis=0)
-    resume = np.minimum(last + 2, len(t) - 1)  # skip the catch-up step after the pause
-    span = now - t[resume]
-    gained = tokens_now - values[resume, np.arange(values.shape[1])]
-    paced = np.where(span >= block, gained / np.where(span > 0, span, 1.0), np.nan)
-    return np.where(flat.any(axis=0), paced, window_rate)
+    m, n = values.shape
+    grew = np.diff(values, axis=0) > 0  # (m - 1, n): node's count grew from t[j] to t[j + 1]
+    step = np.arange(m - 1)[:, None]
+    # The time of each node's latest growth at or before each step (t[0] before any).
+    latest = np.maximum.accumulate(np.where(grew, t[1:, None], -np.inf), axis=0)
+    before = np.vstack((np.full((1, n), t[0]), np.maximum(latest[:-1], t[0])))
+    ended = grew & (t[1:, None] - before >= pause_s)  # growth that ends a pause (its catch-up step)
+    still = now - np.maximum(latest[-1], t[0]) >= pause_s  # paused now
+    last = np.where(ended.any(axis=0), m - 2 - np.argmax(ended[::-1], axis=0), -1)
+    # The first growth after the catch-up step: the pace is measured from there.
+    upcoming = np.where(grew & (step > last), step, m)
+    resume = upcoming.min(axis=0)
+    found = resume < m - 1
+    at = np.minimum(resume + 1, m - 1)
+    span = now - t[at]
+    gained = tokens_now - values[at, np.arange(n)]
+    paced = np.where(found & (span >= block), gained / np.where(span > 0, span, 1.0), np.nan)
+    return np.where(still, np.nan, np.where(last >= 0, paced, window_rate))
 
 
 def with_peers(pace: Pace, rate: FloatArray, running: np.ndarray) -> Pace:

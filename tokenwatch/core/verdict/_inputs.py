@@ -26,9 +26,21 @@ _FINISHED = STATE_CODE["finished"]
 _DOWN = STATE_CODE["down"]
 
 
-def start_times(state: RackState, now: float) -> FloatArray:
-    """Each node's LoadGen start: its query plan's arrival or its first data, whichever came first."""
-    start = np.fmin(state.verdict.plan_t, state.t_first)
+def start_times(
+    state: RackState, now: float, series: tuple[FloatArray, FloatArray] | None = None
+) -> FloatArray:
+    """Each node's LoadGen start: its query plan's arrival, or its first work where that came first (the
+    detail log read after the engine's first tokens); without a plan, its first data. ``series``: the
+    node's tokens over the run (:func:`joined_tokens`), where the caller has them.
+
+    Readings of no work before the plan are not the start: a watch started 32 s before LoadGen (the
+    engine idle, its /metrics scraped every second from 0 tokens) projected a real run 40 % low, its
+    figure spread over the idle half-minute too."""
+    times, tokens = joined_tokens(state, now) if series is None else series
+    grew = tokens > tokens[:1]
+    first_work = np.where(grew.any(axis=0), times[np.argmax(grew, axis=0)], np.nan)
+    plan = state.verdict.plan_t
+    start = np.where(np.isnan(plan), state.t_first, np.fmin(plan, first_work))
     return np.where(np.isnan(start), now, start)
 
 
@@ -97,9 +109,10 @@ def never_ran(state: RackState, now: float) -> np.ndarray:
 def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgress:
     """The forecast's inputs for the nodes ``keep`` selects."""
     run = state.run
-    start = start_times(state, now)[keep]
     times, tokens = joined_tokens(state, now)
-    last = np.where(np.isnan(state.t_last_change), start_times(state, now), state.t_last_change)[keep]
+    starts = start_times(state, now, (times, tokens))
+    start = starts[keep]
+    last = np.where(np.isnan(state.t_last_change), starts, state.t_last_change)[keep]
     finished = (state.effective_state(now) == _FINISHED)[keep]
     total, schedule = planned_totals(state)
     latency = None

@@ -199,6 +199,12 @@ def new_verdict_state(ev: RunStarted, config: CoreConfig) -> VerdictState:
     )
 
 
+def loadgen_in_progress(verdict: VerdictState) -> np.ndarray:
+    """Per node: its LoadGen run is under way, its query plan written and its result not yet."""
+    judged = np.array(["result_validity" in values for values in verdict.details], dtype=bool)
+    return np.asarray(~np.isnan(verdict.plan_t) & ~judged, dtype=bool)
+
+
 # The keys of LoadGen's figures in its result: Offline's, then Server's (completed queries only).
 _RESULT_TOKENS = ("result_tokens_per_second", "result_completed_tokens_per_second")
 _RESULT_SAMPLES = ("result_samples_per_second", "result_completed_samples_per_sec")
