@@ -189,8 +189,13 @@ async def test_local_nvidia_smi_dmon_streams_every_gpu(
         await run.wait_for("3 GPUs", lambda: {r.gpu for r in gpu_rows(run.events)} == {0, 1, 2})
         await run.wait_for("the node's power", lambda: run.snapshot().aggregate.power_w > 0)
         snap = run.snapshot()
-        last = [e for e in run.events if isinstance(e, GpuBatch)][-1]
-    # Each GPU's row is a row of the capture (109 or 108 W) plus the GPU number; the rack is their sum.
-    power = last.values[:, GPU_METRICS.index("power_w")]
-    assert set((power - last.gpu).tolist()) <= {108.0, 109.0}
-    assert snap.aggregate.power_w == pytest.approx(float(power.sum()))
+        batches = [e for e in run.events if isinstance(e, GpuBatch)]
+    # Each GPU's row is a row of the capture (109 or 108 W) plus the GPU number; the rack is the sum of each
+    # GPU's latest row (a read may end inside a round of rows, so the last batch can hold only some GPUs).
+    latest: dict[int, float] = {}
+    for batch in batches:
+        power = batch.values[:, GPU_METRICS.index("power_w")]
+        assert set((power - batch.gpu).tolist()) <= {108.0, 109.0}
+        latest.update(zip(batch.gpu.tolist(), power.tolist(), strict=True))
+    assert sorted(latest) == [0, 1, 2]
+    assert snap.aggregate.power_w == pytest.approx(sum(latest.values()))
