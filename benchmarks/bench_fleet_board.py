@@ -44,6 +44,7 @@ from bench_common import add_short_option, full_frame, target, timed_refresh  # 
 from bench_tui import ms, sixty_four_racks  # noqa: E402
 from fleet_thousand import thousand_racks  # noqa: E402
 from rich.console import Console  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
 from tmux_terminal import TmuxTerminal  # noqa: E402
 
 from tokenwatch.core import RackCore  # noqa: E402
@@ -93,17 +94,24 @@ def judged(what: str, values: list[float], limit_ms: float) -> None:
     target(what, f"p95 {p95:.1f} ms", f"<= {limit_ms:.0f} ms", p95 <= limit_ms)
 
 
+async def fleet_screen_up(
+    app: TokenwatchApp, pilot: Pilot[None], size: tuple[int, int], tries: int
+) -> Console:
+    """Wait (``tries`` x 20 ms at most) for the fleet board's screen; a console to draw whole frames on."""
+    for _ in range(tries):
+        if isinstance(app.screen, FleetScreen) and app.screen.is_mounted:
+            break
+        await pilot.pause(0.02)
+    await pilot.pause(0.2)
+    return Console(
+        file=io.StringIO(), width=size[0], height=size[1], force_terminal=True, color_system="truecolor"
+    )
+
+
 async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) -> None:
     where = f"the fleet board, 64 racks, {size[0]}x{size[1]}"
     async with app.run_test(size=size) as pilot:
-        for _ in range(200):
-            if isinstance(app.screen, FleetScreen) and app.screen.is_mounted:
-                break
-            await pilot.pause(0.02)
-        await pilot.pause(0.2)
-        out = Console(
-            file=io.StringIO(), width=size[0], height=size[1], force_terminal=True, color_system="truecolor"
-        )
+        out = await fleet_screen_up(app, pilot, size, tries=200)
 
         def frame() -> None:
             full_frame(app, out)
@@ -173,14 +181,7 @@ async def measure_grouped(app: TokenwatchApp, racks: int, size: tuple[int, int],
     """The sites' board of a grouped fleet: a full refresh, and each key that walks the levels."""
     where = f"the grouped fleet board, {racks:,} racks, {size[0]}x{size[1]}"
     async with app.run_test(size=size) as pilot:
-        for _ in range(500):
-            if isinstance(app.screen, FleetScreen) and app.screen.is_mounted:
-                break
-            await pilot.pause(0.02)
-        await pilot.pause(0.2)
-        out = Console(
-            file=io.StringIO(), width=size[0], height=size[1], force_terminal=True, color_system="truecolor"
-        )
+        out = await fleet_screen_up(app, pilot, size, tries=500)
         screen = app.screen
         assert isinstance(screen, FleetScreen)
         groups = screen.query_one(GroupBoard)
