@@ -37,7 +37,7 @@ from tokenwatch.inputs.prometheus.api import (
     counted_before,
     counters_start,
 )
-from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, rack_places
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -267,7 +267,7 @@ class PrometheusFleetCollector:
         meta: dict[str, object] = {
             # One rack name per node, as the fleet board groups a run (core/fleet/rack_groups.py).
             "racks": [rack for rack in self.racks for _ in range(self.rack_nodes[rack])],
-            **rack_places(places, s.rack_label, (s.site_label, s.row_label), self.rack_nodes),
+            **places_meta(places, s.rack_label, (s.site_label, s.row_label), self.rack_nodes),
             # The same dict the run's start carries: what run_start learns later goes in too.
             "fleet": self.fleet_meta,
         }

@@ -140,7 +140,7 @@ class RackFigures:
         return (at, times, values) if keep.all() else (at[keep], times[keep], values[keep])
 
 
-def rack_places(
+def places_meta(
     answer: object, rack_label: str, place_labels: tuple[str, str], racks: Container[str]
 ) -> dict[str, object]:
     """``{"rack_places": {rack: [site, row]}}`` (core/fleet/groups.py) from the answer to ``group by
