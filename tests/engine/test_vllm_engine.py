@@ -161,7 +161,14 @@ def test_the_band_in_the_second_half_holds_loadgens_figure(
     start, result = loadgen_span(run)
     half = start + (result - start) / 2
     second_half = [r for r in run.snapshot_records() if half <= r["t"] <= result]
-    assert len(second_half) >= 10, "the watch writes a snapshot a second"
+    # A snapshot a second, allowing for a loaded machine; the run's length is the engine's (a CPU engine
+    # that outruns its measured rate ends the Offline run early), so the count is held to the span.
+    assert len(second_half) >= max(3, (result - half) / 2), (
+        "a snapshot a second",
+        start,
+        result,
+        len(second_half),
+    )
     stated = [
         (r["t"], r["verdict"]["projected"])
         for r in second_half
