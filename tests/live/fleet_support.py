@@ -15,13 +15,14 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import orjson
+import pytest
 
 from tests.conftest import PATIENCE_S, free_port, wait_until
 from tokenwatch.base.events import Event
@@ -257,3 +258,36 @@ def close_all(servers: Sequence[MetricsServer]) -> None:
     """Close the exporters side by side (each waits up to half a second for its serving thread)."""
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(MetricsServer.close, servers))
+
+
+@dataclass
+class HeldFleet:
+    """Racks held at one instant, each served by its exporter, scraped by a real TSDB at ``url``."""
+
+    url: str
+    cores: list[RackCore]
+    servers: list[MetricsServer]
+
+
+@contextlib.contextmanager
+def held_fleet(
+    engine: str, tmp: Path, racks: int, nodes: int, faults: Mapping[int, str], held_at_s: float
+) -> Iterator[HeldFleet]:
+    """``racks`` simulated racks of ``nodes`` (rack index -> its faults), held at ``held_at_s``, served and
+    scraped by ``engine`` until the block ends; skips the test with the reason where the engine is missing."""
+    reason = missing_engine(engine)
+    if reason is not None:
+        pytest.skip(reason)
+    cores = [
+        rack_core(rack_events(r, nodes, faults.get(r, ""), until_s=held_at_s), held_at_s)
+        for r in range(racks)
+    ]
+    servers = [serve(core) for core in cores]
+    prom = tsdb(engine, tmp, [f"127.0.0.1:{s.port}" for s in servers])
+    prom.start()
+    try:
+        prom.wait_until_scraped()
+        yield HeldFleet(prom.url, cores, servers)
+    finally:
+        prom.stop()
+        close_all(servers)

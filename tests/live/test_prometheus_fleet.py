@@ -18,21 +18,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from fleet_support import (
     ENGINES,
-    close_all,
+    HeldFleet,
     expected,
-    missing_engine,
-    rack_core,
-    rack_events,
+    held_fleet,
     rack_name,
     serve,
-    tsdb,
 )
 
 from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, wait_until
@@ -45,7 +41,6 @@ from tokenwatch.base.events import (
     RunStarted,
 )
 from tokenwatch.core import RackCore
-from tokenwatch.frontends.metrics import MetricsServer
 from tokenwatch.inputs.prometheus.api import PrometheusApi
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
 from tokenwatch.recording import RecordingReader, read_events
@@ -61,32 +56,11 @@ FAULTS = {4: "node02:throttle@20s", 9: "node03:down@30s", 17: "node01:throttle@1
 COL = {name: i for i, name in enumerate(RACK_FIGURES)}
 
 
-@dataclass
-class Fleet:
-    url: str
-    cores: list[RackCore]
-    servers: list[MetricsServer]
-
-
 @pytest.fixture(scope="module", params=ENGINES)
-def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    engine = request.param
-    reason = missing_engine(engine)
-    if reason is not None:
-        pytest.skip(reason)
-    cores = [
-        rack_core(rack_events(r, NODES, FAULTS.get(r, ""), until_s=HELD_AT_S), HELD_AT_S)
-        for r in range(RACKS)
-    ]
-    servers = [serve(core) for core in cores]
-    prom = tsdb(engine, tmp_path_factory.mktemp(f"fleet-{engine}"), [f"127.0.0.1:{s.port}" for s in servers])
-    prom.start()
-    try:
-        prom.wait_until_scraped()
-        yield Fleet(prom.url, cores, servers)
-    finally:
-        prom.stop()
-        close_all(servers)
+def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeldFleet]:
+    tmp = tmp_path_factory.mktemp(f"fleet-{request.param}")
+    with held_fleet(request.param, tmp, RACKS, NODES, FAULTS, HELD_AT_S) as held:
+        yield held
 
 
 def collector(url: str) -> PrometheusFleetCollector:
@@ -117,7 +91,7 @@ async def one_round(c: PrometheusFleetCollector) -> list[object]:
         return list(await c.poll(api, time.time() - 0.5))
 
 
-def test_discovery_lists_every_rack_and_node_in_order(fleet: Fleet) -> None:
+def test_discovery_lists_every_rack_and_node_in_order(fleet: HeldFleet) -> None:
     c, started = asyncio.run(discovered(fleet.url))
     assert c.racks == [rack_name(r) for r in range(RACKS)]
     assert len(started.nodes) == RACKS * NODES
@@ -135,7 +109,7 @@ def test_discovery_lists_every_rack_and_node_in_order(fleet: Fleet) -> None:
     )
 
 
-def test_each_racks_figures_are_its_own_cores(fleet: Fleet) -> None:
+def test_each_racks_figures_are_its_own_cores(fleet: HeldFleet) -> None:
     """What the server aggregates (sum/count/min/max/quantile/bottomk by rack) equals, rack by rack, the
     figures of that rack's own node-level core; and the fleet table a core makes of them equals them too."""
     c, started = asyncio.run(discovered(fleet.url))
@@ -180,7 +154,7 @@ def test_each_racks_figures_are_its_own_cores(fleet: Fleet) -> None:
     assert snap.aggregate.tokens_per_s == pytest.approx(sum(expected(k).tokens_per_s for k in fleet.cores))
 
 
-def test_drill_down_fetches_one_racks_nodes(fleet: Fleet) -> None:
+def test_drill_down_fetches_one_racks_nodes(fleet: HeldFleet) -> None:
     """With rack05 on screen (and the alerting pass not due), only its nodes' counters and GPUs come,
     and they are its core's."""
     c, _ = asyncio.run(discovered(fleet.url))
@@ -204,7 +178,7 @@ def test_drill_down_fetches_one_racks_nodes(fleet: Fleet) -> None:
     assert tokens == {first + i: int(own.nodes.tokens_done[i]) for i in range(NODES)}
 
 
-def test_the_alerting_pass_reads_every_node(fleet: Fleet) -> None:
+def test_the_alerting_pass_reads_every_node(fleet: HeldFleet) -> None:
     c, _ = asyncio.run(discovered(fleet.url))
     progress: ProgressBatch | None = None
 
@@ -224,7 +198,7 @@ def test_the_alerting_pass_reads_every_node(fleet: Fleet) -> None:
         assert tokens[r].tolist() == fleet.cores[r].snapshot().nodes.tokens_done.tolist()
 
 
-def test_watch_of_a_fleet_config_end_to_end(fleet: Fleet, tmp_path: Path) -> None:
+def test_watch_of_a_fleet_config_end_to_end(fleet: HeldFleet, tmp_path: Path) -> None:
     """``tokenwatch check`` and ``tokenwatch watch --headless`` of a fleet config: the recording starts
     with the fleet's nodes and its racks' node ranges, and holds the rack figures."""
     config = tmp_path / "fleet.yaml"
@@ -292,7 +266,7 @@ def test_watch_of_a_fleet_config_end_to_end(fleet: Fleet, tmp_path: Path) -> Non
     assert float(np.nansum(full[-1].values[:, COL["tokens_per_s"]])) == pytest.approx(want, rel=1e-9)
 
 
-def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: Fleet) -> None:
+def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: HeldFleet) -> None:
     """rack07's exporter stops: once Prometheus has failed to scrape it, rack07 is down (its figures
     unknown, its size kept) and every other rack's figures are what they were. It comes back after."""
     c, started = asyncio.run(discovered(fleet.url))

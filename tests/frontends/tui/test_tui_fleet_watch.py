@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,18 +26,14 @@ from textual.pilot import Pilot
 from tests.conftest import free_port, wait_until_async
 from tests.live.fleet_support import (
     ENGINES,
-    close_all,
+    HeldFleet,
     expected,
-    missing_engine,
-    rack_core,
-    rack_events,
+    held_fleet,
     rack_name,
     serve,
-    tsdb,
 )
 from tokenwatch.core import RackCore
 from tokenwatch.core.fleet.table import FleetTable
-from tokenwatch.frontends.metrics import MetricsServer
 from tokenwatch.frontends.tui.app import TokenwatchApp
 from tokenwatch.frontends.tui.screens.dashboard import DashboardScreen
 from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
@@ -61,32 +56,11 @@ FAULTS = {1: "node02:throttle@20s", 2: "node03:down@30s"}
 SIZE = (120, 40)
 
 
-@dataclass
-class Fleet:
-    url: str
-    cores: list[RackCore]
-    servers: list[MetricsServer]
-
-
 @pytest.fixture(scope="module", params=ENGINES)
-def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    engine = request.param
-    reason = missing_engine(engine)
-    if reason is not None:
-        pytest.skip(reason)
-    cores = [
-        rack_core(rack_events(r, NODES, FAULTS.get(r, ""), until_s=HELD_AT_S), HELD_AT_S)
-        for r in range(RACKS)
-    ]
-    servers = [serve(core) for core in cores]
-    prom = tsdb(engine, tmp_path_factory.mktemp(f"fleet-{engine}"), [f"127.0.0.1:{s.port}" for s in servers])
-    prom.start()
-    try:
-        prom.wait_until_scraped()
-        yield Fleet(prom.url, cores, servers)
-    finally:
-        prom.stop()
-        close_all(servers)
+def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeldFleet]:
+    tmp = tmp_path_factory.mktemp(f"fleet-{request.param}")
+    with held_fleet(request.param, tmp, RACKS, NODES, FAULTS, HELD_AT_S) as held:
+        yield held
 
 
 def watch_app(url: str, tmp_path: Path) -> TokenwatchApp:
@@ -159,7 +133,7 @@ def shown_node_table(app: TokenwatchApp) -> NodeTable | None:
 
 
 async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
-    fleet: Fleet, tmp_path: Path
+    fleet: HeldFleet, tmp_path: Path
 ) -> None:
     app = watch_app(fleet.url, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -248,7 +222,7 @@ async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
 
 
 async def test_a_rack_whose_exporter_dies_is_down_on_the_board_the_others_go_on(
-    fleet: Fleet, tmp_path: Path
+    fleet: HeldFleet, tmp_path: Path
 ) -> None:
     dead = 0  # rack01
     app = watch_app(fleet.url, tmp_path)
