@@ -17,7 +17,7 @@ from tokenwatch.base.nan_median import nan_median_columns
 def numpy_nanmedian(values: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(values, axis=0)
+        return np.asarray(np.nanmedian(values, axis=0))
 
 
 @settings(max_examples=300, deadline=None)
