@@ -7,12 +7,12 @@ after coarser whole-run points). Rates are tokens per second; noise is relative 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.base.nan_median import nan_median_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +111,8 @@ def measure_pace(
     # ran from 255 to 1,393 tok/s in one 62-s run) varies more than its neighbouring blocks differ by.
     # Blocks of no progress are left out: a stall or an outage has terms of its own in the band.
     working = np.where(block_rates > 0, block_rates, np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a node with no working block: NaN, no wander
-        centre = np.nanmedian(working, axis=0)
-        wander = np.nanmedian(np.abs(working - centre), axis=0) / 0.6745
+    centre = nan_median_columns(working)  # a node with no working block: NaN, no wander
+    wander = nan_median_columns(np.abs(working - centre)) / 0.6745
     noise = np.maximum(noise, np.where(centre > 0, np.nan_to_num(wander / centre), 0.0))
     return Pace(pace_now, usual, noise, window, block)
 

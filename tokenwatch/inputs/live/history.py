@@ -58,7 +58,12 @@ def run_clock(watch_wall: float, starts: Iterable[tuple[str, float | None]]) -> 
     return RunClock(wall, watch_wall - wall, source)
 
 
-def merged(backfills: Sequence[Backfill], clock: RunClock, nodes: Sequence[str] = ()) -> list[Event]:
+def merged(
+    backfills: Sequence[Backfill],
+    clock: RunClock,
+    nodes: Sequence[str] = (),
+    records_before: float | None = None,
+) -> list[Event]:
     """Every source's placed history by run time (a stable sort: one source's order is kept), within
     [0, attach_s], then what belongs to the moment the watch starts.
 
@@ -66,9 +71,11 @@ def merged(backfills: Sequence[Backfill], clock: RunClock, nodes: Sequence[str] 
     (:mod:`~tokenwatch.sources.progress_spread`) is then sampled where it was, not up to a second late,
     which read every 10-s rate up to 10 % high. Those filled-in points of the run's ``nodes`` go as one
     batch per second for the rack (an hour of 72 nodes is 259,200 of them: one event each kept the first
-    frame tens of seconds away); the records themselves stay events of their own."""
+    frame tens of seconds away). With ``records_before`` (a run time), each instant's records of those
+    nodes before it go as one batch too (a rack's logs, 72 nodes writing a rate line every 10 s, are
+    26,000 records an hour); without it, the records stay events of their own."""
     start, attach = clock.start_wall, clock.attach_s
     events = [event for done in backfills for event in done.placed]
-    out = batched(events, start, attach, nodes) if nodes else in_order(events, start, attach)
+    out = batched(events, start, attach, nodes, records_before) if nodes else in_order(events, start, attach)
     out += [retime(event, clock.attach_s) for done in backfills for event in done.at_start]
     return out

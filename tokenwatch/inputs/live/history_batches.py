@@ -15,12 +15,34 @@ from operator import attrgetter, is_not
 
 import numpy as np
 
-from tokenwatch.base.events import Event, IntArray, Progress, ProgressBatch
+from tokenwatch.base.events import (
+    Event,
+    IntArray,
+    LatencyBatch,
+    LatencyLimitCounts,
+    LoadGenDetail,
+    LogLine,
+    NodeStatus,
+    Notice,
+    Progress,
+    ProgressBatch,
+)
 from tokenwatch.inputs.live.backlog import retime
 
 _T, _NODE, _FILLED = attrgetter("t"), attrgetter("node"), attrgetter("filled")
 _REPORTED = partial(is_not, None)  # a counter a point carries (None: not reported)
-_COUNTS, _PROGRESS = frozenset({Progress, ProgressBatch}), frozenset({Progress})
+_COUNTS = frozenset({Progress, ProgressBatch})
+# Each event's kind, as far as the batches care: a count, a source's own batch of counts, an event the
+# core applies without reading or writing any node's counters (an instant's records may go ahead of it
+# in one batch: a node state or latency marks its node heard from at the same instant, a gap of zero,
+# which teaches the cadence nothing whichever comes first), or one that reads them (a GPU reading notes
+# the tokens beside its energy counter).
+_OTHER, _PROGRESS, _SOURCE_BATCH, _BESIDE = 0, 1, 2, 3
+_KIND = {
+    Progress: _PROGRESS,
+    ProgressBatch: _SOURCE_BATCH,
+    **dict.fromkeys((LogLine, Notice, NodeStatus, LatencyBatch, LoadGenDetail, LatencyLimitCounts), _BESIDE),
+}
 
 
 def placed_times(events: Sequence[Event], start: float, attach: float) -> tuple[np.ndarray, np.ndarray]:
@@ -41,12 +63,22 @@ def in_order(events: Sequence[Event], start: float, attach: float) -> list[Event
     return [retime(events[i], s) for i, s in zip(keep[order].tolist(), t[order].tolist(), strict=True)]
 
 
-def batched(events: Sequence[Event], start: float, attach: float, nodes: Sequence[str]) -> list[Event]:
+def batched(
+    events: Sequence[Event],
+    start: float,
+    attach: float,
+    nodes: Sequence[str],
+    records_before: float | None = None,
+) -> list[Event]:
     """:func:`in_order`, with each second's filled-in points of the run's ``nodes`` as one
     ``ProgressBatch`` ahead of that second's other events (one row per node: its first point in the
     second; a further point of the node in that second goes on as an event of its own). A batch row
     holds the node's counts as they stand at the end of that second, every ``Progress`` of the node so
-    far counted; a counter none of them reported reads 0."""
+    far counted; a counter none of them reported reads 0.
+
+    With ``records_before`` (a run time), each instant's records before it (the nodes' own counts, not
+    filled in: a log's rate lines) go as one more batch after those points, not ``filled`` (each record
+    is an arrival, which the node's cadence is learnt from): see :func:`_lone_records`."""
     keep, t = placed_times(events, start, attach)
     order = np.argsort(t, kind="stable")
     pos = keep[order]  # into events, in time order
@@ -57,7 +89,8 @@ def batched(events: Sequence[Event], start: float, attach: float, nodes: Sequenc
     ordered = np.fromiter(events, object, len(events))[pos]
     index = {name: i for i, name in enumerate(nodes)}
     node = np.full(n, -1, np.int64)
-    progress = np.flatnonzero(np.fromiter(map(_PROGRESS.__contains__, map(type, ordered)), bool, n))
+    kind = np.fromiter(map(_KIND.get, map(type, ordered), repeat(_OTHER)), np.int8, n)
+    progress = np.flatnonzero(kind == _PROGRESS)
     node[progress] = np.fromiter(
         map(index.get, map(_NODE, ordered[progress]), repeat(-1)), np.int64, len(progress)
     )
@@ -71,30 +104,64 @@ def batched(events: Sequence[Event], start: float, attach: float, nodes: Sequenc
     candidates = np.flatnonzero(filled)
     _, first = np.unique(group[candidates] * (len(nodes) + 1) + node[candidates], return_index=True)
     rows = np.sort(candidates[first])
-    is_row = np.zeros(n, bool)
-    is_row[rows] = True
     # a row's counts: the node's last reported ones up to the end of its second
     ends = np.searchsorted(group, group[rows], side="right") - 1
+    records = (
+        _lone_records(kind, node, filled, group, t < records_before, len(nodes))
+        if records_before is not None
+        else np.zeros(0, np.int64)
+    )
+    is_row = np.zeros(n, bool)
+    is_row[rows] = is_row[records] = True
+    # a record's row: the node's counts as that record leaves them
     samples, tokens, prompt = (
-        _last_reported(node, counted, points, field, rows, ends)
+        _last_reported(
+            node, counted, points, field, np.concatenate([rows, records]), np.concatenate([ends, records])
+        )
         for field in ("samples_done", "tokens_done", "prompt_tokens_done")
     )
-    # each second: its batch, then its other events (retimed: a count's time is its whole second)
+    # each second: its batches, then its other events (retimed: a count's time is its whole second)
     others = np.flatnonzero(~is_row)
     moved = [retime(e, s) for e, s in zip(ordered[others].tolist(), t[others].tolist(), strict=True)]
     bounds = np.flatnonzero(np.diff(group)) + 1
     starts = np.concatenate([[0], bounds, [n]])
     row_at = np.searchsorted(rows, starts).tolist()
+    record_at = (np.searchsorted(records, starts) + len(rows)).tolist()
     other_at = np.searchsorted(others, starts).tolist()
     times = t[starts[:-1]].tolist()
     out: list[Event] = []
     for g, at in enumerate(times):
-        r0, r1 = row_at[g], row_at[g + 1]
-        if r1 > r0:
-            k = node[rows[r0:r1]]
-            out.append(ProgressBatch(at, k, samples[r0:r1], tokens[r0:r1], prompt[r0:r1], filled=True))
+        for r0, r1, was_filled in ((row_at[g], row_at[g + 1], True), (record_at[g], record_at[g + 1], False)):
+            if r1 > r0:
+                k = node[rows[r0:r1]] if was_filled else node[records[r0 - len(rows) : r1 - len(rows)]]
+                out.append(
+                    ProgressBatch(at, k, samples[r0:r1], tokens[r0:r1], prompt[r0:r1], filled=was_filled)
+                )
         out += moved[other_at[g] : other_at[g + 1]]
     return out
+
+
+def _lone_records(
+    kind: np.ndarray, node: IntArray, filled: np.ndarray, group: IntArray, early: np.ndarray, nodes: int
+) -> IntArray:
+    """Positions of the records that go as their instant's batch: each the one count of a run's node at
+    its instant (a filled-in point of the node there keeps its record apart), at least two of them
+    there, in an instant that holds only counts and events beside them; none at all where a source sent
+    batches of its own (they set counters that the rows, read from the ``Progress`` alone, would not
+    carry), nor from ``early``'s end on (the attach: a node's first record after it is its catch-up)."""
+    if (kind == _SOURCE_BATCH).any():
+        return np.zeros(0, np.int64)
+    counted = np.flatnonzero(node >= 0)
+    _, where, count = np.unique(
+        group[counted] * (nodes + 1) + node[counted], return_inverse=True, return_counts=True
+    )
+    lone = np.zeros(len(node), bool)
+    lone[counted] = count[where] == 1
+    blocked = np.zeros(int(group[-1]) + 1, bool)
+    blocked[group[kind == _OTHER]] = True
+    records = np.flatnonzero(lone & ~filled & early & ~blocked[group])
+    per_instant = np.bincount(group[records], minlength=len(blocked))
+    return records[per_instant[group[records]] >= 2]
 
 
 def _last_reported(

@@ -155,8 +155,12 @@ class LiveCollector:
         for runner in self.runners:
             runner.ctx.t0 = self.t0
         held, self._held = self._held, None
-        await emit(self.run_started())
-        for event in merged(history, self.run_clock, [t.name for t in self.targets]):
+        started = self.run_started()
+        await emit(started)
+        # each instant's records as one batch, before the attach as the run's start states it (rounded:
+        # a node's first count after it is its catch-up, read as an event of its own)
+        attach = min(self.run_clock.attach_s, started.meta["attached_at_s"])
+        for event in merged(history, self.run_clock, [t.name for t in self.targets], attach):
             await self.emit(event)
         for event in held:
             await self.emit(retime(event, self.run_clock.attach_s))
