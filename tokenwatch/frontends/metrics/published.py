@@ -49,6 +49,11 @@ class PublishedBody:
         self._gzipped: bytes | None = None
         self._gzip_lock = threading.Lock()
 
+    @property
+    def packed(self) -> bytes | None:
+        """The gzip, if it was made (None otherwise: this does not make it)."""
+        return self._gzipped
+
     def gzipped(self) -> bytes | None:
         """The body gzipped (None for a body too small to be worth it)."""
         if len(self.body) <= GZIP_MIN_BYTES:
@@ -63,8 +68,9 @@ class BodyRenderer:
     """A daemon thread that renders the views handed to it (the latest wins: one rendered late is
     skipped), and ``latest``, the last complete body."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_published: Callable[[PublishedBody], None] | None = None) -> None:
         self.latest: PublishedBody | None = None
+        self._on_published = on_published  # called on the render thread with each new complete body
         self.wants_gzip = False  # set once a scraper asked for gzip: bodies are gzipped in the thread too
         self.error: Exception | None = None  # why the last view could not be taken or rendered
         self._pending: tuple[CoreKey, MetricsView | None] | None = None
@@ -131,3 +137,5 @@ class BodyRenderer:
                 else:
                     self.error = error
                 self._changed.notify_all()
+            if published is not None and self._on_published is not None:
+                self._on_published(published)
