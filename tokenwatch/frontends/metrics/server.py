@@ -115,6 +115,16 @@ class MetricsServer:
         """The last body the loop's views were rendered into (None before the first), without waiting."""
         return self._renderer.latest
 
+    @property
+    def process_exit_code(self) -> int | None:
+        """The serving process's exit status once it ended (None while it serves)."""
+        return self._process.exit_code
+
+    @property
+    def rendering(self) -> bool:
+        """A view of the core waits for the render thread or is being rendered now."""
+        return self._renderer.busy
+
     def published(self) -> PublishedBody:
         """What a scrape serves: the last body rendered, without waiting on the loop (only the very
         first scrape after attaching waits for the first body)."""

@@ -103,6 +103,11 @@ class ServingProcess:
             self._send(f"E {seq} {int(self._live())} {len(data)}\n".encode(), data)
             self._pushed = None
 
+    @property
+    def exit_code(self) -> int | None:
+        """The process's exit status once it ended (None while it runs)."""
+        return self._proc.poll()
+
     def close(self) -> None:
         with self._write_lock:
             self._gone = True
