@@ -25,6 +25,9 @@ from tokenwatch.frontends.metrics.published import PublishedBody
 
 SCRIPT = Path(__file__).with_name("body_server.py")
 POLL_S = 0.1  # how often the reader looks at the mode (a loop that stopped: scrapes ask again)
+IDLE_POLL_S = (
+    1.0  # the same while no loop is live (64 exporters of a fleet test need not wake 640 times a second)
+)
 EXIT_WAIT_S = 5.0
 log = logging.getLogger("tokenwatch.frontends.metrics")
 
@@ -144,7 +147,8 @@ class ServingProcess:
         fd = lines.fileno()
         pending = b""
         while True:
-            ready, _, _ = select.select([fd], [], [], POLL_S)
+            # A live process needs its mode watched (nobody tells a loop stopped); otherwise wake rarely.
+            ready, _, _ = select.select([fd], [], [], POLL_S if self._pushed_live else IDLE_POLL_S)
             if not ready:
                 self._check_mode()
                 continue
