@@ -9,14 +9,17 @@ of the state it must show.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mmap
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.conftest import PATIENCE_S, wait_until_async
+from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port, wait_until_async
 from tests.frontends.metrics.test_exporter_published import (
     prometheus_client_body,
     published_key,
@@ -139,3 +142,36 @@ def test_closing_the_server_ends_its_process_and_frees_the_port() -> None:
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", port))
         again.listen(1)
+
+
+def test_ctrl_c_in_a_terminal_stops_a_headless_run_without_a_traceback() -> None:
+    """Ctrl-C in a terminal signals the whole foreground process group, the serving process too: it
+    leaves the stop to tokenwatch (and ends when tokenwatch closes it), so no traceback of it shows."""
+    port = free_port()
+    argv = ["sim", "--duration", "10m", "--speed", "1", "--headless", "--prometheus-port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenwatch", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd=REPO_ROOT,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+    )
+    try:
+        deadline = time.monotonic() + PATIENCE_S
+        while True:  # the run's figures served: the serving process runs and holds a body
+            with contextlib.suppress(OSError):
+                if b"tokenwatch_rack_generated_tokens" in scrape(port):
+                    break
+            assert time.monotonic() < deadline, "no run figures served"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=PATIENCE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert "KeyboardInterrupt" not in err

@@ -25,6 +25,7 @@ or died): the process exits.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import threading
@@ -183,6 +184,9 @@ def handler_for(held: Held, client_timeout_s: float) -> type[BaseHTTPRequestHand
 
 
 def main() -> None:
+    # Ctrl-C in a terminal signals the whole foreground group: tokenwatch stops the run and then closes
+    # stdin here, which ends this process (a KeyboardInterrupt would print a traceback on its output).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, client_timeout_s = int(sys.argv[1]), float(sys.argv[2])
     held = Held(sys.stdout.buffer)
     httpd = CrowdServer(socket.socket(fileno=fd), handler_for(held, client_timeout_s), held)
