@@ -11,6 +11,7 @@ complete, as one reference).
 from __future__ import annotations
 
 import gzip
+import itertools
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ GZIP_MIN_BYTES = 4096
 _RENDER_LOCK = threading.Lock()
 
 CoreKey = tuple[int, int]
+_SERIALS = itertools.count(1)
 
 
 def core_key(core: RackCore) -> CoreKey:
@@ -41,11 +43,12 @@ def render_view(view: MetricsView | None) -> bytes:
 class PublishedBody:
     """One rendered body and, once a scraper asked for it, its gzip (made once, then shared)."""
 
-    __slots__ = ("_gzip_lock", "_gzipped", "body", "key")
+    __slots__ = ("_gzip_lock", "_gzipped", "body", "key", "serial")
 
     def __init__(self, key: CoreKey, body: bytes) -> None:
         self.key = key
         self.body = body
+        self.serial = next(_SERIALS)  # the order bodies were made in: a later one is newer
         self._gzipped: bytes | None = None
         self._gzip_lock = threading.Lock()
 

@@ -89,7 +89,10 @@ class ServingProcess:
         live = self._live()
         packed = published.packed
         with self._write_lock:
-            if published is self._pushed and (self._pushed_packed or packed is None):
+            pushed = self._pushed
+            # An answer made while the render thread pushed a newer body must not take its place.
+            newer_held = live and pushed is not None and published.serial < pushed.serial
+            if (published is pushed and (self._pushed_packed or packed is None)) or newer_held:
                 self._send(f"S {seq} {int(live)}\n".encode())
             else:
                 self._send(
