@@ -20,7 +20,7 @@ def serve_metrics(
     host: str = "127.0.0.1",
     publish_every_s: float = PUBLISH_EVERY_S,
 ) -> MetricsServer:
-    """Serve ``core`` on http://host:port/metrics from a background thread; ``.close()`` stops it.
+    """Serve ``core`` on http://host:port/metrics from a process of its own; ``.close()`` stops it.
 
     Called from inside a running event loop, it attaches to it at once; otherwise call
     ``attach_loop(loop)`` once the loop that feeds the core runs (the CLI does).

@@ -11,6 +11,7 @@ complete, as one reference).
 from __future__ import annotations
 
 import gzip
+import itertools
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ GZIP_MIN_BYTES = 4096
 _RENDER_LOCK = threading.Lock()
 
 CoreKey = tuple[int, int]
+_SERIALS = itertools.count(1)
 
 
 def core_key(core: RackCore) -> CoreKey:
@@ -41,13 +43,19 @@ def render_view(view: MetricsView | None) -> bytes:
 class PublishedBody:
     """One rendered body and, once a scraper asked for it, its gzip (made once, then shared)."""
 
-    __slots__ = ("_gzip_lock", "_gzipped", "body", "key")
+    __slots__ = ("_gzip_lock", "_gzipped", "body", "key", "serial")
 
     def __init__(self, key: CoreKey, body: bytes) -> None:
         self.key = key
         self.body = body
+        self.serial = next(_SERIALS)  # the order bodies were made in: a later one is newer
         self._gzipped: bytes | None = None
         self._gzip_lock = threading.Lock()
+
+    @property
+    def packed(self) -> bytes | None:
+        """The gzip, if it was made (None otherwise: this does not make it)."""
+        return self._gzipped
 
     def gzipped(self) -> bytes | None:
         """The body gzipped (None for a body too small to be worth it)."""
@@ -63,8 +71,9 @@ class BodyRenderer:
     """A daemon thread that renders the views handed to it (the latest wins: one rendered late is
     skipped), and ``latest``, the last complete body."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_published: Callable[[PublishedBody], None] | None = None) -> None:
         self.latest: PublishedBody | None = None
+        self._on_published = on_published  # called on the render thread with each new complete body
         self.wants_gzip = False  # set once a scraper asked for gzip: bodies are gzipped in the thread too
         self.error: Exception | None = None  # why the last view could not be taken or rendered
         self._pending: tuple[CoreKey, MetricsView | None] | None = None
@@ -131,3 +140,5 @@ class BodyRenderer:
                 else:
                     self.error = error
                 self._changed.notify_all()
+            if published is not None and self._on_published is not None:
+                self._on_published(published)

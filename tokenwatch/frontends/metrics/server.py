@@ -1,17 +1,17 @@
-"""The /metrics HTTP server: a background thread on 127.0.0.1, serving the body of the last snapshot.
+"""The /metrics server: a process of its own answers scrapes with the body of the last snapshot.
 
 Thread safety: the core is fed on the event loop's thread. While a loop feeds it, the loop itself takes
 a view of the core between two events (at most once per ``publish_every_s``, only when the core moved
 and a scrape came since the last view) and a render thread turns it into the body scrapes serve
-(:mod:`.published`): a scrape never waits behind a verdict tick or a dashboard frame; it serves what
-was rendered after the scrape before it (at most a scrape interval old, plus one publish interval).
-With no running loop attached (before or after a run) a scrape reads the core directly, under a lock,
-as nothing else is writing then.
+(:mod:`.published`), which is then pushed, whole, to the serving process (:mod:`.serving_process`,
+:mod:`.body_server`): a scrape never waits behind a verdict tick, a dashboard frame, a render in progress
+or this process's GIL; it serves what was rendered after the scrape before it (at most a scrape interval
+old, plus one publish interval). With no running loop attached (before or after a run) a scrape asks
+this process, which reads the core directly, under a lock, as nothing else is writing then.
 
-Crowds: the listen backlog holds :data:`LISTEN_BACKLOG` connections (the standard library's 5 left a
-crowd of scrapers waiting for SYN retransmits, 30 s and more); at most :data:`MAX_WORKERS` requests are
-served at once (more wait in the backlog); a client silent or unread for ``client_timeout_s`` is let go;
-a client that disconnects mid-response is a debug log line, never a traceback on stderr.
+Crowds (in the serving process): the listen backlog holds 1,024 connections, at most 256 requests are
+served at once (more wait in the backlog), a client silent or unread for ``client_timeout_s`` is let go,
+and a client that disconnects mid-response is a debug log line, never a traceback on stderr.
 """
 
 from __future__ import annotations
@@ -19,61 +19,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
-import sys
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tokenwatch.frontends.metrics.exposition import CONTENT_TYPE
 from tokenwatch.frontends.metrics.families import take_view
 from tokenwatch.frontends.metrics.published import BodyRenderer, PublishedBody, core_key, render_view
+from tokenwatch.frontends.metrics.serving_process import ServingProcess
 
 if TYPE_CHECKING:
     from tokenwatch.core.rack import RackCore
 
 VIEW_TIMEOUT_S = 10.0  # the first scrape after attaching waits this long for the first body
 PUBLISH_EVERY_S = 0.5  # a 1-s scrape reads a body at most this old (plus one render)
-# A scrape's thread needs the GIL a dozen times (the request, the headers, each send) while the loop's
-# thread keeps it busy (a 64-rack sim behind its pace): Python hands it over every 5 ms by default.
-GIL_SWITCH_S = 0.001
 CLIENT_TIMEOUT_S = 10.0  # a client silent (or not reading) this long is let go
-LISTEN_BACKLOG = 1024
-MAX_WORKERS = 256
 log = logging.getLogger("tokenwatch.frontends.metrics")
-
-
-class _CrowdServer(ThreadingHTTPServer):
-    request_queue_size = LISTEN_BACKLOG
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
-        self._workers = threading.BoundedSemaphore(MAX_WORKERS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        self._workers.acquire()  # beyond MAX_WORKERS, connections wait in the backlog
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._workers.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._workers.release()
-
-    def handle_error(self, _request: Any, client_address: Any) -> None:
-        """Never a traceback on stderr (the headless lines are there): a client gone or too slow is
-        routine; anything else is one warning line."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError | TimeoutError | socket.timeout):
-            log.debug("/metrics client %s disconnected or timed out: %s", client_address[0], exc)
-        else:
-            log.warning("/metrics request from %s failed: %r", client_address[0], exc)
 
 
 class MetricsServer:
@@ -97,19 +57,24 @@ class MetricsServer:
         self._attachments = 0  # each attach starts one publishing chain on its loop; older ones stop
         self._lock = threading.Lock()
         self._direct: PublishedBody | None = None  # read without a loop, kept while the core stays put
-        self._renderer = BodyRenderer()
+        self._renderer = BodyRenderer(self._push_rendered)
         self._scraped = False  # a scrape came since the last view was taken: the next one is wanted
         self._closed = False
         self.publish_every_s = publish_every_s
         self.client_timeout_s = client_timeout_s
-        self._httpd = _CrowdServer((host, port), _handler_for(self))
-        self.port: int = self._httpd.server_address[1]
-        self._switch_before = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._switch_before, GIL_SWITCH_S))
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="tokenwatch-metrics", daemon=True
-        )
-        self._thread.start()
+        try:
+            self._process = ServingProcess(
+                host,
+                port,
+                client_timeout_s,
+                answer=self._answer,
+                scraped=self._scrape_served,
+                live=self._live,
+            )
+        except BaseException:
+            self._renderer.close()
+            raise
+        self.port: int = self._process.port
 
     @property
     def core(self) -> RackCore:
@@ -150,6 +115,16 @@ class MetricsServer:
         """The last body the loop's views were rendered into (None before the first), without waiting."""
         return self._renderer.latest
 
+    @property
+    def process_exit_code(self) -> int | None:
+        """The serving process's exit status once it ended (None while it serves)."""
+        return self._process.exit_code
+
+    @property
+    def rendering(self) -> bool:
+        """A view of the core waits for the render thread or is being rendered now."""
+        return self._renderer.busy
+
     def published(self) -> PublishedBody:
         """What a scrape serves: the last body rendered, without waiting on the loop (only the very
         first scrape after attaching waits for the first body)."""
@@ -183,45 +158,35 @@ class MetricsServer:
 
     def close(self) -> None:
         self._closed = True
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self._process.close()
         self._renderer.close()
-        sys.setswitchinterval(self._switch_before)
 
+    def _live(self) -> bool:
+        """Scrapes are served from the last body pushed: a running loop pushes each new one."""
+        loop = self._loop
+        return loop is not None and loop.is_running() and not self._closed
 
-def _handler_for(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        timeout = server.client_timeout_s  # on the socket: reading the request and writing the response
+    def _push_rendered(self, published: PublishedBody) -> None:
+        """On the render thread: the new body goes to the serving process, whole."""
+        try:
+            self._process.push(published)
+        except Exception as exc:  # the render thread must live on: the next body may go through
+            log.warning("/metrics: a body could not be handed to the server process: %r", exc)
 
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] not in ("/metrics", "/"):
-                self.send_error(404, "only /metrics here")
-                return
-            if self.path.startswith("/metrics"):
-                try:
-                    published, kind = server.published(), CONTENT_TYPE
-                except Exception as exc:
-                    self.send_error(500, f"tokenwatch could not read the core: {exc}")
-                    return
-                body, packed = published.body, None
-                if "gzip" in self.headers.get("Accept-Encoding", ""):
-                    server.wants_gzip()
-                    packed = published.gzipped()
-            else:
-                body, kind, packed = b'<a href="/metrics">/metrics</a>\n', "text/html; charset=utf-8", None
-            gzipped = packed is not None
-            if packed is not None:
-                body = packed
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            if gzipped:
-                self.send_header("Content-Encoding", "gzip")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def _scrape_served(self, packed: bool) -> None:
+        """The serving process answered a scrape from the body it holds: the loop renders the next."""
+        self._scraped = True
+        if packed:
+            self.wants_gzip()
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # scrapes every second would drown the headless log
-
-    return Handler
+    def _answer(self, seq: int, packed: bool) -> None:
+        """A scrape with no body to be served at once (no loop, or none rendered yet) asks for one."""
+        try:
+            published = self.published()
+            if packed:
+                self.wants_gzip()
+                published.gzipped()
+        except Exception as exc:
+            self._process.fail(seq, str(exc))
+            return
+        self._process.push(published, seq)
