@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -76,6 +77,7 @@ class BodyRenderer:
         self._on_published = on_published  # called on the render thread with each new complete body
         self.wants_gzip = False  # set once a scraper asked for gzip: bodies are gzipped in the thread too
         self.error: Exception | None = None  # why the last view could not be taken or rendered
+        self.render_s = 0.0  # how long the last body took to render (and gzip), wall time
         self._pending: tuple[CoreKey, MetricsView | None] | None = None
         self._rendering = False
         self._closed = False
@@ -127,10 +129,12 @@ class BodyRenderer:
                 self._rendering = True
             published: PublishedBody | None = None
             error: Exception | None = None
+            began = time.monotonic()
             try:
                 published = PublishedBody(key, render_view(view))
                 if self.wants_gzip:
                     published.gzipped()
+                self.render_s = time.monotonic() - began
             except Exception as exc:  # kept for the scrape to report; the last good body stays served
                 error = exc
             with self._changed:

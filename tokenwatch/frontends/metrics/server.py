@@ -1,13 +1,14 @@
 """The /metrics server: a process of its own answers scrapes with the body of the last snapshot.
 
 Thread safety: the core is fed on the event loop's thread. While a loop feeds it, the loop itself takes
-a view of the core between two events (at most once per ``publish_every_s``, only when the core moved
-and a scrape came since the last view) and a render thread turns it into the body scrapes serve
-(:mod:`.published`), which is then pushed, whole, to the serving process (:mod:`.serving_process`,
-:mod:`.body_server`): a scrape never waits behind a verdict tick, a dashboard frame, a render in progress
-or this process's GIL; it serves what was rendered after the scrape before it (at most a scrape interval
-old, plus one publish interval). With no running loop attached (before or after a run) a scrape asks
-this process, which reads the core directly, under a lock, as nothing else is writing then.
+a view of the core between two events (at most once per ``publish_every_s``, only when the core moved,
+timed to be ready just before the next scrape is due: :mod:`.render_schedule`) and a render thread turns
+it into the body scrapes serve (:mod:`.published`), which is then pushed, whole, to the serving process
+(:mod:`.serving_process`, :mod:`.body_server`): a scrape never waits behind a verdict tick, a dashboard
+frame, a render in progress or this process's GIL; it serves what was rendered for it, shortly before it
+came (once two scrapes have shown their interval; before that, what was rendered after the scrape before
+it). With no running loop attached (before or after a run) a scrape asks this process, which reads the
+core directly, under a lock, as nothing else is writing then.
 
 Crowds (in the serving process): the listen backlog holds 1,024 connections, at most 256 requests are
 served at once (more wait in the backlog), a client silent or unread for ``client_timeout_s`` is let go,
@@ -20,11 +21,13 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tokenwatch.frontends.metrics.families import take_view
 from tokenwatch.frontends.metrics.published import BodyRenderer, PublishedBody, core_key, render_view
+from tokenwatch.frontends.metrics.render_schedule import RenderSchedule
 from tokenwatch.frontends.metrics.serving_process import ServingProcess
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ class MetricsServer:
         self._lock = threading.Lock()
         self._direct: PublishedBody | None = None  # read without a loop, kept while the core stays put
         self._renderer = BodyRenderer(self._push_rendered)
-        self._scraped = False  # a scrape came since the last view was taken: the next one is wanted
+        self._schedule = RenderSchedule(publish_every_s, time.monotonic)  # when the next view is wanted
         self._closed = False
         self.publish_every_s = publish_every_s
         self.client_timeout_s = client_timeout_s
@@ -97,15 +100,21 @@ class MetricsServer:
 
     def _publish(self) -> None:
         """On the loop, between two events: a view of the core to the renderer, if the core moved since
-        the body it has, a scrape came since (a body nobody reads is not rendered: at 64 racks a Server
-        body is ~14 MB of text) and the renderer is free (a view taken while it renders is skipped)."""
+        the body it has, the next scrape wants it (a body nobody reads is not rendered: at 64 racks a
+        Server body is ~14 MB of text) and the renderer is free (a view taken while it renders is skipped)."""
         renderer = self._renderer
         try:
             core = self.core
             key = core_key(core)
             latest = renderer.latest
-            if (latest is None or (latest.key != key and self._scraped)) and not renderer.busy:
-                self._scraped = False
+            schedule = self._schedule
+            schedule.render_s = renderer.render_s
+            # The body of a core not yet started is replaced once it starts, scraped or not: a first
+            # scrape then serves the run, not an empty page.
+            first_of_run = latest is not None and latest.key[1] == -1 and key[1] != -1
+            wanted = latest is None or (latest.key != key and (schedule.due() or first_of_run))
+            if wanted and not renderer.busy:
+                schedule.rendering()
                 renderer.submit(key, take_view(core))
         except Exception as exc:  # the scrape reports it; the loop goes on
             renderer.fail(exc)
@@ -130,13 +139,21 @@ class MetricsServer:
         first scrape after attaching waits for the first body)."""
         loop = self._loop
         if loop is not None and loop.is_running() and not self._closed:
-            self._scraped = True  # the loop renders the next body for the next scrape
+            first = not self._schedule.ever_scraped
+            self._schedule.scraped()  # the loop renders the next body for the next scrape
             latest = self._renderer.latest
-            if latest is not None:
+            if latest is not None and not first:
                 return latest
+            # The first scrape waits for a body of the core as it is now (one render), not what was
+            # rendered at the attach, maybe before the run began.
+            held = latest
+
+            def fresh(body: PublishedBody | None) -> bool:
+                return body is not None and (body is not held or body.key == core_key(self.core))
+
             with contextlib.suppress(RuntimeError):  # loop closed in between: read directly below
                 loop.call_soon_threadsafe(self._publish)
-                latest = self._renderer.wait_for(lambda body: body is not None, VIEW_TIMEOUT_S)
+                latest = self._renderer.wait_for(fresh, VIEW_TIMEOUT_S)
                 if latest is not None:
                     return latest
                 raise self._renderer.error or TimeoutError(
@@ -162,9 +179,10 @@ class MetricsServer:
         self._renderer.close()
 
     def _live(self) -> bool:
-        """Scrapes are served from the last body pushed: a running loop pushes each new one."""
+        """Scrapes are served from the last body pushed: a running loop pushes each new one (after the
+        first scrape, which asks for a body of the core as it is then)."""
         loop = self._loop
-        return loop is not None and loop.is_running() and not self._closed
+        return loop is not None and loop.is_running() and not self._closed and self._schedule.ever_scraped
 
     def _push_rendered(self, published: PublishedBody) -> None:
         """On the render thread: the new body goes to the serving process, whole."""
@@ -175,7 +193,7 @@ class MetricsServer:
 
     def _scrape_served(self, packed: bool) -> None:
         """The serving process answered a scrape from the body it holds: the loop renders the next."""
-        self._scraped = True
+        self._schedule.scraped()
         if packed:
             self.wants_gzip()
 
