@@ -17,6 +17,10 @@ rack-wide forecast and each rack's, ``verdict_tick`` + ``fleet_tick``), CPU time
 ``--ticks`` forced ticks, against the dashboard's frame (1 / ``REFRESH_HZ`` = 250 ms: a tick longer than
 that drops a frame) and against "a few ms" (<= 5 ms).
 
+``--parts summarize``: ``summarize`` of a fresh recording (its summary trailer read), of the same bytes
+without the trailer (the full pass an older recording takes) and, with ``--before DIR``, of another
+checkout's code on those bytes, each against the same json.loads / orjson passes.
+
 Server runs of the same length, one that passes (llama2-70b) and one that fails early stopping
 (llama2-70b-interactive): ``summarize`` of the failing one against the passing one (<= 1.1x).
 
@@ -79,11 +83,11 @@ FRAME_S = 0.25  # the dashboard redraws at 4 Hz (frontends/tui/app.py REFRESH_HZ
 FEW_MS = 0.005
 
 
-def cpu_of(cmd: list[str], repeat: int) -> float:
-    """The best CPU time (s) of ``cmd`` in a child pinned to one core."""
+def cpu_of(cmd: list[str], repeat: int, code: Path = REPO) -> float:
+    """The best CPU time (s) of ``cmd`` in a child pinned to one core (``code``: the checkout it runs)."""
     taskset = shutil.which("taskset")
     pinned = [taskset, "-c", "0", *cmd] if taskset else cmd
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(code))
     runs = []
     for _ in range(repeat):
         out = subprocess.run(
@@ -145,6 +149,38 @@ def ingest_figures(racks: int, duration: str, repeat: int, tmp: Path) -> list[st
     if racks >= 64:
         lines.append(verdict_line(f"summarize, {label}, vs orjson", summarize, orjson, 0.7))
     rec.unlink()
+    return lines
+
+
+def summarize_figures(racks: int, duration: str, repeat: int, tmp: Path, before: Path | None) -> list[str]:
+    """``summarize`` of a fresh recording (its summary trailer read) and of the same bytes without the
+    trailer (the full pass: an older recording's), against the json.loads and orjson passes; with
+    ``before`` (another checkout, e.g. ``git worktree add /tmp/main main``) that code's summarize too."""
+    rec, bare = tmp / f"s{racks}.jsonl.zst", tmp / f"s{racks}-bare.jsonl.zst"
+    rec.unlink(missing_ok=True)
+    sim = tokenwatch("sim", "--racks", str(racks), "--duration", duration, "--speed", "0", "--seed", "1")
+    subprocess.run(
+        [*sim, "--headless", "--interval", duration, "--record", str(rec)],
+        check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO,
+    )  # fmt: skip
+    data = rec.read_bytes()
+    # The trailer's own marks (recording/trailer.py): payload length and TWTRAILR at the very end.
+    length = int.from_bytes(data[-12:-8], "little") if data.endswith(b"TWTRAILR") else -20
+    bare.write_bytes(data[: len(data) - length - 20])
+    json = cpu_of([sys.executable, "-c", _DECODE_PASS, str(rec), "json"], repeat)
+    orjson = cpu_of([sys.executable, "-c", _DECODE_PASS, str(rec), "orjson"], repeat)
+    label = f"{racks} rack{'s' if racks > 1 else ''} x {duration} ({len(data) / 1e6:.0f} MB)"
+    runs = [("trailer", rec, REPO), ("full pass", bare, REPO)]
+    if before is not None:
+        runs.append(("code before", bare, before))
+    lines = []
+    for what, path, code in runs:
+        cpu = cpu_of(tokenwatch("summarize", str(path)), repeat, code)
+        lines.append(verdict_line(f"summarize ({what}), {label}, vs json.loads", cpu, json, 1.0))
+        if racks >= 64:
+            lines.append(verdict_line(f"summarize ({what}), {label}, vs orjson", cpu, orjson, 0.7))
+    rec.unlink()
+    bare.unlink()
     return lines
 
 
@@ -228,7 +264,12 @@ def main() -> None:
     parser.add_argument("--duration", default="80m")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--ticks", type=int, default=None)
-    parser.add_argument("--parts", default="ingest,tick,server", help="which figures: ingest, tick, server")
+    parser.add_argument(
+        "--parts",
+        default="ingest,tick,server",
+        help="which figures: ingest, tick, server, summarize (with and without the summary trailer)",
+    )
+    parser.add_argument("--before", type=Path, help="summarize: also this checkout's code (the full pass)")
     args = parser.parse_args()
     repeat = args.repeat or (1 if args.short else 3)
     ticks = args.ticks or (10 if args.short else 40)
@@ -243,6 +284,11 @@ def main() -> None:
             for racks in (int(r) for r in args.racks.split(",")):
                 duration = ("1m" if racks >= 64 else "2m") if args.short else args.duration
                 for line in ingest_figures(racks, duration, repeat, Path(tmp)):
+                    print(line, flush=True)
+        if "summarize" in parts:
+            for racks in (int(r) for r in args.racks.split(",")):
+                duration = ("1m" if racks >= 64 else "2m") if args.short else args.duration
+                for line in summarize_figures(racks, duration, repeat, Path(tmp), args.before):
                     print(line, flush=True)
         if "tick" in parts:
             scenarios: tuple[Scenario, ...] = ("Offline", "Server")

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.parser import UsageError, print_warnings
-from tokenwatch.frontends.headless.summary_table import render_summary
 
 if TYPE_CHECKING:
     from tokenwatch.core.baseline.compare import BaselineComparison
@@ -22,6 +20,7 @@ if TYPE_CHECKING:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from tokenwatch.cli.baseline_option import start_identity, with_baseline
+    from tokenwatch.cli.options import RunOptions
     from tokenwatch.cli.running import run_session
     from tokenwatch.cli.sim_settings import sim_settings
     from tokenwatch.inputs.sim.collector import SIM_EPOCH, SimulatorCollector
@@ -41,6 +40,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from tokenwatch.cli.baseline_option import recording_identity, with_baseline
+    from tokenwatch.cli.options import RunOptions
     from tokenwatch.cli.running import run_session
     from tokenwatch.inputs.replay.index import wants_index
     from tokenwatch.inputs.replay.player import ReplayPlayer
@@ -82,6 +82,8 @@ def _refuse_a_recording_without_a_run(path: str) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
+    if _printed_from_trailer(args):
+        return 0
     from tokenwatch.runs.client_side import read_clients, side_by_side
     from tokenwatch.runs.result_folders import find_summary_folders
     from tokenwatch.sources.client_results import exports_in, looks_like_client_result
@@ -121,6 +123,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
             out["client_side"] = table.to_json()
         sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
     else:
+        from tokenwatch.frontends.headless.summary_table import render_summary
+
         sys.stdout.write(render_summary(summary) + "\n")
         if comparison is not None:
             from tokenwatch.frontends.headless.baseline_table import render_baseline
@@ -131,6 +135,25 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
             sys.stdout.write("\n" + render_side_by_side(table) + "\n")
     return 0
+
+
+def _printed_from_trailer(args: argparse.Namespace) -> bool:
+    """One recording, no --baseline: its summary trailer, where it has a usable one, is what the full
+    pass would print (cli/summary_trailer.py); otherwise the full pass, after one line saying why."""
+    from tokenwatch.cli.summary_trailer import summary_from_trailer
+
+    if len(args.paths) != 1 or args.baseline is not None or not Path(args.paths[0]).is_file():
+        return False
+    found, why = summary_from_trailer(args.paths[0])
+    if why is not None:
+        print_warnings([why])
+    if found is None:
+        return False
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(found.json, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(found.text + "\n")
+    return True
 
 
 def _server_summary(args: argparse.Namespace, paths: list[str]) -> RunSummary:

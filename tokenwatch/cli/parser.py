@@ -281,7 +281,9 @@ def build_parser() -> OneLineParser:
         "profile_export_aiperf.json or its per-interval _timeslices.json, GenAI-Perf's "
         "profile_export_genai_perf.json, vllm bench serve's result JSON, SGLang bench_serving's JSONL; "
         "recognised by their content; a folder with no LoadGen summary stands for the AIPerf and GenAI-Perf "
-        "exports under it) are shown side by side with the server's own figures, or alone.",
+        "exports under it) are shown side by side with the server's own figures, or alone. A .zst "
+        "recording that tokenwatch finished holds its summary in a trailer at its end, read instead of "
+        "every line (a trailer that does not fit the file: one warning, then the whole recording).",
     )
     summarize.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     summarize.add_argument("--json", action="store_true", help="print the JSON contract instead of the table")

@@ -31,6 +31,7 @@ from tokenwatch.cli.loading_note import say_loads
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
 from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.cli.summary_trailer import keep_summary_in_recording
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.frontends.headless.headless import HeadlessLogger
 from tokenwatch.frontends.headless.summary_table import render_summary
@@ -197,6 +198,7 @@ def run_session(
             after(session)
         # On quitting, the same table headless prints: the result outlives the screen.
         print_after_screen(session)
+        keep_summary_in_recording(options.record, session.recording_stopped)
         return INTERRUPTED_EXIT if session.interrupted else 0
     human = sys.stderr if options.jsonl == "-" else sys.stdout
     session.on_recording_stopped(lambda message: stderr_line(f"tokenwatch: {message}"))
@@ -227,6 +229,7 @@ def run_session(
     if after:
         after(session)
     print_summary(session, human)
+    keep_summary_in_recording(options.record, session.recording_stopped)
     # A stop signal after the run's end (a replay still writing its snapshots) cut the output short too.
     if session.interrupted or signalled:
         return INTERRUPTED_EXIT

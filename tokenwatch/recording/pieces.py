@@ -17,6 +17,7 @@ from typing import BinaryIO
 import zstandard
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+SKIPPABLE_MAGIC_TAIL = b"\x2a\x4d\x18"  # bytes 1-3 of a skippable frame's magic (little-endian 0x184D2A5?)
 CHUNK_BYTES = 1 << 20
 FRAME_HOLD_BYTES = 16 << 20  # a frame's decoded lines held back until its end proves them
 
@@ -98,6 +99,8 @@ def zstd_pieces(
             start += fed - len(pending)
             continue
         later = find_magic(fh, start + 1)
+        if problem is None and later is None and not held and _skippable_at(fh, start):
+            return  # a trailer cut off (recording.trailer): it held no events, nothing is lost
         if problem is None and later is None:  # the writer was killed: keep every complete block
             if held:
                 yield Piece(b"".join(held), None if streamed else start)
@@ -115,6 +118,13 @@ def zstd_pieces(
         start = later
         fh.seek(start)
         pending = b""
+
+
+def _skippable_at(fh: BinaryIO, offset: int) -> bool:
+    """Whether a zstd skippable frame (magic 0x184D2A50-5F, no events) begins at ``offset``."""
+    fh.seek(offset)
+    head = fh.read(4)
+    return len(head) == 4 and head[1:] == SKIPPABLE_MAGIC_TAIL and head[0] & 0xF0 == 0x50
 
 
 def find_magic(fh: BinaryIO, offset: int) -> int | None:
