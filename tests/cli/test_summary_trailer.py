@@ -191,3 +191,17 @@ def test_a_plain_recording_gets_no_trailer(run_cli: RunCli, tmp_path: Path) -> N
     lines = rec.read_bytes().splitlines()
     assert all(orjson.loads(line) for line in lines)
     assert orjson.loads(lines[-1])["k"] == "run_ended"
+
+
+def test_a_recording_past_the_size_limit_gets_no_trailer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long fleet recording would keep the terminal for the summary pass at its end: none is made."""
+    import tokenwatch.cli.summary_trailer as trailer_module
+
+    original = REPO_ROOT / "sample_runs" / "gb300-nvl72-server.jsonl.zst"
+    rec = tmp_path / "run.jsonl.zst"
+    shutil.copyfile(original, rec)
+    monkeypatch.setattr(trailer_module, "TRAILER_MAX_BYTES", original.stat().st_size - 1)
+    write_summary_trailer(rec)
+    assert rec.read_bytes() == original.read_bytes()

@@ -16,6 +16,10 @@ from typing import Any
 
 from tokenwatch.recording.trailer import TrailerError, append_trailer, read_trailer, supports_trailer
 
+# The trailer costs one summary pass when a recording ends, while the user waits to get their terminal back
+# (~1 s per 4 MB here): past this size (a fleet's long recording) none is written, and summarize reads the
+# recording whole, as it does one without a trailer.
+TRAILER_MAX_BYTES = 32 * 1024 * 1024
 _JSON = "summary_json"
 _TEXT = "summary_text"
 
@@ -31,7 +35,7 @@ class TrailerSummary:
 def write_summary_trailer(path: str | Path) -> None:
     """Append the summary trailer to a finished ``.zst`` recording (nothing for other files, or where the
     summary pass warned or refused). A failed write leaves the file as it was and raises OSError."""
-    if not supports_trailer(path):
+    if not supports_trailer(path) or Path(path).stat().st_size > TRAILER_MAX_BYTES:
         return
     # Imported here: the summary pass and its table are the trailer's makers, not its readers'.
     from tokenwatch.frontends.headless.summary_table import render_summary
