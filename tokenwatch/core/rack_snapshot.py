@@ -212,7 +212,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
     if state.fleet_figures is not None:
         snap = with_fleet(snap, state.fleet_figures, now, steady_mean)
-    return with_groups(snap)
+    kept = state.fleet_figures if state.fleet_figures is not None else state.fleet
+    return with_groups(snap, kept.places if kept is not None else None)
 
 
 def _stopped_nodes(
