@@ -6,8 +6,10 @@ rack, and what the garbage collector did meanwhile; and the cost of the per-rack
     python benchmarks/bench_fleet_board.py --parts terminal # sim --racks 64 --speed 60 in a real terminal
 
 Then 1,000 racks watched through Prometheus, grouped in 4 sites of 10 rows (benchmarks/fleet_thousand.py,
-the core fed as a fleet watch feeds it), at 200x60: a full refresh of the sites' board, and the keys that
-walk it (s, down, enter to a site's rows, enter to a row's racks, escape, escape). ``--short``: 100 racks.
+the core fed as a fleet watch feeds it), at 200x60: a full refresh of the sites' board, then the refresh
+after each new round of the racks' figures (5 s of run time ingested before it, not timed: what the live
+board does when data came), and the keys that walk it (s, down, enter to a site's rows, enter to a row's
+racks, escape, escape). ``--short``: 100 racks.
 
 A "full refresh" is what the 4 Hz timer does when data changed, made to repaint everything: the core's
 snapshot (with the fleet table), every panel of the board updated from it, and the whole screen rendered to
@@ -42,7 +44,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import add_short_option, full_frame, target, timed_refresh  # noqa: E402
 from bench_tui import ms, sixty_four_racks  # noqa: E402
-from fleet_thousand import thousand_racks  # noqa: E402
+from fleet_thousand import ThousandRacks, thousand_racks_feed  # noqa: E402
 from rich.console import Console  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 from tmux_terminal import TmuxTerminal  # noqa: E402
@@ -177,8 +179,12 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
         watch.close()
 
 
-async def measure_grouped(app: TokenwatchApp, racks: int, size: tuple[int, int], iterations: int) -> None:
-    """The sites' board of a grouped fleet: a full refresh, and each key that walks the levels."""
+async def measure_grouped(
+    app: TokenwatchApp, feed: ThousandRacks, size: tuple[int, int], iterations: int
+) -> None:
+    """The sites' board of a grouped fleet: a full refresh, one after each new round of figures, and each
+    key that walks the levels."""
+    racks = feed.racks
     where = f"the grouped fleet board, {racks:,} racks, {size[0]}x{size[1]}"
     async with app.run_test(size=size) as pilot:
         out = await fleet_screen_up(app, pilot, size, tries=500)
@@ -194,6 +200,15 @@ async def measure_grouped(app: TokenwatchApp, racks: int, size: tuple[int, int],
         for key, values in stages.items():
             print(f"    board refresh {key:<14} {ms(values)}")
         judged(f"{where}: a full refresh", stages["total"], REFRESH_P95_MS)
+        rounds: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
+        for _ in range(iterations):
+            feed.round()  # the next 5 s of the run: new figures for every rack (not timed)
+            for key, value in zip(rounds, timed_refresh(app, screen, out), strict=True):
+                rounds[key].append(value)
+            await pilot.pause()
+        for key, values in rounds.items():
+            print(f"    after a round {key:<14} {ms(values)}")
+        judged(f"{where}: a refresh after a round of new figures", rounds["total"], REFRESH_P95_MS)
 
         def enter() -> None:  # what enter on the group board does: its message, handled
             key = groups.cursor_key if groups.display else None
@@ -221,15 +236,35 @@ async def measure_grouped(app: TokenwatchApp, racks: int, size: tuple[int, int],
         judged(f"{where}: a key (all six, p95)", [v for vs in times.values() for v in vs], KEY_P95_MS)
 
 
+def snapshot_cpu(feed: ThousandRacks, iterations: int) -> None:
+    """The core's snapshot in CPU time (steadier than wall time on a loaded machine): with no new data,
+    and after each new round of figures (the round not timed)."""
+    core = feed.core
+    paused, after = [], []
+    for _ in range(iterations):
+        t0 = time.process_time()
+        core.snapshot()
+        paused.append(time.process_time() - t0)
+    for _ in range(max(5, iterations // 2)):
+        feed.round()
+        t0 = time.process_time()
+        core.snapshot()
+        after.append(time.process_time() - t0)
+    print(f"    snapshot CPU, no new data    {ms(paused)}")
+    print(f"    snapshot CPU, after a round  {ms(after)}")
+
+
 def bench_grouped(short: bool, iterations: int) -> None:
     racks = 100 if short else 1000
     t0 = time.perf_counter()
-    core = thousand_racks(40.0 if short else 90.0, racks=racks)
+    feed = thousand_racks_feed(40.0 if short else 90.0, racks=racks)
+    core = feed.core
     print(f"\n({racks:,}-rack grouped fleet fed to the core in {time.perf_counter() - t0:.1f} s)")
+    snapshot_cpu(feed, iterations)
     size = (200, 60)
     print(f"The grouped fleet board, {racks:,} racks in 4 sites of 10 rows, {size[0]}x{size[1]}:")
     app = TokenwatchApp(Session(core, [], flush_interval_s=None), mode="live", theme_dirs=[shipped_dir()])
-    asyncio.run(measure_grouped(app, racks, size, iterations))
+    asyncio.run(measure_grouped(app, feed, size, iterations))
 
 
 def bench_ticks(core: RackCore) -> None:

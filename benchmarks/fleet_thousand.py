@@ -34,43 +34,33 @@ def places(racks: tuple[str, ...], sites: int = SITES, rows: int = ROWS) -> dict
     }
 
 
-def thousand_racks(run_s: float, racks: int = RACKS, seed: int = 0) -> RackCore:
-    """The core of a grouped ``racks``-rack fleet watch at run time ``run_s`` (one node of every 50th rack
-    down from half-way, every 97th rack's exporter gone for the last 30 s). The node-level per-rack
-    forecasts are off: they are made at ingest (1,000 of them each verdict tick, a cost of its own), not
-    at a refresh, and a fleet known rack by rack shows the racks' published projections instead."""
-    from tokenwatch.base.events import RACK_FIGURES, ProgressBatch, RackFiguresBatch, RunStarted
-    from tokenwatch.core import CoreConfig, RackCore
+class ThousandRacks:
+    """The feed of a grouped ``racks``-rack fleet watch (one node of every 50th rack down from
+    ``down_from_s``, every 97th rack's exporter gone after ``gone_from_s``): :meth:`round` ingests one
+    interval's figures (and, every ``DETAIL_S``, every node's counters) into ``core``."""
 
-    names = rack_names(racks)
-    nodes = tuple(f"{rack}/node{k + 1:02d}" for rack in names for k in range(NODES))
-    meta = {
-        "fleet": {
-            "source": "prometheus",
-            "preset": "tokenwatch",
-            "racks": [[rack, r * NODES, NODES] for r, rack in enumerate(names)],
-            "node_stale_after_s": 3 * DETAIL_S + 5.0,
-        },
-        "racks": [rack for rack in names for _ in range(NODES)],
-        "rack_places": places(names),
-    }
-    core = RackCore(CoreConfig(rack_forecasts=False))
-    core.ingest(RunStarted(0.0, "fleet", "Offline", nodes, GPUS, None, None, "live", 1.7e9, meta))
-    rng = np.random.default_rng(seed)
-    col = {name: i for i, name in enumerate(RACK_FIGURES)}
-    node_rate = rng.normal(55_000.0, 1_500.0, len(nodes))
-    tokens = np.zeros(len(nodes))
-    index = np.arange(len(nodes), dtype=np.int64)
-    t = INTERVAL_S
-    while t <= run_s:
-        tokens += node_rate * INTERVAL_S
+    def __init__(self, core: RackCore, racks: int, down_from_s: float, gone_from_s: float, seed: int) -> None:
+        self.core, self.racks = core, racks
+        self.down_from_s, self.gone_from_s = down_from_s, gone_from_s
+        self.names = rack_names(racks)
+        self.rng = np.random.default_rng(seed)
+        self.node_rate = self.rng.normal(55_000.0, 1_500.0, racks * NODES)
+        self.tokens = np.zeros(racks * NODES)
+        self.t = 0.0
+
+    def round(self) -> None:
+        """The next interval: the racks' figures at ``t`` (and the alerting pass's counters when due)."""
+        from tokenwatch.base.events import RACK_FIGURES, ProgressBatch, RackFiguresBatch
+
+        self.t = t = self.t + INTERVAL_S
+        racks, rng, names, col = self.racks, self.rng, self.names, {n: i for i, n in enumerate(RACK_FIGURES)}
+        self.tokens += self.node_rate * INTERVAL_S
         if t % DETAIL_S < 1e-9:  # the alerting pass: every node's counters
-            done = tokens.astype(np.int64)
-            core.ingest(ProgressBatch(t, index, done // 400, done))
-        rates = node_rate.reshape(racks, NODES) * rng.normal(1.0, 0.01, (racks, NODES))
-        down_node = t > run_s / 2
+            done = self.tokens.astype(np.int64)
+            self.core.ingest(ProgressBatch(t, np.arange(len(done), dtype=np.int64), done // 400, done))
+        rates = self.node_rate.reshape(racks, NODES) * rng.normal(1.0, 0.01, (racks, NODES))
         up = np.full(racks, float(NODES))
-        if down_node:
+        if t > self.down_from_s:
             rates[::50, 0] = np.nan
             up[::50] -= 1
         values = np.full((racks, len(RACK_FIGURES)), np.nan)
@@ -88,11 +78,11 @@ def thousand_racks(run_s: float, racks: int = RACKS, seed: int = 0) -> RackCore:
         values[:, col["projected_valid"]] = 1.0
         values[7::100, col["projected_valid"]] = 0.0
         present = np.ones(racks, bool)
-        if t > run_s - 30.0:
+        if t > self.gone_from_s:
             present[::97] = False  # their exporters gone: left out of the batch, so they go stale
         keep = np.flatnonzero(present)
         worst = tuple(f"node{int(k) + 1:02d}" for k in np.nanargmin(rates, axis=1)[keep])
-        core.ingest(
+        self.core.ingest(
             RackFiguresBatch(
                 t,
                 tuple(names[int(r)] for r in keep),
@@ -102,5 +92,36 @@ def thousand_racks(run_s: float, racks: int = RACKS, seed: int = 0) -> RackCore:
                 tuple("" for _ in keep),
             )
         )
-        t += INTERVAL_S
-    return core
+
+
+def thousand_racks(run_s: float, racks: int = RACKS, seed: int = 0) -> RackCore:
+    """The core of a grouped ``racks``-rack fleet watch at run time ``run_s`` (one node of every 50th rack
+    down from half-way, every 97th rack's exporter gone for the last 30 s). The node-level per-rack
+    forecasts are off: they are made at ingest (1,000 of them each verdict tick, a cost of its own), not
+    at a refresh, and a fleet known rack by rack shows the racks' published projections instead."""
+    return thousand_racks_feed(run_s, racks, seed).core
+
+
+def thousand_racks_feed(run_s: float, racks: int = RACKS, seed: int = 0) -> ThousandRacks:
+    """:func:`thousand_racks`, with its feed: :meth:`ThousandRacks.round` goes on with the run."""
+    from tokenwatch.base.events import RunStarted
+    from tokenwatch.core import CoreConfig, RackCore
+
+    names = rack_names(racks)
+    nodes = tuple(f"{rack}/node{k + 1:02d}" for rack in names for k in range(NODES))
+    meta = {
+        "fleet": {
+            "source": "prometheus",
+            "preset": "tokenwatch",
+            "racks": [[rack, r * NODES, NODES] for r, rack in enumerate(names)],
+            "node_stale_after_s": 3 * DETAIL_S + 5.0,
+        },
+        "racks": [rack for rack in names for _ in range(NODES)],
+        "rack_places": places(names),
+    }
+    core = RackCore(CoreConfig(rack_forecasts=False))
+    core.ingest(RunStarted(0.0, "fleet", "Offline", nodes, GPUS, None, None, "live", 1.7e9, meta))
+    feed = ThousandRacks(core, racks, down_from_s=run_s / 2, gone_from_s=run_s - 30.0, seed=seed)
+    while feed.t + INTERVAL_S <= run_s:
+        feed.round()
+    return feed

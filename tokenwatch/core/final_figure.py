@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.durations import format_clock
+from tokenwatch.base.events import FloatArray
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 
@@ -43,9 +44,13 @@ def did_work(tokens_per_s: float) -> bool:
     return math.isfinite(tokens_per_s) and tokens_per_s > 0
 
 
-def rack_sum(figures: list[float]) -> float:
+def rack_sum(figures: list[float] | FloatArray) -> float:
     """The rack figure from node figures: their sum over the nodes that did work, added in node order (the
-    same float whichever surface asks)."""
+    same float whichever surface asks). An array's nodes are picked in one numpy pass (18,000 nodes at
+    every snapshot), then added as a list's are."""
+    if isinstance(figures, np.ndarray):
+        with np.errstate(invalid="ignore"):
+            return float(sum(figures[np.isfinite(figures) & (figures > 0)].tolist()))
     return float(sum(x for x in figures if did_work(x)))
 
 

@@ -7,8 +7,9 @@ import math
 import numpy as np
 
 from tokenwatch.base.durations import format_clock
-from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, NODE_STATES, LatencyMetric
+from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, LatencyMetric
 from tokenwatch.core._loadgen_latency import loadgen_latency
+from tokenwatch.core._node_columns import energy_source_names, gpu_sums, sparklines, state_names
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import RackState
 from tokenwatch.core.alerts import AlertLog
@@ -25,7 +26,6 @@ from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet._board import fleet_table
 from tokenwatch.core.fleet._snapshot import with_fleet, with_groups
 from tokenwatch.core.histogram import bucket_value, quantiles_of
-from tokenwatch.core.nan_math import nan_quiet
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
 from tokenwatch.core.run_clock import no_clock, run_clock
 from tokenwatch.core.run_history import node_tokens_history
@@ -90,7 +90,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     cfg = state.config
     n = len(run.nodes)
     state_codes = state.effective_state(now)
-    states = tuple(NODE_STATES[c] for c in state_codes)
+    states = state_names(state_codes)
     up = state_codes == _UP
     stopped = (state_codes == _STALE) | (state_codes == _DOWN)
     rates, sample_rates = state.window_rates(now)
@@ -104,8 +104,9 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     freshness = state.gpu_freshness(now, state_codes)
     gpu = np.where((freshness == FRESH)[:, :, None], state.gpu_values, np.nan)
     fresh_power = np.isfinite(gpu[:, :, _POWER])
-    node_power = np.where(fresh_power.any(axis=1), nan_quiet(np.nansum, gpu[:, :, _POWER], axis=1), np.nan)
-    node_limit = nan_quiet(np.nansum, gpu[:, :, _LIMIT], axis=1)
+    per_node = gpu_sums(gpu)
+    node_power = np.where(fresh_power.any(axis=1), per_node.sums[:, 0], np.nan)
+    node_limit = per_node.sums[:, 1]
     gpus_reporting = int((freshness == FRESH).sum())
     power_w = float(np.nansum(node_power)) if fresh_power.any() else math.nan
     power_limit_w = float(np.nansum(node_limit)) if np.isfinite(node_limit).any() else math.nan
@@ -126,7 +127,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     samples_done = int(state.samples.sum())
     aggregate = Aggregate(
         tokens_per_s=agg_rate,
-        tokens_per_s_cumulative=rack_sum(means.tolist()) if np.isfinite(means).any() else math.nan,
+        tokens_per_s_cumulative=rack_sum(means) if np.isfinite(means).any() else math.nan,
         per_gpu_tokens_per_s=agg_rate / gpus if gpus else math.nan,
         samples_per_s=agg_samples,
         nodes=n,
@@ -149,7 +150,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     node_progress = _node_progress(state, elapsed, state_codes)
     running = up & (state.tokens > 0)
     delta = -below_median_pct(rates, running)
-    spark = _sparklines(state, cfg.sparkline_points)
+    spark = sparklines(state, cfg.sparkline_points)
 
     nodes = NodeTable(
         names=run.nodes,
@@ -163,18 +164,14 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         samples_done=state.samples.copy(),
         tokens_done=state.tokens.copy(),
         power_w=node_power,
-        sm_clock_mhz=nan_quiet(np.nanmean, gpu[:, :, _SM], axis=1),
-        hbm_used_mib=np.where(
-            np.isfinite(gpu[:, :, _HBM]).any(axis=1), nan_quiet(np.nansum, gpu[:, :, _HBM], axis=1), np.nan
-        ),
-        temp_c=nan_quiet(np.nanmax, gpu[:, :, _TEMP], axis=1),
+        sm_clock_mhz=per_node.sm_mean,
+        hbm_used_mib=np.where(np.isfinite(gpu[:, :, _HBM]).any(axis=1), per_node.sums[:, 3], np.nan),
+        temp_c=np.fmax.reduce(gpu[:, :, _TEMP], axis=1),  # what np.nanmax does, without its warning
         straggler=state.rules.straggling.copy(),
         throttling=np.asarray(state.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,
         tokens_per_joule=node_tpj,
-        energy_source=tuple(
-            ("counter" if c else "power") if h else "" for c, h in zip(from_counter, has_energy, strict=True)
-        ),
+        energy_source=energy_source_names(has_energy, from_counter),
         causes=tuple(state.causes.causes),
         cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
     )
@@ -215,19 +212,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
     if state.fleet_figures is not None:
         snap = with_fleet(snap, state.fleet_figures, now, steady_mean)
-    return with_groups(snap)
-
-
-def _sparklines(state: RackState, points: int) -> np.ndarray:
-    """(nodes, points) per-tick rates, oldest first; NaN for ticks at which the node was down or stale
-    (its counter stood still because nothing came, not because it did no work)."""
-    times, cum = state.recent_tokens.view(points + 1)
-    if len(times) < 2:
-        return np.zeros((len(state.run.nodes), 0))
-    _, codes = state.recent_state.view(points + 1)
-    rates = np.diff(cum, axis=0) / np.diff(times)[:, None]
-    silent = (codes[1:] == _STALE) | (codes[1:] == _DOWN)
-    return np.where(silent, np.nan, rates).T
+    kept = state.fleet_figures if state.fleet_figures is not None else state.fleet
+    return with_groups(snap, kept.places if kept is not None else None)
 
 
 def _stopped_nodes(

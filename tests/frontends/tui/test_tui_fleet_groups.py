@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from textual.pilot import Pilot
+from textual.strip import Strip
 
 from tests.core.fleet.fleet_runs import fleet_events
 from tests.frontends.tui.apps import core_until, ready, replay_app, settle
@@ -162,3 +163,37 @@ def test_snapshot_of_the_sites_board(snap_compare: SnapCompare, grouped_recordin
     """6 racks at 1:00 in two sites of three racks: site01 with 17/18 nodes up (node16 down)."""
     app = replay_app(grouped_recording, AT_S)
     assert snap_compare(app, terminal_size=SIZE, run_before=ready(app))
+
+
+async def test_a_new_snapshot_redraws_only_the_rows_that_changed(grouped_recording: Path) -> None:
+    """Paused: a refresh with the same figures draws no line of the sites' board again (before, all of
+    its lines, most of them blank); one site's throughput changed: that site's line alone, showing it."""
+    app = replay_app(grouped_recording, AT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        board = fleet_screen(app).query_one(GroupBoard)
+        drawn: list[int] = []
+        draw = board.render_line
+
+        def counted(y: int) -> Strip:
+            drawn.append(y)
+            return draw(y)
+
+        board.render_line = counted  # type: ignore[method-assign]
+        board.refresh()
+        await pilot.pause()
+        assert len(drawn) >= board.scrollable_content_region.height > 3  # every line, once
+        drawn.clear()
+        app.refresh_data(force=True)  # the same figures (paused)
+        await pilot.pause()
+        assert drawn == []
+        level, rows = board.level, board.rows
+        assert level is not None
+        changed = int(board._order[1])
+        tokens = level.tokens_per_s.copy()
+        tokens[changed] = 1_234_567.0
+        board.update_groups(dataclasses.replace(level, tokens_per_s=tokens), rows, board.scope)
+        await pilot.pause()
+        assert drawn == [2]  # the header, then the first row, then this one
+        assert group(1_234_567.0) in board.render_line(2).text
+        assert group(1_234_567.0) not in board.render_line(1).text

@@ -19,6 +19,7 @@ from tokenwatch.core._ring import DownsampledSeries
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import CoreConfig
+from tokenwatch.core.fleet.groups import RackPlaces
 from tokenwatch.core.fleet.rack_groups import RackGroups, rack_groups
 from tokenwatch.core.verdict._state import HISTORY_COLUMNS
 
@@ -29,12 +30,14 @@ _HISTORY_POINTS = 512  # as the rack-wide forecast's record
 class FleetMemo:
     """Per rack (in ``groups`` order): the projected verdict (1 VALID, 0 INVALID, NaN undecided or not
     yet) and tokens/s at the latest verdict tick, and the forecast over time (``history``: (racks,
-    ``HISTORY_COLUMNS``) per point, what a rack's own verdict panel draws)."""
+    ``HISTORY_COLUMNS``) per point, what a rack's own verdict panel draws). ``places``: where the racks
+    stand (their sites and rows), for the snapshot's groups."""
 
     groups: RackGroups
     valid: FloatArray
     tokens_per_s: FloatArray
     history: DownsampledSeries
+    places: RackPlaces
     next_due_s: float = 0.0
 
 
@@ -54,4 +57,5 @@ def new_fleet_memo(run: RunInfo, config: CoreConfig, alerts: AlertLog, t: float)
         history=DownsampledSeries(
             _HISTORY_POINTS, (racks, len(HISTORY_COLUMNS)), config.verdict_interval_s, "last"
         ),
+        places=RackPlaces(run.meta),
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from tokenwatch.base.events import FloatArray
 from tokenwatch.core.fleet._forecast import racks_forecast
 from tokenwatch.core.fleet._state import FleetState, fleet_table, nansum
-from tokenwatch.core.fleet.groups import fleet_groups
+from tokenwatch.core.fleet.groups import RackPlaces
 from tokenwatch.core.snapshot import RackSnapshot, Timeline
 
 
@@ -80,9 +80,10 @@ def with_rack_row(snap: RackSnapshot, fleet: FleetState, rack: str, now: float) 
     return dataclasses.replace(snap, aggregate=agg, node_spread=spread, verdict=verdict)
 
 
-def with_groups(snap: RackSnapshot) -> RackSnapshot:
-    """``snap`` with its fleet's groups (unchanged where it has no fleet, or the run places no rack)."""
-    if snap.fleet is None or len(snap.fleet) < 2:
+def with_groups(snap: RackSnapshot, places: RackPlaces | None) -> RackSnapshot:
+    """``snap`` with its fleet's groups (unchanged where it has no fleet, or the run places no rack);
+    ``places``: where the racks stand, as the fleet's state keeps it."""
+    if snap.fleet is None or len(snap.fleet) < 2 or places is None:
         return snap
-    groups = fleet_groups(snap.fleet, snap.run.meta)
+    groups = places.groups(snap.fleet)
     return snap if groups is None else dataclasses.replace(snap, fleet_groups=groups)

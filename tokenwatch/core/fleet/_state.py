@@ -21,6 +21,7 @@ import numpy as np
 
 from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
 from tokenwatch.core._ring import DownsampledSeries
+from tokenwatch.core.fleet.groups import RackPlaces
 from tokenwatch.core.fleet.table import FleetTable
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
@@ -33,7 +34,8 @@ class FleetState:
     (``values``, columns in :data:`RACK_FIGURES` order), whether its series are gone (``down``), when it
     was last in a batch (``last_seen``, run time) and last in one with its series (``last_data``), and
     its slowest running node with a cause hint.
-    ``node_ranges``: rack -> (first node, node count) in the run's node list, from ``RunStarted.meta``."""
+    ``node_ranges``: rack -> (first node, node count) in the run's node list, from ``RunStarted.meta``;
+    ``places``: where the racks stand (their sites and rows), for the snapshot's groups."""
 
     history_points: int
     tick_s: float
@@ -50,6 +52,7 @@ class FleetState:
     last_batch_t: float = math.nan
     interval_s: float = math.nan  # the latest gap between two batches: the fleet's own cadence
     totals: DownsampledSeries | None = None  # (fleet tokens/s, fleet power W) per batch
+    places: RackPlaces = field(default_factory=lambda: RackPlaces(None))
 
     def rack(self, name: str) -> int:
         """The row of rack ``name``, added (never seen, not known) the first time it is named."""
@@ -88,7 +91,7 @@ def declared_racks(meta: Mapping[str, Any]) -> list[tuple[str, int, int]]:
 def new_fleet_state(
     meta: Mapping[str, Any], *, history_points: int, tick_s: float, stale_after_s: float, nodes: int
 ) -> FleetState:
-    fleet = FleetState(history_points, tick_s, stale_after_s)
+    fleet = FleetState(history_points, tick_s, stale_after_s, places=RackPlaces(meta))
     fleet.totals = DownsampledSeries(history_points, (2,), tick_s, "mean")
     for name, first, count in declared_racks(meta):
         if name not in fleet.index and first + count <= nodes:

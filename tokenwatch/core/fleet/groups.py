@@ -14,7 +14,6 @@ group numbers): 1,000 racks cost well under a millisecond.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -100,11 +99,6 @@ class FleetGroups:
         return np.array([i for i, p in enumerate(self.row.parent) if p == site_key], np.int64)
 
 
-# The latest run's places as read (its meta's mapping, the racks asked for, the answer): a run's places do
-# not change, and reading 1,000 of them at every snapshot cost more than summing the groups.
-_last_read: list[tuple[object, tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]] | None]] = []
-
-
 def rack_places(
     meta: Mapping[str, Any] | None, racks: tuple[str, ...]
 ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -114,8 +108,6 @@ def rack_places(
     places = meta.get("rack_places") if meta else None
     if not isinstance(places, Mapping) or not places:
         return None
-    if _last_read and _last_read[0][0] is places and _last_read[0][1] == racks:
-        return _last_read[0][2]
     sites, rows = [], []
     for rack in racks:
         entry = places.get(rack)
@@ -123,28 +115,64 @@ def rack_places(
         site, row = (entry[0], entry[1]) if ok else ("", "")  # type: ignore[index]
         sites.append(site)
         rows.append(row)
-    placed = None if not any(sites) and not any(rows) else (tuple(sites), tuple(rows))
-    _last_read[:] = [(places, racks, placed)]
-    return placed
+    return None if not any(sites) and not any(rows) else (tuple(sites), tuple(rows))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Layout:
+    """A level's groups: each rack's group number, and the groups' keys, names and parents."""
+
+    of: IntArray
+    keys: tuple[str, ...]
+    names: tuple[str, ...]
+    parents: tuple[str, ...]
+
+
+@dataclass(slots=True, eq=False)
+class RackPlaces:
+    """Where a run's racks stand, and the groups that makes, kept by the fleet's state (the core's
+    :class:`~tokenwatch.core.fleet._memo.FleetMemo` or :class:`~tokenwatch.core.fleet._state.FleetState`)
+    from one snapshot to the next: reading 1,000 racks' places and numbering their groups at every
+    snapshot cost more than summing the groups. Made again only when the fleet's racks change (a rack
+    that appeared since the start: it stands where ``meta`` says, in "(none)" where it says nothing)."""
+
+    meta: Mapping[str, Any] | None
+    racks: tuple[str, ...] | None = None
+    levels: tuple[_Layout | None, _Layout | None] = (None, None)
+
+    def groups(self, table: FleetTable) -> FleetGroups | None:
+        """The fleet table's racks grouped by site and row; None where the run places none of them."""
+        if table.racks != self.racks:
+            self.racks, self.levels = table.racks, _layouts(rack_places(self.meta, table.racks))
+        site, row = self.levels
+        if site is None and row is None:
+            return None
+        return FleetGroups(
+            _level(table, "site", site) if site is not None else None,
+            _level(table, "row", row) if row is not None else None,
+        )
 
 
 def fleet_groups(table: FleetTable, meta: Mapping[str, Any] | None) -> FleetGroups | None:
-    """The fleet table's racks grouped by site and row; None where the run places none of them."""
-    placed = rack_places(meta, table.racks)
+    """The fleet table's racks grouped by site and row; None where the run places none of them (made
+    afresh: the core keeps a :class:`RackPlaces` between snapshots)."""
+    return RackPlaces(meta).groups(table)
+
+
+def _layouts(
+    placed: tuple[tuple[str, ...], tuple[str, ...]] | None,
+) -> tuple[_Layout | None, _Layout | None]:
     if placed is None:
-        return None
+        return None, None
     sites, rows = placed
     nowhere = ("",) * len(sites)
-    site_table = _level(table, "site", sites, nowhere) if any(sites) else None
-    row_table = _level(table, "row", rows, sites if any(sites) else nowhere) if any(rows) else None
-    return FleetGroups(site_table, row_table)
+    return (
+        _layout(sites, nowhere) if any(sites) else None,
+        _layout(rows, sites if any(sites) else nowhere) if any(rows) else None,
+    )
 
 
-@functools.lru_cache(maxsize=4)
-def _layout(
-    names: tuple[str, ...], parents: tuple[str, ...]
-) -> tuple[IntArray, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(each rack's group number, the groups' keys, names and parents) of a level: made once per run."""
+def _layout(names: tuple[str, ...], parents: tuple[str, ...]) -> _Layout:
     labels = [name or NO_LABEL for name in names]
     nested = any(parents)  # rows within sites: a row's key and parent name its site
     owners = [parent or NO_LABEL for parent in parents] if nested else [""] * len(parents)
@@ -155,11 +183,11 @@ def _layout(
     of = np.array([number[k] for k in keys], np.int64)
     of.flags.writeable = False
     names_of = tuple(labels[first[k]] for k in unique)
-    return of, tuple(unique), names_of, tuple(owners[first[k]] for k in unique)
+    return _Layout(of, tuple(unique), names_of, tuple(owners[first[k]] for k in unique))
 
 
-def _level(table: FleetTable, level: str, names: tuple[str, ...], parents: tuple[str, ...]) -> GroupTable:
-    of, unique, group_names, group_parent = _layout(names, parents)
+def _level(table: FleetTable, level: str, layout: _Layout) -> GroupTable:
+    of, unique, group_names, group_parent = layout.of, layout.keys, layout.names, layout.parents
     count = len(unique)
 
     def total(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,80 @@
+"""A snapshot's per-node columns that cost the most at fleet size, each in one numpy pass over the nodes.
+
+At 1,000 racks (18,000 nodes, 72,000 GPUs) a Python loop per node, or one numpy pass per GPU figure, per
+snapshot cost milliseconds each (:func:`tokenwatch.core.rack_snapshot.build_snapshot` reads these). Each
+gives the figures the plain per-node form gave, to the bit (``tests/core/test_node_columns.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenwatch.base.events import GPU_METRICS, NODE_STATES, FloatArray, NodeState
+from tokenwatch.core._state import RackState
+from tokenwatch.core.config import STATE_CODE
+
+_POWER = GPU_METRICS.index("power_w")
+_LIMIT = GPU_METRICS.index("power_limit_w")
+_SM = GPU_METRICS.index("sm_clock_mhz")
+_HBM = GPU_METRICS.index("hbm_used_mib")
+_STALE, _DOWN = STATE_CODE["stale"], STATE_CODE["down"]
+_STATE_NAMES = np.array(NODE_STATES, dtype=object)
+_ENERGY_SOURCE_NAMES = np.array(["", "", "power", "counter"], dtype=object)  # 2 x has energy + from counter
+
+
+def state_names(codes: np.ndarray) -> tuple[NodeState, ...]:
+    """Each node's state name from its code."""
+    return tuple(_STATE_NAMES[codes].tolist())
+
+
+def energy_source_names(has_energy: np.ndarray, from_counter: np.ndarray) -> tuple[str, ...]:
+    """Per node: ``counter`` or ``power`` (where its energy comes from), "" where it has none."""
+    return tuple(_ENERGY_SOURCE_NAMES[2 * has_energy.astype(np.int64) + from_counter].tolist())
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSums:
+    """Per node, over its GPUs, in one numpy pass: ``sums`` of power, power limit, SM clock and HBM used
+    (NaN left out, 0 where none: ``np.nansum``'s figures) and the mean SM clock (``np.nanmean``'s)."""
+
+    sums: FloatArray
+    sm_mean: FloatArray
+
+
+_SUMMED = [_POWER, _LIMIT, _SM, _HBM]
+
+
+def gpu_sums(gpu: FloatArray) -> GpuSums:
+    """The per-node sums of ``gpu`` (nodes, GPUs, ``GPU_METRICS``): see :class:`GpuSums`."""
+    picked = gpu[:, :, _SUMMED]
+    known = ~np.isnan(picked)
+    sums = np.where(known, picked, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sm_mean = sums[:, 2] / known[:, :, 2].sum(axis=1)
+    return GpuSums(sums, sm_mean)
+
+
+def sparklines(state: RackState, points: int) -> np.ndarray:
+    """(nodes, points) per-tick rates, oldest first; NaN for ticks at which the node was down or stale
+    (its counter stood still because nothing came, not because it did no work). Read in place from the
+    rings' storage where the points lie in one run of it (always but for ``points`` ticks a lap): at
+    18,000 nodes x 60 points each copy of them is ~9 MB."""
+    ring = state.recent_tokens
+    slots = ring.ordered_slots()[-(points + 1) :]
+    if len(slots) < 2:
+        return np.zeros((len(state.run.nodes), 0))
+    first, last = int(slots[0]), int(slots[-1])
+    states = state.recent_state.values  # pushed in lockstep with the tokens: the same slots
+    if last > first:  # one run of storage: views, no copy
+        cum, codes = ring.values[first : last + 1], states[first + 1 : last + 1]
+    else:
+        cum, codes = ring.values.take(slots, axis=0), states.take(slots[1:], axis=0)
+    rates = np.subtract(cum[1:], cum[:-1])
+    rates /= np.diff(ring.times[slots])[:, None]
+    silent = codes == _STALE
+    silent |= codes == _DOWN
+    np.copyto(rates, np.nan, where=silent)
+    by_node: np.ndarray = rates.T
+    return by_node
