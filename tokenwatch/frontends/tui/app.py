@@ -141,7 +141,11 @@ class TokenwatchApp(App[None]):
             return f"REPLAY {label}{' ‖' if player is not None and player.paused else ''}".strip()
         if self.mode == "live":
             return "LIVE"
-        return f"SIM {speed_label(self.speed)}" if self.speed is not None else "SIM"
+        badge = f"SIM {speed_label(self.speed)}" if self.speed is not None else "SIM"
+        kept = self.session.pace_behind()  # the sim cannot keep its speed: it says the pace it keeps
+        if kept is None:
+            return badge
+        return f"{badge} · behind, x{kept:.0f}" if kept >= 10 else f"{badge} · behind, x{kept:.1f}"
 
     def replay_state(self) -> ReplayState | None:
         player = self.player
