@@ -12,7 +12,7 @@ import asyncio
 import gc
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from platformdirs import user_downloads_path
 from textual import constants
@@ -38,8 +38,10 @@ from tokenwatch.frontends.tui.terminal_driver import TerminalDriver, TerminalGon
 from tokenwatch.frontends.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
 from tokenwatch.frontends.tui.widgets.replay_bar import ReplayState, speed_label
 from tokenwatch.frontends.tui.widgets.run_header import RunHeader
-from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
+
+if TYPE_CHECKING:
+    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim never loads it
 
 REFRESH_HZ = 4.0
 _QUIT_TIMEOUT_S = 10.0
