@@ -9,8 +9,8 @@ from tokenwatch.base.events import RunMode
 from tokenwatch.session import Session
 
 if TYPE_CHECKING:
-    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim never loads it
     from tokenwatch.frontends.tui.app import TokenwatchApp
+    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim never loads it
 
 
 def run_dashboard(
