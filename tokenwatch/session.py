@@ -100,6 +100,12 @@ class Session:
                 return loading
         return None
 
+    def says_fleet(self) -> bool:
+        """Whether an input says before its run starts that the run has several racks (``sim --racks``):
+        the dashboard then draws the fleet board first, not the rack's dashboard it would replace."""
+        said = (getattr(collector, "run_racks", 1) for collector in self.collectors)
+        return any(isinstance(racks, int) and racks > 1 for racks in said)
+
     def pace_behind(self) -> float | None:
         """The pace a paced input keeps (run s per wall s) while it cannot keep its speed (a 64-rack sim
         at x60: it drops its pace rather than freeze the screen, :class:`Pacer`); None while it can."""

@@ -101,3 +101,31 @@ async def test_the_badge_says_the_pace_a_sim_behind_keeps() -> None:
     for k in range(600, 1200):  # on pace again
         await collector.pacer.wait_until(float(k))
     assert app.badge() == "SIM x60"
+
+
+class _FleetNotStarted:
+    """An input that says its run has three racks and sends nothing yet (its run start is still coming)."""
+
+    name = "fleet input"
+    run_racks = 3
+
+    async def run(self, emit: object) -> None:
+        await asyncio.Event().wait()
+
+
+def test_the_simulator_says_how_many_racks_its_run_has() -> None:
+    for racks in (1, 3, 64):
+        args = build_parser().parse_args(["sim", "--racks", str(racks), "--speed", "0"])
+        assert SimulatorCollector(sim_settings(args), speed=0).run_racks == racks
+
+
+async def test_a_fleet_said_before_its_run_starts_is_drawn_on_the_board_from_the_first_frame() -> None:
+    """Not the rack's dashboard first, replaced at the first snapshot: its compose, styles and first frame
+    were a good part of a 64-rack first frame."""
+    session = Session(RackCore(), [_FleetNotStarted()], flush_interval_s=None, loop_share=SHARE)
+    app = TokenwatchApp(session, mode="sim", speed=60, theme_dirs=[shipped_dir()])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert not session.core.started
+        await pilot.press("q")

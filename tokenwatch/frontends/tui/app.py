@@ -117,8 +117,14 @@ class TokenwatchApp(App[None]):
         return driver
 
     def on_mount(self) -> None:
-        # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed.
-        self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
+        # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed. A run
+        # its input says is a fleet starts on the board: composing, styling and drawing the rack's
+        # dashboard only to replace it at the first snapshot was a good part of a 64-rack first frame.
+        if self.session.says_fleet():
+            self._fleet_led = True
+            self.push_screen(FleetScreen(player=self.player, badge=self.badge()))
+        else:
+            self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
             self.notify(printable(problem), title="Theme", severity="warning", timeout=15)
         if self.on_start is not None:
@@ -147,6 +153,8 @@ class TokenwatchApp(App[None]):
         kept = self.session.pace_behind()  # the sim cannot keep its speed: it says the pace it keeps
         if kept is None:
             return badge
+        if kept < 0.05:  # no run time went by in the last window (the run's start, a stalled machine)
+            return f"{badge} · behind"
         return f"{badge} · behind, x{kept:.0f}" if kept >= 10 else f"{badge} · behind, x{kept:.1f}"
 
     def replay_state(self) -> ReplayState | None:
