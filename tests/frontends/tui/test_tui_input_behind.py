@@ -109,7 +109,7 @@ class _FleetNotStarted:
     name = "fleet input"
     run_racks = 3
 
-    async def run(self, emit: object) -> None:
+    async def run(self, _emit: object) -> None:
         await asyncio.Event().wait()
 
 
