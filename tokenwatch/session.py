@@ -22,6 +22,8 @@ from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Collector, Event, Notice, RunEnded, run_collector
 from tokenwatch.base.formatting import format_clock
 from tokenwatch.base.loading import Loading
+from tokenwatch.base.loop_share import LoopShare, LoopTurns
+from tokenwatch.base.pacing import Pacer
 from tokenwatch.core import RackCore, RunSummary
 from tokenwatch.recording import RecordingError, RecordingWriter
 
@@ -51,14 +53,19 @@ class Session:
         clock: Clock | None = None,
         queue_size: int = 4096,
         flush_interval_s: float | None = 0.5,
+        loop_share: LoopShare | None = None,
     ) -> None:
         """``flush_interval_s=None`` turns the recorder's timer flush off (unpaced runs: flushes by size
-        alone keep the output byte-identical from run to run)."""
+        alone keep the output byte-identical from run to run). ``loop_share``: a dashboard on the same
+        loop gets its turns while the input is behind (:mod:`tokenwatch.base.loop_share`); its backlog
+        bounds the queue in place of ``queue_size``."""
         self.core = core
         self.collectors = list(collectors)
         self.recorder = recorder
         self.clock = clock or MonotonicClock()
-        self.queue: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_size)
+        self.loop_share = loop_share
+        backlog = loop_share.backlog if loop_share is not None else queue_size
+        self.queue: asyncio.Queue[object] = asyncio.Queue(maxsize=backlog)
         self.flush_interval_s = flush_interval_s
         self._intervals: list[tuple[float, Callable[[float], None]]] = []
         self._event_observers: list[Callable[[Event], None]] = []
@@ -91,6 +98,21 @@ class Session:
             loading = getattr(collector, "loading", None)
             if isinstance(loading, Loading) and loading.finished_at is None:
                 return loading
+        return None
+
+    def says_fleet(self) -> bool:
+        """Whether an input says before its run starts that the run has several racks (``sim --racks``):
+        the dashboard then draws the fleet board first, not the rack's dashboard it would replace."""
+        said = (getattr(collector, "run_racks", 1) for collector in self.collectors)
+        return any(isinstance(racks, int) and racks > 1 for racks in said)
+
+    def pace_behind(self) -> float | None:
+        """The pace a paced input keeps (run s per wall s) while it cannot keep its speed (a 64-rack sim
+        at x60: it drops its pace rather than freeze the screen, :class:`Pacer`); None while it can."""
+        for collector in self.collectors:
+            pacer = getattr(collector, "pacer", None)
+            if isinstance(pacer, Pacer) and pacer.behind is not None:
+                return pacer.behind
         return None
 
     def on_event(self, callback: Callable[[Event], None]) -> None:
@@ -164,13 +186,20 @@ class Session:
         flusher = None
         if self.recorder is not None and self.flush_interval_s:
             flusher = asyncio.create_task(self._flush_periodically(self.flush_interval_s))
+        turns = LoopTurns(self.loop_share) if self.loop_share is not None else None
         try:
             while True:
+                waits = self.queue.empty()
                 item = await self.queue.get()
                 try:
                     if item is _DONE:
                         break
-                    await self._handle_responsively(item)  # type: ignore[arg-type]
+                    if turns is None:
+                        await self._handle_responsively(item)  # type: ignore[arg-type]
+                    else:
+                        if waits:
+                            turns.restart()  # the loop was free while the queue was empty
+                        await self._handle_sharing(item, turns)  # type: ignore[arg-type]
                 finally:
                     self.queue.task_done()
         finally:
@@ -193,6 +222,29 @@ class Session:
             if self.stopped:
                 return
         self.handle(event)
+
+    async def _handle_sharing(self, event: Event, turns: LoopTurns) -> None:
+        """:meth:`handle`, letting the loop in whenever a slice of work is over: between ticks, between a
+        fleet's racks at a verdict tick, and after the event (a stop ends the run there: the event is
+        left out, as after a gap)."""
+        steps = self.core.advance_steps(event.t)
+        try:
+            for _ in steps:
+                if turns.slice_over():
+                    await self._give_turn(turns)
+                    if self.stopped:
+                        return
+        finally:
+            steps.close()  # stopped part way: the tick it was in counts as done
+        self.handle(event)
+        if turns.slice_over():
+            await self._give_turn(turns)
+
+    @staticmethod
+    async def _give_turn(turns: LoopTurns) -> None:
+        """A sleep of real time, not ``sleep(0)``: every callback a key or a frame is made of runs in it."""
+        await asyncio.sleep(turns.share.pause_s)
+        turns.restart()
 
     def _ticks_per_slice(self) -> int:
         """Ticks filled between yields: fewer where interval observers run (a headless line and a JSONL

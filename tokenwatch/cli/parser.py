@@ -234,7 +234,9 @@ def build_parser() -> OneLineParser:
         "--speed",
         type=speed_arg,
         default=1.0,
-        help="run seconds per wall second: 1 real time, 60 accelerated, 0 as fast as possible",
+        help="run seconds per wall second: 1 real time, 60 accelerated, 0 as fast as possible (a speed this "
+        "machine cannot keep is dropped to the one it can, and the dashboard's badge says so: "
+        "SIM x60 · behind, x20)",
     )
     sim.add_argument("--racks", type=int, default=1, metavar="N", help="simulate N racks of the profile")
     sim.add_argument(

@@ -27,6 +27,7 @@ from tokenwatch.base.events import (
     RackFiguresBatch,
 )
 from tokenwatch.base.formatting import printable
+from tokenwatch.base.loop_share import LoopShare
 from tokenwatch.cli.loading_note import say_loads
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
@@ -173,7 +174,16 @@ def run_session(
         if exporter is not None:
             exporter.close()
         raise
-    session = Session(core, collectors, recorder=recorder, flush_interval_s=0.5 if options.paced else None)
+    # A dashboard shares the loop with the session: a sim or watch behind its input must not starve it of
+    # turns (a replay's seek plays through at once, its pauses would only lengthen it).
+    share = LoopShare() if options.wants_dashboard() and options.mode != "replay" else None
+    session = Session(
+        core,
+        collectors,
+        recorder=recorder,
+        flush_interval_s=0.5 if options.paced else None,
+        loop_share=share,
+    )
     session.fleet_focus = fleet_focus
     session.quit_stops = quit_stops
     holder.append(session)

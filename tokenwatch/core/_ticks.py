@@ -5,6 +5,8 @@ reproduces every tick exactly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from tokenwatch.base.events import GPU_METRICS
@@ -12,7 +14,7 @@ from tokenwatch.core._alert_rules import evaluate_rules
 from tokenwatch.core._power_limits import flush_changes
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import GPU_SERIES_METRICS
-from tokenwatch.core.fleet._board import fleet_tick
+from tokenwatch.core.fleet._board import fleet_tick, fleet_tick_steps
 from tokenwatch.core.verdict._tick import verdict_tick
 
 _SERIES_COLS = np.array([GPU_METRICS.index(m) for m in GPU_SERIES_METRICS])
@@ -33,8 +35,36 @@ def sample_ticks_before(state: RackState, t: float) -> None:
     state.now = max(state.now, t)
 
 
+def sample_steps_before(state: RackState, t: float) -> Iterator[None]:
+    """:func:`sample_ticks_before` in steps: it yields after each tick and between a fleet's racks at a
+    verdict tick (:func:`fleet_tick_steps`). Closed part way (the session stopped), the tick it was in
+    counts as sampled, its fleet forecasts left as the last tick's, so no tick is ever sampled twice."""
+    tick = state.config.tick_s
+    if (t - state.ticks_sampled * tick) / tick > MAX_FILL_TICKS:
+        state.ticks_sampled = int(t // tick)
+    while state.ticks_sampled * tick < t:
+        try:
+            yield from sample_steps(state, state.ticks_sampled * tick)
+        finally:
+            state.ticks_sampled += 1
+        yield
+    state.now = max(state.now, t)
+
+
 def sample(state: RackState, t: float) -> None:
-    """One tick at ``t``: energy, the series (when the live view is on) and the alert rules."""
+    """One tick at ``t``: energy, the series (when the live view is on), the alert rules and forecasts."""
+    if _sample_to_forecasts(state, t):
+        fleet_tick(state, t)
+
+
+def sample_steps(state: RackState, t: float) -> Iterator[None]:
+    """:func:`sample`, yielding between the racks of a fleet's verdict tick (its last part)."""
+    if _sample_to_forecasts(state, t):
+        yield from fleet_tick_steps(state, t)
+
+
+def _sample_to_forecasts(state: RackState, t: float) -> bool:
+    """A tick up to the fleet's forecasts, the last of its work: True when they are to be made now."""
     state.version += 1
     if _unread_fleet_history(state, t) and t % HISTORY_FORECAST_EVERY_S >= state.config.tick_s:
         # A fleet's old history with none of its nodes read (its rack figures alone): every node's tick
@@ -42,7 +72,7 @@ def sample(state: RackState, t: float) -> None:
         # racks. The minute's tick writes it once, with the forecasts it records there anyway.
         state.last_sample_t = t
         state.now = max(state.now, t)
-        return
+        return False
     codes = state.effective_state(t)
     no_gpu_yet = np.isnan(state.gpu_last_seen).all()  # a log's history: nothing of the GPUs to sample
     # Energy and power count every GPU with a fresh reading: a finished node idling still draws power;
@@ -69,7 +99,7 @@ def sample(state: RackState, t: float) -> None:
     state.last_sample_t = t
     state.now = max(state.now, t)
     if not state.config.live_view:
-        return
+        return False
     tokens = state.tokens.astype(np.float64)
     # A history older than the recent series hold before the attach would only be overwritten in them.
     recent = t >= state.attach_s - state.recent_tokens.capacity * state.config.tick_s
@@ -104,11 +134,11 @@ def sample(state: RackState, t: float) -> None:
         # window they read, so the first frame's alerts are those of now.
         if t % HISTORY_FORECAST_EVERY_S < state.config.tick_s:
             verdict_tick(state, t)
-            fleet_tick(state, t)
-        return
+            return True
+        return False
     evaluate_rules(state, t, codes)
     verdict_tick(state, t)
-    fleet_tick(state, t)
+    return True
 
 
 def _unread_fleet_history(state: RackState, t: float) -> bool:

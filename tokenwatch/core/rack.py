@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +26,7 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.core._ingest import apply_event, say_notice
 from tokenwatch.core._state import RackState, SkipLog, new_state
-from tokenwatch.core._ticks import MAX_FILL_TICKS, sample, sample_ticks_before
+from tokenwatch.core._ticks import MAX_FILL_TICKS, sample, sample_steps_before, sample_ticks_before
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.fleet._rack_view import rack_state
@@ -169,6 +169,19 @@ class RackCore:
         if state is None or not math.isfinite(t):
             return
         sample_ticks_before(state, t)
+        max_gap_s = MAX_FILL_TICKS * self.config.tick_s
+        for callback in self._callbacks:
+            callback.fire_before(t, max_gap_s)
+
+    def advance_steps(self, t: float) -> Generator[None, None, None]:
+        """:meth:`advance` in steps, for a caller on an event loop to let the loop in at each: it yields
+        after every tick and between a fleet's racks at a verdict tick (64 racks' forecasts are one long
+        piece of work otherwise). Between steps a snapshot is whole, but for the fleet's forecasts, which
+        stay the last tick's until every rack's new one is made."""
+        state = self._state
+        if state is None or not math.isfinite(t):
+            return
+        yield from sample_steps_before(state, t)
         max_gap_s = MAX_FILL_TICKS * self.config.tick_s
         for callback in self._callbacks:
             callback.fire_before(t, max_gap_s)

@@ -12,7 +12,7 @@ import asyncio
 import gc
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from platformdirs import user_downloads_path
 from textual import constants
@@ -38,8 +38,10 @@ from tokenwatch.frontends.tui.terminal_driver import TerminalDriver, TerminalGon
 from tokenwatch.frontends.tui.theme_loader import DEFAULT_THEME, ThemeCatalog, load_catalog
 from tokenwatch.frontends.tui.widgets.replay_bar import ReplayState, speed_label
 from tokenwatch.frontends.tui.widgets.run_header import RunHeader
-from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
+
+if TYPE_CHECKING:
+    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim never loads it
 
 REFRESH_HZ = 4.0
 _QUIT_TIMEOUT_S = 10.0
@@ -115,8 +117,14 @@ class TokenwatchApp(App[None]):
         return driver
 
     def on_mount(self) -> None:
-        # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed.
-        self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
+        # Pushed rather than the default screen: Textual loads a screen's CSS_PATH only when pushed. A run
+        # its input says is a fleet starts on the board: composing, styling and drawing the rack's
+        # dashboard only to replace it at the first snapshot was a good part of a 64-rack first frame.
+        if self.session.says_fleet():
+            self._fleet_led = True
+            self.push_screen(FleetScreen(player=self.player, badge=self.badge()))
+        else:
+            self.push_screen(DashboardScreen(player=self.player, badge=self.badge()))
         for problem in self._theme_problems:
             self.notify(printable(problem), title="Theme", severity="warning", timeout=15)
         if self.on_start is not None:
@@ -141,7 +149,13 @@ class TokenwatchApp(App[None]):
             return f"REPLAY {label}{' ‖' if player is not None and player.paused else ''}".strip()
         if self.mode == "live":
             return "LIVE"
-        return f"SIM {speed_label(self.speed)}" if self.speed is not None else "SIM"
+        badge = f"SIM {speed_label(self.speed)}" if self.speed is not None else "SIM"
+        kept = self.session.pace_behind()  # the sim cannot keep its speed: it says the pace it keeps
+        if kept is None:
+            return badge
+        if kept < 0.05:  # no run time went by in the last window (the run's start, a stalled machine)
+            return f"{badge} · behind"
+        return f"{badge} · behind, x{kept:.0f}" if kept >= 10 else f"{badge} · behind, x{kept:.1f}"
 
     def replay_state(self) -> ReplayState | None:
         player = self.player

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tokenwatch.base.events import RunMode
-from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.session import Session
 
 if TYPE_CHECKING:
     from tokenwatch.frontends.tui.app import TokenwatchApp
+    from tokenwatch.inputs.replay.player import ReplayPlayer  # a replay's own: sim never loads it
 
 
 def run_dashboard(

@@ -18,6 +18,14 @@ class SimulatorCollector:
         self.pacer = Pacer(clock or MonotonicClock(), speed)
         self.simulation = RackSimulation(settings, wall_epoch=SIM_EPOCH)
 
+    @property
+    def run_racks(self) -> int:
+        """How many racks the simulated run has (``--racks``): a dashboard leads with the fleet board
+        from its first frame when it is more than one."""
+        per_rack = self.settings.extra_meta.get("nodes_per_rack")
+        nodes = self.settings.profile.nodes
+        return nodes // per_rack if isinstance(per_rack, int) and 0 < per_rack < nodes else 1
+
     async def run(self, emit: Emit) -> None:
         for event in self.simulation.events():
             await self.pacer.wait_until(event.t)
