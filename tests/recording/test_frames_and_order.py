@@ -65,7 +65,7 @@ def framed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_writer_writes_independent_checksummed_frames_ending_on_lines(framed: Path) -> None:
     data = framed.read_bytes()
     frames = frames_of(data)
-    assert len(frames) >= 8
+    assert len(frames) >= 5  # 6 MiB of lines since histograms are bucket numbers (20 before)
     for start, _, content in frames:
         assert data[start : start + 4] == MAGIC
         assert zstandard.get_frame_parameters(data[start:]).has_checksum

@@ -43,6 +43,7 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.recording.counter_deltas import CounterDeltaReader
 from tokenwatch.recording.energy_deltas import DELTA_KEY, EnergyDeltaReader
+from tokenwatch.recording.latency_buckets import FIRST_KEY, from_buckets
 
 SCHEMA_VERSION = 1
 # Bounds on what one record may hold (the run's size and clock are bounded in tokenwatch.base.events). A value
@@ -423,6 +424,8 @@ def _d_progress_batch(r: Mapping[str, Any], index: _IndexArrays) -> ProgressBatc
 
 
 def _d_latency(r: Mapping[str, Any]) -> LatencyBatch:
+    if FIRST_KEY in r:  # a histogram written as bucket numbers (recording.latency_buckets)
+        return from_buckets(r, _time(r), _name(r["node"], "node"))
     if r["metric"] not in LATENCY_METRICS:
         raise CodecError(f"latency metric must be one of {LATENCY_METRICS}")
     values = _array(r["values_s"], np.float64, "values_s")
