@@ -17,6 +17,9 @@ rack-wide forecast and each rack's, ``verdict_tick`` + ``fleet_tick``), CPU time
 ``--ticks`` forced ticks, against the dashboard's frame (1 / ``REFRESH_HZ`` = 250 ms: a tick longer than
 that drops a frame) and against "a few ms" (<= 5 ms).
 
+``--parts record``: the recorder alone, writing a rack's 10-minute Server and Offline runs (made in
+memory first) against a zstd pass over its lines, and the recording's size (``bench_record.py``).
+
 Server runs of the same length, one that passes (llama2-70b) and one that fails early stopping
 (llama2-70b-interactive): ``summarize`` of the failing one against the passing one (<= 1.1x).
 
@@ -228,7 +231,9 @@ def main() -> None:
     parser.add_argument("--duration", default="80m")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--ticks", type=int, default=None)
-    parser.add_argument("--parts", default="ingest,tick,server", help="which figures: ingest, tick, server")
+    parser.add_argument(
+        "--parts", default="ingest,tick,server", help="which figures: ingest, tick, server, record"
+    )
     args = parser.parse_args()
     repeat = args.repeat or (1 if args.short else 3)
     ticks = args.ticks or (10 if args.short else 40)
@@ -249,6 +254,11 @@ def main() -> None:
             for scenario in scenarios:
                 for line in verdict_tick_figures(scenario, 120.0 if args.short else 600.0, ticks):
                     print(line, flush=True)
+        if "record" in parts:  # the recorder alone, in process (benchmarks/bench_record.py)
+            from bench_record import record_figures
+
+            for line in record_figures(120.0 if args.short else 600.0, repeat):
+                print(line, flush=True)
         if "server" in parts:
             for line in failing_server_figures("10m" if args.short else "80m", repeat, Path(tmp)):
                 print(line, flush=True)

@@ -4,6 +4,7 @@ recordings read as before, damage skipped with one line."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +14,12 @@ import zstandard
 
 from tests.conftest import SAMPLE_RUNS, unzstd
 from tokenwatch.base.events import Event, Heartbeat, LatencyBatch
-from tokenwatch.base.log_buckets import N_BUCKETS, bucket_value, compress
+from tokenwatch.base.log_buckets import GAMMA, MIN_VALUE_S, N_BUCKETS, bucket_value, compress
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
 from tokenwatch.recording.codec import dumps
+from tokenwatch.recording.latency_buckets import TABLE_KEY, reference_values, table_differences
 
 DATA = Path(__file__).parents[1] / "data"
 OLD_RECORDINGS = sorted(
@@ -222,3 +224,37 @@ def test_a_lost_frame_costs_only_its_own_histograms(tmp_path: Path) -> None:
     assert reader.warnings == []  # a frame cut out whole leaves no line torn
     before, lost = frames[0][2] - 1, frames[1][2]  # the first frame's lines less the header
     assert canonical(back) == canonical(events[:before] + events[before + lost :])
+
+
+def test_the_values_come_from_the_writers_table_whatever_the_readers_machine(tmp_path: Path) -> None:
+    # The header lists where the writer's bucket values differ from the reference (numpy's power differs
+    # between machines in the last bit); a reader uses exactly those, never its own numpy's.
+    path = tmp_path / "run.jsonl.zst"
+    write(path, [histogram(1.0, "n0", {600: 2, 601: 1})])
+    head, line = unzstd(path.read_bytes()).splitlines()[:2]
+    header = orjson.loads(head)
+    assert header.get(TABLE_KEY, []) == table_differences()
+    elsewhere = np.nextafter(reference_values()[600], 1.0)  # a machine whose power rounds the other way
+    header[TABLE_KEY] = [[600, float(elsewhere)]]
+    path.write_bytes(zstandard.ZstdCompressor().compress(orjson.dumps(header) + b"\n" + line + b"\n"))
+    (back,), warnings = read_events(path)
+    assert warnings == []
+    assert isinstance(back, LatencyBatch)
+    assert back.values_s.tolist() == [float(elsewhere), float(reference_values()[601])]
+    header[TABLE_KEY] = [[600, 0.5]]  # not the bucket's value: damage
+    path.write_bytes(zstandard.ZstdCompressor().compress(orjson.dumps(header) + b"\n" + line + b"\n"))
+    (back,), warnings = read_events(path)
+    assert len(warnings) == 1
+    assert f"{path}:1: the header's {TABLE_KEY}" in warnings[0]
+    assert isinstance(back, LatencyBatch)
+    assert back.values_s.tolist() == reference_values()[[600, 601]].tolist()
+
+
+def test_the_reference_table_is_the_buckets_formula_rounded_once() -> None:
+    # Independently: GAMMA**i from exact rationals, then the formula's own float steps.
+    gamma = Fraction(GAMMA)
+    for i in (0, 1, 2, 57, 600, 1000, N_BUCKETS - 1):
+        want = MIN_VALUE_S * 2.0 * float(gamma**i) / (GAMMA + 1.0)
+        assert reference_values()[i] == want, i
+    # and within a rounding of what this machine's numpy computes
+    assert np.allclose(reference_values(), bucket_value(np.arange(N_BUCKETS)), rtol=4e-16, atol=0)

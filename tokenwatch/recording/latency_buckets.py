@@ -18,18 +18,22 @@ keep the values (they are for reading, not for size).
 
 from __future__ import annotations
 
+import decimal
+import functools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tokenwatch.base.events import LATENCY_METRICS, LatencyBatch
-from tokenwatch.base.log_buckets import N_BUCKETS, bucket_value
+from tokenwatch.base.log_buckets import GAMMA, MIN_VALUE_S, N_BUCKETS, bucket_value
 
 FIRST_KEY = "first_bucket"
 COUNTS_KEY = "bucket_counts"
-# The value each bucket's latencies are reported as (seconds): one table, so writer and reader agree
-# bit for bit whatever subset of it a histogram holds.
+TABLE_KEY = "latency_bucket_values"  # the header's [[bucket, value], ...] where this machine differs
+# The value each bucket's latencies are reported as (seconds), as this machine's numpy computes it (what
+# the sources send): one table, whatever subset of it a histogram holds.
 BUCKET_VALUES = bucket_value(np.arange(N_BUCKETS))
 BUCKET_VALUES.flags.writeable = False
 # Count c is the character _DIGITS[c]: printable ASCII from '#' up, without the backslash, so the text
@@ -43,6 +47,55 @@ _COUNT_OF_BYTE[_DIGIT_ARRAY] = np.arange(len(_DIGITS))
 # non-empty buckets (plus a little): a few latencies seconds apart would otherwise be a long run of zeros.
 _MAX_SPREAD = 8
 _SPREAD_SLACK = 64
+
+
+@functools.cache
+def reference_values() -> np.ndarray:
+    """``bucket_value``'s formula with ``GAMMA**i`` correctly rounded (decimal arithmetic to 60 digits,
+    rounded once to a float): the same on every machine. numpy's power is not (its SIMD power differs
+    from libm in the last bit for 58 of the 1,267 buckets on an AVX-512 machine), so a recording's header
+    lists where the writer's table differs from this one, and a reader anywhere rebuilds the writer's
+    values bit for bit."""
+    with decimal.localcontext(prec=60):
+        gamma, power, out = decimal.Decimal(GAMMA), decimal.Decimal(1), []
+        for _ in range(N_BUCKETS):
+            out.append(MIN_VALUE_S * 2.0 * float(power) / (GAMMA + 1.0))
+            power *= gamma
+    table = np.array(out)
+    table.flags.writeable = False
+    return table
+
+
+def table_differences() -> list[list[float]]:
+    """For the header: ``[bucket, value]`` wherever this machine's table differs from the reference."""
+    reference = reference_values()
+    return [[i, float(BUCKET_VALUES[i])] for i in np.flatnonzero(reference != BUCKET_VALUES).tolist()]
+
+
+def writers_table(differences: Any) -> np.ndarray:
+    """The writer's table from its header's differences; :class:`BucketRecordError` if they are not a
+    list of ``[bucket, value]`` pairs (damage: the reference alone is then used)."""
+    table = reference_values()
+    if differences is None:
+        return table
+    if not isinstance(differences, list) or not all(
+        isinstance(pair, list)
+        and len(pair) == 2
+        and type(pair[0]) is int
+        and 0 <= pair[0] < N_BUCKETS
+        and type(pair[1]) is float
+        and math.isclose(pair[1], table[pair[0]], rel_tol=1e-12)
+        for pair in differences
+    ):
+        raise BucketRecordError(
+            f"the header's {TABLE_KEY} is not a list of [bucket, value] near each bucket's own value: "
+            "latencies read from the reference table"
+        )
+    patched = table.copy()
+    for bucket, value in differences:
+        patched[bucket] = value
+    patched.flags.writeable = False
+    return patched
 
 
 class BucketRecordError(ValueError):
@@ -118,8 +171,9 @@ def _bucket_records(events: Sequence[LatencyBatch]) -> list[dict[str, Any] | Non
     return out
 
 
-def from_buckets(record: Mapping[str, Any], t: float, node: str) -> LatencyBatch:
-    """The event of a record in bucket form (``t`` and ``node`` already checked by the caller)."""
+def from_buckets(record: Mapping[str, Any], t: float, node: str, table: np.ndarray) -> LatencyBatch:
+    """The event of a record in bucket form (``t`` and ``node`` already checked by the caller), its
+    values from ``table`` (:func:`writers_table`)."""
     metric = record["metric"]
     if metric not in LATENCY_METRICS:
         raise BucketRecordError(f"latency metric must be one of {LATENCY_METRICS}")
@@ -132,7 +186,7 @@ def from_buckets(record: Mapping[str, Any], t: float, node: str) -> LatencyBatch
     filled = np.flatnonzero(run)
     if not len(filled):
         raise BucketRecordError(f"{COUNTS_KEY} holds no latency")
-    return LatencyBatch(t, node, metric, BUCKET_VALUES[filled + first], run[filled])
+    return LatencyBatch(t, node, metric, table[filled + first], run[filled])
 
 
 def _counts(value: Any) -> np.ndarray:

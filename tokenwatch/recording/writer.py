@@ -28,7 +28,7 @@ from tokenwatch.base.events import Event, GpuBatch, LatencyBatch, ProgressBatch
 from tokenwatch.recording.codec import SCHEMA_VERSION, dumps, encode
 from tokenwatch.recording.counter_deltas import CounterDeltaWriter
 from tokenwatch.recording.energy_deltas import EnergyDeltaWriter
-from tokenwatch.recording.latency_buckets import bucket_records
+from tokenwatch.recording.latency_buckets import TABLE_KEY, bucket_records, table_differences
 
 if TYPE_CHECKING:
     from tokenwatch.base.clock import Clock
@@ -111,6 +111,9 @@ class RecordingWriter:
         # buffer: the file then ends at the latter, which can be minutes before the failure).
         self._buffered_until_t: float | None = None
         self.written_until_t: float | None = None
+        differences = table_differences() if self._zstd is not None else []
+        if differences:  # where this machine's bucket values differ from the reference (latency_buckets)
+            meta = {**(meta or {}), TABLE_KEY: differences}
         self._append(orjson.dumps(header(meta)) + b"\n")
         self.flush()
 
