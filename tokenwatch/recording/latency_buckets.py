@@ -5,9 +5,11 @@ every few seconds as (bucket value, count) pairs. Written as they are, each valu
 (``0.11704795725214104``) that zstd cannot shrink, and a Server recording was two thirds histograms. The
 values are :data:`BUCKET_VALUES` entries, so a ``.zst`` recording writes the histogram as its first
 bucket's number and one count per bucket from there (``first_bucket``, ``bucket_counts``), zeros in the
-gaps; the reader gives back the same table entries, bit for bit. ``bucket_counts`` is a text of one
-character per bucket (:data:`_DIGITS`, counts 0..90) when every count fits, else a list of whole numbers:
-one character per count is a sixth smaller than the list once compressed.
+gaps; the reader gives back the same table entries, bit for bit (the header lists where the writer's
+table differs from a reference every machine computes alike: :func:`reference_values`).
+``bucket_counts`` is a text of one character per bucket (:data:`_DIGITS`, counts 0..90) when every count
+fits, else a list of whole numbers: one character per count is a sixth smaller than the list once
+compressed.
 
 A record stands alone (no difference from an earlier histogram: measured, those compress worse, the
 counts being as random as the samples), so a cut or damaged recording loses no histogram beyond the
