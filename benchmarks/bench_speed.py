@@ -21,6 +21,9 @@ that drops a frame) and against "a few ms" (<= 5 ms).
 without the trailer (the full pass an older recording takes) and, with ``--before DIR``, of another
 checkout's code on those bytes, each against the same json.loads / orjson passes.
 
+``--parts record``: the recorder alone, writing a rack's 10-minute Server and Offline runs (made in
+memory first) against a zstd pass over its lines, and the recording's size (``bench_record.py``).
+
 Server runs of the same length, one that passes (llama2-70b) and one that fails early stopping
 (llama2-70b-interactive): ``summarize`` of the failing one against the passing one (<= 1.1x).
 
@@ -267,7 +270,7 @@ def main() -> None:
     parser.add_argument(
         "--parts",
         default="ingest,tick,server",
-        help="which figures: ingest, tick, server, summarize (with and without the summary trailer)",
+        help="which figures: ingest, tick, server, summarize (with and without the summary trailer), record",
     )
     parser.add_argument("--before", type=Path, help="summarize: also this checkout's code (the full pass)")
     args = parser.parse_args()
@@ -295,6 +298,11 @@ def main() -> None:
             for scenario in scenarios:
                 for line in verdict_tick_figures(scenario, 120.0 if args.short else 600.0, ticks):
                     print(line, flush=True)
+        if "record" in parts:  # the recorder alone, in process (benchmarks/bench_record.py)
+            from bench_record import record_figures
+
+            for line in record_figures(120.0 if args.short else 600.0, repeat):
+                print(line, flush=True)
         if "server" in parts:
             for line in failing_server_figures("10m" if args.short else "80m", repeat, Path(tmp)):
                 print(line, flush=True)

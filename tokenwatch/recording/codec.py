@@ -43,6 +43,7 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.recording.counter_deltas import CounterDeltaReader
 from tokenwatch.recording.energy_deltas import DELTA_KEY, EnergyDeltaReader
+from tokenwatch.recording.latency_buckets import FIRST_KEY, from_buckets, reference_values
 
 SCHEMA_VERSION = 1
 # Bounds on what one record may hold (the run's size and clock are bounded in tokenwatch.base.events). A value
@@ -422,7 +423,10 @@ def _d_progress_batch(r: Mapping[str, Any], index: _IndexArrays) -> ProgressBatc
     return ProgressBatch(_time(r), node_index, samples, tokens, prompt, filled=r.get("filled") is True)
 
 
-def _d_latency(r: Mapping[str, Any]) -> LatencyBatch:
+def _d_latency(r: Mapping[str, Any], bucket_values: np.ndarray | None = None) -> LatencyBatch:
+    if FIRST_KEY in r:  # a histogram written as bucket numbers (recording.latency_buckets)
+        table = reference_values() if bucket_values is None else bucket_values
+        return from_buckets(r, _time(r), _name(r["node"], "node"), table)
     if r["metric"] not in LATENCY_METRICS:
         raise CodecError(f"latency metric must be one of {LATENCY_METRICS}")
     values = _array(r["values_s"], np.float64, "values_s")
@@ -549,10 +553,13 @@ class Decoder:
     and decoding one column of nine is most of its speed.
     """
 
-    __slots__ = ("_counts", "_decoders", "_energy", "_index", "gpu_metrics")
+    __slots__ = ("_counts", "_decoders", "_energy", "_index", "bucket_values", "gpu_metrics")
 
     def __init__(self, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> None:
         self.gpu_metrics = gpu_metrics
+        # The values of the log buckets as the recording's writer had them (recording.latency_buckets:
+        # the reader sets them from the header); the reference table until then.
+        self.bucket_values = reference_values()
         self._index = index = _IndexArrays()
         self._energy = energy = EnergyDeltaReader()
         self._counts = counts = CounterDeltaReader()
@@ -566,6 +573,7 @@ class Decoder:
             **_DECODERS,
             "gpu_batch": gpu_batch,
             "progress_batch": lambda r: _d_progress_batch(counts.restore(r), index),
+            "latency": lambda r: _d_latency(r, self.bucket_values),
         }
 
     def new_frame(self) -> None:

@@ -22,6 +22,7 @@ import orjson
 from tokenwatch.base.events import GPU_METRICS, Event
 from tokenwatch.base.safe_files import NotARegularFileError, open_regular
 from tokenwatch.recording.codec import SCHEMA_VERSION, CodecError, Decoder
+from tokenwatch.recording.latency_buckets import TABLE_KEY, BucketRecordError, writers_table
 from tokenwatch.recording.pieces import Piece, plain_pieces, zstd_pieces
 from tokenwatch.recording.time_order import TimeOrder, Verdict
 from tokenwatch.recording.writer import HEADER_KEY
@@ -77,6 +78,10 @@ class RecordingReader:
         except OSError as exc:
             raise RecordingFormatError(f"{self.path}: cannot open: {exc.strerror}") from None
         self.header = self._read_header()
+        try:  # latency histograms in bucket form read as the writer's table had them
+            self._decoder.bucket_values = writers_table(self.header.get(TABLE_KEY))
+        except BucketRecordError as exc:
+            self._warn(1, str(exc))
         begin = start or ReadPoint(0, 0, TimeOrder())
         self._order = begin.order.copy()
         self.point = begin

@@ -24,10 +24,11 @@ import orjson
 import zstandard
 
 from tokenwatch import __version__
-from tokenwatch.base.events import Event, GpuBatch, ProgressBatch
+from tokenwatch.base.events import Event, GpuBatch, LatencyBatch, ProgressBatch
 from tokenwatch.recording.codec import SCHEMA_VERSION, dumps, encode
 from tokenwatch.recording.counter_deltas import CounterDeltaWriter
 from tokenwatch.recording.energy_deltas import EnergyDeltaWriter
+from tokenwatch.recording.latency_buckets import TABLE_KEY, bucket_records, table_differences
 
 if TYPE_CHECKING:
     from tokenwatch.base.clock import Clock
@@ -41,6 +42,9 @@ FRAME_BYTES = 1 << 20
 # frame, and a 64-rack GPU batch is ~370 KB, so 1 MiB frames wrote every third batch whole (3.15 MB per
 # rack-hour, 2.6 with frames of 8 batches). A rack's batch is ~6 KB: its frames stay 1 MiB.
 LONGEST_LINES_PER_FRAME = 8
+# Latency histograms held to be written together (recording.latency_buckets): a rack's burst is 54
+# (18 nodes x 3 metrics); a source that sends nothing else still has them written at this many.
+_MAX_BURST = 4096
 
 
 class RecordingError(OSError):
@@ -98,6 +102,7 @@ class RecordingWriter:
         self._energy = EnergyDeltaWriter() if self._zstd is not None else None
         self._counts = CounterDeltaWriter() if self._zstd is not None else None
         self._buffer: list[bytes] = []
+        self._histograms: list[LatencyBatch] = []  # a burst of latency histograms not yet written
         self._buffered = 0
         self._last_flush = self._now()
         self._good_size = 0  # bytes on disk up to the end of the last complete write
@@ -106,6 +111,9 @@ class RecordingWriter:
         # buffer: the file then ends at the latter, which can be minutes before the failure).
         self._buffered_until_t: float | None = None
         self.written_until_t: float | None = None
+        differences = table_differences() if self._zstd is not None else []
+        if differences:  # where this machine's bucket values differ from the reference (latency_buckets)
+            meta = {**(meta or {}), TABLE_KEY: differences}
         self._append(orjson.dumps(header(meta)) + b"\n")
         self.flush()
 
@@ -119,12 +127,18 @@ class RecordingWriter:
         has stopped: later events are dropped."""
         if self._fd is None:
             return
+        if self._histograms and (type(event) is not LatencyBatch or len(self._histograms) >= _MAX_BURST):
+            self._write_histograms()
         if self._energy is not None and type(event) is GpuBatch:
             record = self._energy.rewrite(event, encode(event))
             self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif self._counts is not None and type(event) is ProgressBatch:
             record = self._counts.rewrite(event, encode(event))
             self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        elif self._zstd is not None and type(event) is LatencyBatch:
+            # Held until the burst ends (the next other event, or a flush): written as bucket numbers
+            # together (recording.latency_buckets).
+            self._histograms.append(event)
         else:
             self._append(dumps(event))
         self.events_written += 1
@@ -134,6 +148,14 @@ class RecordingWriter:
             self.flush_interval_s != math.inf and self._now() - self._last_flush >= self.flush_interval_s
         ):
             self.flush()
+
+    def _write_histograms(self) -> None:
+        events, self._histograms = self._histograms, []
+        for event, record in zip(events, bucket_records(events), strict=True):
+            if record is None:
+                self._append(dumps(event))
+            else:
+                self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
     def _append(self, line: bytes) -> None:
         self._buffer.append(line)
@@ -145,6 +167,8 @@ class RecordingWriter:
         """Hand everything buffered to the OS (for ``.zst`` a complete block, or the end of a frame)."""
         if self._fd is None:
             return
+        if self._histograms:
+            self._write_histograms()
         data = b"".join(self._buffer)
         self._buffer.clear()
         self._buffered = 0
@@ -185,6 +209,7 @@ class RecordingWriter:
         no torn line, no damaged block) and close: the recording has stopped."""
         fd, self._fd = self._fd, None
         self._buffer.clear()
+        self._histograms.clear()
         self._buffered = 0
         if fd is None:
             return
