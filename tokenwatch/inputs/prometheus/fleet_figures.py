@@ -10,6 +10,7 @@ whose series are gone is shown down with the size it last had.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -72,12 +73,15 @@ class RackFigures:
         down, and a rack's size is what the server counts now, or what it had when last listed."""
         total = _COL["nodes_total"]
         down = np.isnan(values[:, total])
-        for row, rack in enumerate(self.racks):
-            known = self.rack_nodes.get(rack, 0)
-            if down[row] or values[row, total] < known:
-                values[row, total] = float(known) if known else values[row, total]
-            if not down[row]:
-                self.rack_nodes[rack] = max(known, int(values[row, total]))
+        # Whole columns at once (1,000 racks a batch, 320 batches in an 80-minute backfill); -1: never listed.
+        listed = np.fromiter(map(self.rack_nodes.get, self.racks, repeat(-1)), np.float64, len(self.racks))
+        known = np.maximum(listed, 0.0)
+        counts = values[:, total]
+        with np.errstate(invalid="ignore"):
+            counts[(down | (counts < known)) & (known > 0)] = known[(down | (counts < known)) & (known > 0)]
+            grown = np.flatnonzero(~down & ((listed < 0) | (counts > known)))
+        for row in grown.tolist():  # a rack listed for the first time, or larger than it was
+            self.rack_nodes[self.racks[row]] = max(int(known[row]), int(counts[row]))
         return RackFiguresBatch(t, tuple(self.racks), values, down, names, causes)
 
     def from_history(
@@ -120,12 +124,13 @@ class RackFigures:
                     cube[at, row, col] = values
                     if field == "worst":
                         names[at, row] = labels.get(node_label, "")
+        cause_names = np.where(throttling, "throttling", "")
         batches: list[RackFiguresBatch] = []
         for k in np.flatnonzero(~np.isnan(stamps)).tolist():
             while len(self.racks) < len(order) and appeared[order[len(self.racks)]] <= k:
                 self.racks.append(order[len(self.racks)])  # appeared at this step
             n = len(self.racks)
-            causes = tuple("throttling" if hot else "" for hot in throttling[k, :n].tolist())
+            causes = tuple(cause_names[k, :n].tolist())
             batch = self._batch(float(stamps[k]), cube[k, :n].copy(), tuple(names[k, :n].tolist()), causes)
             batches.append(batch)
         return batches
