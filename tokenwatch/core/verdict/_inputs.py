@@ -142,7 +142,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         run.scenario,
         now,
         times,
-        tokens[:, keep],
+        tokens if keep.all() else tokens[:, keep],  # the joined series are this call's own: no copy
         state.tokens[keep].astype(np.float64),
         state.samples[keep].astype(np.float64),
         start,
