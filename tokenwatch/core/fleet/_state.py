@@ -109,8 +109,15 @@ def ingest_rack_figures(fleet: FleetState, ev: RackFiguresBatch) -> None:
         fleet.down[rows] = ev.down
         fleet.last_seen[rows] = ev.t
         fleet.last_data[rows[~ev.down]] = ev.t
-        for row, worst, cause in zip(rows.tolist(), ev.worst_node, ev.worst_cause, strict=True):
-            fleet.worst_node[row], fleet.worst_cause[row] = worst, cause
+        n = len(rows)
+        in_order = rows[0] == 0 and rows[-1] == n - 1 and bool((np.diff(rows) == 1).all())
+        if in_order and len(ev.worst_node) == len(ev.worst_cause) == n:
+            # The batch's racks in the board's order from the first (every batch of a fleet watch): one
+            # slice, not 1,000 assignments.
+            fleet.worst_node[:n], fleet.worst_cause[:n] = ev.worst_node, ev.worst_cause
+        else:
+            for row, worst, cause in zip(rows.tolist(), ev.worst_node, ev.worst_cause, strict=True):
+                fleet.worst_node[row], fleet.worst_cause[row] = worst, cause
     if math.isfinite(fleet.last_batch_t) and ev.t > fleet.last_batch_t:
         fleet.interval_s = ev.t - fleet.last_batch_t
     fleet.last_batch_t = max(ev.t, fleet.last_batch_t) if math.isfinite(fleet.last_batch_t) else ev.t

@@ -35,6 +35,8 @@ from tokenwatch.base.events import FloatArray
 from tokenwatch.base.formatting import one_line, printable
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.base.server_access import AccessError, ServerAccess
+from tokenwatch.inputs.prometheus.matrix_bytes import RangeSeries as RangeSeries  # where callers find it
+from tokenwatch.inputs.prometheus.matrix_bytes import compact_matrix
 
 # A 64-rack fleet's answer is a few MB, the largest of a 1,000-rack fleet (a GPU metric of 72,000 GPUs, a
 # field's 80-minute backfill) ~10 MB: an answer this big is wrong. JSON read into Python objects takes up to
@@ -52,8 +54,6 @@ ACCEPT_ENCODING = "identity"
 MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
 
 Sample = tuple[dict[str, str], float]
-# labels, the points' Unix times and their values (NaN points left out), as float64 arrays
-RangeSeries = tuple[dict[str, str], FloatArray, FloatArray]
 
 
 class PromApiError(Exception):
@@ -287,7 +287,11 @@ def _points(values: list[Any]) -> tuple[FloatArray, FloatArray]:
 
 
 def parse_range_response(body: bytes) -> list[RangeSeries]:
-    """Parses an /api/v1/query_range answer (a matrix); anything unexpected is a :class:`PromApiError`."""
+    """Parses an /api/v1/query_range answer (a matrix); anything unexpected is a :class:`PromApiError`.
+    A compact answer's points are read from its bytes (:mod:`.matrix_bytes`), the rest the exact way."""
+    quick = compact_matrix(body)
+    if quick is not None:
+        return quick
     data = _data(body)
     if data.get("resultType") != "matrix":
         raise PromApiError(f"expected a range matrix, got {str(data.get('resultType'))[:20]!r}")
