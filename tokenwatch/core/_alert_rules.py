@@ -136,9 +136,16 @@ def _straggler_margin(state: RackState, t: float, rates: np.ndarray, median: flo
 
 def _throttle(state: RackState, t: float, codes: np.ndarray) -> None:
     cfg, memory, names = state.config, state.rules, state.run.nodes
-    reference = _reference_clock(state)
-    clock = state.gpu_values[:, :, _SM_CLOCK]
+    reference = _reference_clock(state)  # on its own 30-tick schedule, whether or not it is read
     limiting = (state.gpu_throttle & np.uint64(throttle.LIMITING_REASONS)) != 0
+    if nothing_throttles(limiting, memory.throttle_alerted):
+        # What the rule below would write on such a tick (most ticks of most runs), without its clock
+        # comparisons: nothing throttling, nothing alerted, no hold running.
+        memory.throttle_since = np.full(limiting.shape, np.nan)
+        memory.throttling = np.zeros(limiting.shape, bool)
+        memory.throttle_alerted = np.zeros(len(names), bool)
+        return
+    clock = state.gpu_values[:, :, _SM_CLOCK]
     dropped = clock < reference * (1 - cfg.throttle_clock_drop_pct / 100)
     now_throttled = limiting & dropped & (codes[:, None] == 0)
     memory.throttle_since = np.where(now_throttled, np.fmin(memory.throttle_since, t), np.nan)
@@ -164,6 +171,12 @@ def _throttle(state: RackState, t: float, codes: np.ndarray) -> None:
             cleared_message=f"{name} clocks recovered",
         )
     memory.throttle_alerted = node_throttling
+
+
+def nothing_throttles(limiting: np.ndarray, alerted: np.ndarray) -> bool:
+    """No GPU reports a limiting reason and no node is alerted: the throttle rule has nothing to judge
+    (a GPU throttles only with a limiting reason; an alert to clear needs one raised)."""
+    return not limiting.any() and not alerted.any()
 
 
 def _sla(state: RackState, t: float) -> None:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.column_median import nanmedian_columns
 from tokenwatch.base.events import FloatArray
-from tokenwatch.base.nan_median import nan_median_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +110,10 @@ def measure_pace(
     # deviation as an SD): a pace that wanders (a CPU engine's follows the machine's load: its 10-s rates
     # ran from 255 to 1,393 tok/s in one 62-s run) varies more than its neighbouring blocks differ by.
     # Blocks of no progress are left out: a stall or an outage has terms of its own in the band.
+    # A node with no working block: NaN, no wander.
     working = np.where(block_rates > 0, block_rates, np.nan)
-    centre = nan_median_columns(working)  # a node with no working block: NaN, no wander
-    wander = nan_median_columns(np.abs(working - centre)) / 0.6745
+    centre = nanmedian_columns(working)
+    wander = nanmedian_columns(np.abs(working - centre)) / 0.6745
     noise = np.maximum(noise, np.where(centre > 0, np.nan_to_num(wander / centre), 0.0))
     return Pace(pace_now, usual, noise, window, block)
 

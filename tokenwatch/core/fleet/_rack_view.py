@@ -202,7 +202,9 @@ _VERDICT_WHOLE_RUN = frozenset(
     {"benchmark", "benchmark_named", "limit_origin", "interval_s", "next_due_s", "shared", "last_valid"}
 )
 # ...and those the view makes afresh (below).
-_VERDICT_MADE = frozenset({"history", "margin_alerted", "settings_alerted", "forecast_memo", "loadgen_memo"})
+_VERDICT_MADE = frozenset(
+    {"history", "margin_alerted", "settings_alerted", "forecast_memo", "projection_memo", "loadgen_memo"}
+)
 
 
 def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice, n: int) -> VerdictState:
@@ -221,5 +223,6 @@ def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice
         margin_alerted=set(),
         settings_alerted=set(),
         forecast_memo=None,
+        projection_memo=None,
         loadgen_memo=None,
     )

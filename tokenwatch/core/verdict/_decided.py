@@ -26,8 +26,8 @@ from tokenwatch.base.durations import format_clock
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.verdict._beyond import beyond_recovery
-from tokenwatch.core.verdict._inputs import node_progress, over_limits, run_settings
-from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast
+from tokenwatch.core.verdict._inputs import projection
+from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
 
 _DOWN = STATE_CODE["down"]
 _SHOWN_NODES = 3
@@ -49,8 +49,7 @@ def rest_end(state: RackState, now: float, lost: np.ndarray) -> Band | None:
     keep = ~lost
     if not keep.any():
         return None
-    settings, _ = run_settings(state)
-    fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
+    fc = projection(state, now, keep)
     return None if fc.end_s is None or not math.isfinite(fc.end_s.value) else fc.end_s
 
 

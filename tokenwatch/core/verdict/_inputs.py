@@ -19,7 +19,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.verdict._node_quantiles import node_quantile
 from tokenwatch.core.verdict._state import LIMIT_METRICS
 from tokenwatch.mlperf.figures import RunSettings
-from tokenwatch.mlperf.forecast import NodeProgress, OverLimit
+from tokenwatch.mlperf.forecast import Forecast, NodeProgress, OverLimit, forecast
 from tokenwatch.mlperf.rules import latency_limits
 
 _FINISHED = STATE_CODE["finished"]
@@ -154,6 +154,20 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         latency,
         np.nan_to_num(state.cadence.typical_s[keep], nan=0.0),
     )
+
+
+def projection(state: RackState, now: float, keep: np.ndarray) -> Forecast:
+    """The forecast of the nodes ``keep`` selects at ``now``, made once per (run time, state version,
+    nodes): a verdict tick that decides INVALID asks again for the end of the nodes still running, which
+    are all of them when none is lost (the same forecast, most of a tick's cost, made twice)."""
+    key = (now, state.version, keep.tobytes())
+    memo = state.verdict.projection_memo
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    settings, _ = run_settings(state)
+    fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
+    state.verdict.projection_memo = (key, fc)
+    return fc
 
 
 def latency_quantile(state: RackState, metric: LatencyMetric, q: float) -> FloatArray:

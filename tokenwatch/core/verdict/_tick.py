@@ -22,13 +22,12 @@ from tokenwatch.core.verdict._ingest import NOT_CHECKED
 from tokenwatch.core.verdict._inputs import (
     limits_origin,
     never_ran,
-    node_progress,
-    over_limits,
+    projection,
     run_settings,
 )
 from tokenwatch.core.verdict._loadgen import judged_by_loadgen
 from tokenwatch.core.verdict.view import VerdictHistory, VerdictView, describe_rule
-from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, forecast, honest_band
+from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast, honest_band
 from tokenwatch.mlperf.settings_check import SettingCheck
 
 _FINISHED = STATE_CODE["finished"]
@@ -52,10 +51,9 @@ def current_forecast(state: RackState, now: float) -> Forecast:
 
 
 def _forecast(state: RackState, now: float) -> Forecast:
-    settings, _ = run_settings(state)
     absent = never_ran(state, now)
     keep = ~absent if not absent.all() else np.ones(len(absent), bool)
-    fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
+    fc = projection(state, now, keep)
     if state.ended:
         fc = _unfinished_nodes_fail(state, now, fc)
         # The projection has arrived: the figure is the run's final one, the same number every surface

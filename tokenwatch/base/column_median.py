@@ -1,0 +1,31 @@
+"""The median of each column of a 2-D array, NaN left out: the same number as ``np.nanmedian(a,
+axis=0)``, without its masked-array path (numpy takes a masked median for short columns, ~1.4 ms for
+a few hundred rows of 18 nodes, most of a forecast's pace).
+
+One sort puts each column's NaN last; the middle one or two of its finite values are then read by index
+and averaged as numpy averages them (``(low + high) / 2``, the middle one twice for an odd count), so
+the figure is equal bit for bit, not merely close.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenwatch.base.events import FloatArray
+
+
+def nanmedian_columns(values: FloatArray) -> FloatArray:
+    """Per column of ``values`` (K, n): the median of its non-NaN values; NaN where it has none (no
+    warning: a column without a value has no median)."""
+    ordered = np.sort(values, axis=0)  # NaN sorts after every number, +inf included
+    counts = np.count_nonzero(~np.isnan(ordered), axis=0)
+    high = counts // 2
+    low = np.where(counts % 2 == 1, high, high - 1)
+    columns = np.arange(ordered.shape[1])
+    if not ordered.shape[0]:
+        return np.full(ordered.shape[1], np.nan)
+    # A column without a value reads its last row (low = -1): NaN, as it should. numpy's masked sum
+    # starts from 0.0, so a median of negative zeros is 0.0: so is this one.
+    middle = ordered[low, columns] + ordered[np.minimum(high, len(ordered) - 1), columns]
+    result: FloatArray = (middle + 0.0) / 2.0
+    return result
