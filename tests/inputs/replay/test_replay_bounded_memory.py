@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_until_async
+from tests.conftest import PATIENCE_S, wait_until_async
 from tests.frontends.tui.apps import NODE_FAILURE, OFFLINE, core_until
 from tests.frontends.tui.test_tui_replay_player import assert_same, started, until_settled
 from tokenwatch.base.events import GpuBatch
@@ -51,7 +51,9 @@ async def test_a_bound_replay_keeps_no_more_than_its_window(monkeypatch: pytest.
         most = max(most, batches_alive() - before)
         return player.at_end
 
-    await wait_until_async(at_end_noting_the_most, "the replay's end", poll_s=0.01)
+    # Each look runs the garbage collector over the whole heap: looked at ten times a second (hundreds of
+    # looks over the replay), with a ceiling for a loaded machine, where 60 s did not see the end once.
+    await wait_until_async(at_end_noting_the_most, "the replay's end", timeout_s=4 * PATIENCE_S, poll_s=0.1)
     # The window (1,000 events, plus the chunk being handed over) and what the core and the queue (at most
     # QUEUE events) hold now, never the recording's thousands of batches.
     assert most < 2000, most
