@@ -37,6 +37,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +112,28 @@ async def fleet_screen_up(
     )
 
 
+async def timed_refreshes(
+    app: TokenwatchApp,
+    screen: FleetScreen,
+    out: Console,
+    pilot: Pilot[None],
+    iterations: int,
+    label: str,
+    before_each: Callable[[], None] | None = None,
+) -> list[float]:
+    """``iterations`` full refreshes, each stage printed under ``label``; the totals (ms)."""
+    stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
+    for _ in range(iterations):
+        if before_each is not None:
+            before_each()  # not timed
+        for key, value in zip(stages, timed_refresh(app, screen, out), strict=True):
+            stages[key].append(value)
+        await pilot.pause()
+    for key, values in stages.items():
+        print(f"    {label} {key:<14} {ms(values)}")
+    return stages["total"]
+
+
 async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) -> None:
     where = f"the fleet board, 64 racks, {size[0]}x{size[1]}"
     async with app.run_test(size=size) as pilot:
@@ -122,14 +145,8 @@ async def measure(app: TokenwatchApp, size: tuple[int, int], iterations: int) ->
         watch = GcWatch()
         board_screen = app.screen
         assert isinstance(board_screen, FleetScreen)
-        stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
-        for _ in range(iterations):
-            for key, value in zip(stages, timed_refresh(app, board_screen, out), strict=True):
-                stages[key].append(value)
-            await pilot.pause()
-        for key, values in stages.items():
-            print(f"    board refresh {key:<14} {ms(values)}")
-        judged(f"{where}: a full refresh", stages["total"], REFRESH_P95_MS)
+        totals = await timed_refreshes(app, board_screen, out, pilot, iterations, "board refresh")
+        judged(f"{where}: a full refresh", totals, REFRESH_P95_MS)
         print(f"    garbage collector meanwhile: {watch.report()}")
         watch.pauses.clear()
         board = board_screen.query_one(FleetBoard)
@@ -193,23 +210,11 @@ async def measure_grouped(
         assert isinstance(screen, FleetScreen)
         groups = screen.query_one(GroupBoard)
         assert groups.display, "a grouped fleet leads with its sites"
-        stages: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
-        for _ in range(iterations):
-            for key, value in zip(stages, timed_refresh(app, screen, out), strict=True):
-                stages[key].append(value)
-            await pilot.pause()
-        for key, values in stages.items():
-            print(f"    board refresh {key:<14} {ms(values)}")
-        judged(f"{where}: a full refresh", stages["total"], REFRESH_P95_MS)
-        rounds: dict[str, list[float]] = {"snapshot": [], "panels": [], "layout+render": [], "total": []}
-        for _ in range(iterations):
-            feed.round()  # the next 5 s of the run: new figures for every rack (not timed)
-            for key, value in zip(rounds, timed_refresh(app, screen, out), strict=True):
-                rounds[key].append(value)
-            await pilot.pause()
-        for key, values in rounds.items():
-            print(f"    after a round {key:<14} {ms(values)}")
-        judged(f"{where}: a refresh after a round of new figures", rounds["total"], REFRESH_P95_MS)
+        totals = await timed_refreshes(app, screen, out, pilot, iterations, "board refresh")
+        judged(f"{where}: a full refresh", totals, REFRESH_P95_MS)
+        # each after the next 5 s of the run: new figures for every rack
+        totals = await timed_refreshes(app, screen, out, pilot, iterations, "after a round", feed.round)
+        judged(f"{where}: a refresh after a round of new figures", totals, REFRESH_P95_MS)
 
         def enter() -> None:  # what enter on the group board does: its message, handled
             key = groups.cursor_key if groups.display else None
