@@ -1,6 +1,7 @@
 """The verdict end to end against the real LoadGen: four runs of a few seconds, tailed while LoadGen writes
 them (trace and detail log, tokenwatch's own parsers, into the RackCore). At half-way through each run the
-projected verdict must be LoadGen's final one; at the end ``summarize --json`` must say what LoadGen's
+projected verdict must be LoadGen's final one (or, read late on a loaded machine, undecided by a rule's range,
+and LoadGen's at three quarters); at the end ``summarize --json`` must say what LoadGen's
 summary says, line for line, for the recording of the run and for its result folder. One more run goes
 through a real ``tokenwatch watch`` in local mode."""
 
@@ -83,11 +84,20 @@ def test_at_half_way_the_projected_verdict_is_loadgens_final_one(
     assert any(SETUP[name] in line for line in lines), lines
     final = run.detail()["result_validity"] == "VALID"
     start, end = run.span()
-    snap = core_until(run, start + 0.5 * (end - start)).snapshot()
-    assert snap.verdict is not None
-    assert snap.verdict.valid is final, list(snap.verdict.forecast.rules)
+    verdict = core_until(run, start + 0.5 * (end - start)).snapshot().verdict
+    assert verdict is not None
+    if verdict.valid is None:
+        # A loaded machine reads LoadGen's files late and in bursts, and the pace's noise measured from
+        # those reads may leave a rule's range across its limit at half-way: undecided is then the honest
+        # answer (seen in CI, never on a calm machine). It must be a range that says so, not a missing
+        # input, and by three quarters of the way the projection must be LoadGen's verdict.
+        undecided = [r for r in verdict.forecast.rules if r.ok is None]
+        assert undecided and not any(r.missing for r in undecided), undecided
+        verdict = core_until(run, start + 0.75 * (end - start)).snapshot().verdict
+        assert verdict is not None
+    assert verdict.valid is final, list(verdict.forecast.rules)
     # Every rule the run fails, LoadGen fails too (its summary's flags): the projection names the reason.
-    failing = {r.name for r in snap.verdict.forecast.rules if r.ok is False}
+    failing = {r.name for r in verdict.forecast.rules if r.ok is False}
     flags = {
         "min_duration": "Min duration satisfied : NO",
         "ttft_p99": "Performance constraints satisfied : NO",
