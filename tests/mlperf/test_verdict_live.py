@@ -92,7 +92,8 @@ def test_at_half_way_the_projected_verdict_is_loadgens_final_one(
         # answer (seen in CI, never on a calm machine). It must be a range that says so, not a missing
         # input, and by three quarters of the way the projection must be LoadGen's verdict.
         undecided = [r for r in verdict.forecast.rules if r.ok is None]
-        assert undecided and not any(r.missing for r in undecided), undecided
+        assert undecided, verdict.forecast.rules
+        assert not any(r.missing for r in undecided), undecided
         verdict = core_until(run, start + 0.75 * (end - start)).snapshot().verdict
         assert verdict is not None
     assert verdict.valid is final, list(verdict.forecast.rules)
