@@ -28,7 +28,6 @@ from tokenwatch.base.events import (
 from tokenwatch.core._power_limits import note_limits
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
-from tokenwatch.core.verdict._ingest import count_latency
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
 _LIMIT = GPU_METRICS.index("power_limit_w")
@@ -229,7 +228,6 @@ def on_latency(state: RackState, ev: LatencyBatch) -> None:
         return
     state.latency[ev.metric][i].add(ev.values_s, ev.counts)
     state.rack_latency[ev.metric].add(ev.values_s, ev.counts)
-    count_latency(state, i, ev)
     finite = ev.values_s[np.isfinite(ev.values_s)]
     if finite.size:
         state.latency_max[ev.metric] = float(np.fmax(state.latency_max[ev.metric], finite.max()))
