@@ -16,14 +16,13 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.core._batch_layout import BatchLayout
 from tokenwatch.core._engine_queue import EngineQueues
-from tokenwatch.core._gpu_errors import GpuErrors
-from tokenwatch.core._power_limits import PowerLimitLog
 from tokenwatch.core._ring import DownsampledSeries, RecentRing
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import BucketMemo, RackState, RuleMemory, SkipLog
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.causes._cause import CauseMemory
+from tokenwatch.core.causes._gpu_evidence import GpuEvidence
 from tokenwatch.core.config import GPU_SERIES_METRICS, CoreConfig
 from tokenwatch.core.energy import EnergyCounters
 from tokenwatch.core.fleet._memo import new_fleet_memo
@@ -127,8 +126,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         fleet=new_fleet_memo(run, cfg, alerts, ev.t),
         energy=EnergyCounters.for_rack(n, g, attached_at(ev)),
         attach_s=attached_at(ev),
-        power_limits=PowerLimitLog(),
-        gpu_errors=GpuErrors.for_rack(n, g),
+        gpu_evidence=GpuEvidence.for_rack(n, g),
         engine=EngineQueues.for_nodes(n, r),
         causes=CauseMemory.for_nodes(n),
         now=ev.t,

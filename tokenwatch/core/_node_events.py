@@ -25,15 +25,12 @@ from tokenwatch.base.events import (
     Progress,
     ProgressBatch,
 )
-from tokenwatch.core._power_limits import note_limits
 from tokenwatch.core._state import RackState
+from tokenwatch.core.causes._gpu_evidence import note_gpu_readings
 from tokenwatch.core.config import STATE_CODE
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
-_LIMIT = GPU_METRICS.index("power_limit_w")
 _ENERGY = GPU_METRICS.index("energy_j")
-_XID = GPU_METRICS.index("xid")
-_NVLINK = GPU_METRICS.index("nvlink_errors")
 
 
 def _node(state: RackState, name: str) -> int | None:
@@ -116,22 +113,13 @@ def on_gpu_batch(state: RackState, ev: GpuBatch) -> None:
 def _gpu_extras(
     state: RackState, t: float, where: tuple[np.ndarray | int | slice, ...], values: np.ndarray
 ) -> None:
-    """What a GPU reading tells beyond its latest values, read before they are overwritten: a power limit
-    that changed (an event of the run), the energy counter's growth, XID and NVLink errors. ``values`` is
-    shaped like ``state.gpu_values[where]``."""
-    old = state.gpu_values[where][..., _LIMIT]
-    new = values[..., _LIMIT]
-    if state.config.live_view and old.shape == new.shape:
-        with np.errstate(invalid="ignore"):
-            moved = np.abs(new - old) >= 1.0
-        if moved.any():
-            grid = np.indices(state.gpu_values.shape[:2])  # (node, gpu) of every GPU
-            note_limits(
-                state.power_limits, t, grid[0][where][moved], grid[1][where][moved], old[moved], new[moved]
-            )
-    state.energy.note(where, values[..., _ENERGY], t, state.tokens)
+    """What a GPU reading tells beyond its latest values, read before they are overwritten: the energy
+    counter's growth (the engine's), and the causes wing's evidence (a power limit that changed, XID and
+    NVLink errors), handed to the wing with the rows resolved once. ``values`` is shaped like
+    ``state.gpu_values[where]``."""
     if state.config.live_view:
-        state.gpu_errors.note(where, t, values[..., _XID], values[..., _NVLINK])
+        note_gpu_readings(state.gpu_evidence, t, where, state.gpu_values, values)
+    state.energy.note(where, values[..., _ENERGY], t, state.tokens)
 
 
 def on_engine_queue(state: RackState, ev: EngineQueue) -> None:

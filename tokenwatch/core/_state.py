@@ -22,13 +22,12 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.core._batch_layout import BatchLayout
 from tokenwatch.core._engine_queue import EngineQueues
-from tokenwatch.core._gpu_errors import GpuErrors
-from tokenwatch.core._power_limits import PowerLimitLog
 from tokenwatch.core._ring import DownsampledSeries, RecentRing
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.causes._cause import CauseMemory
+from tokenwatch.core.causes._gpu_evidence import GpuEvidence
 from tokenwatch.core.config import STATE_CODE, CoreConfig
 from tokenwatch.core.energy import EnergyCounters
 from tokenwatch.core.fleet._memo import FleetMemo
@@ -157,12 +156,12 @@ class RackState:
     fleet: (
         FleetMemo | None
     )  # a run of more than one rack: its racks and their forecasts (core/fleet/_board.py)
-    # Energy and causes: energy counters and integrated power per node, power-limit changes, XID /
-    # NVLink errors, the engines' queues, and the stragglers' cause hints (core/causes/_judge.py).
+    # Energy and causes: energy counters and integrated power per node, the engines' queues (the node's
+    # idle state reads them too), the causes wing's evidence from GPU readings (power-limit changes, XID /
+    # NVLink errors: core/causes/_gpu_evidence.py) and the stragglers' cause hints (core/causes/_judge.py).
     energy: EnergyCounters
-    power_limits: PowerLimitLog
-    gpu_errors: GpuErrors
     engine: EngineQueues
+    gpu_evidence: GpuEvidence
     causes: CauseMemory
     # Rack-level figures of a fleet watched through Prometheus (core/fleet/_state.py); None otherwise.
     fleet_figures: FleetState | None = None

@@ -208,7 +208,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
         fleet=fleet_table(state, nodes, state_codes, now) if by_racks is None else None,
-        power_limit_changes=tuple(state.power_limits.changes),
+        power_limit_changes=tuple(state.gpu_evidence.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
     if state.fleet_figures is not None:
