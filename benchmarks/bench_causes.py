@@ -109,7 +109,7 @@ def bench(racks: int, run_s: float, repeat: int) -> float:
         _ = tuple(("counter" if c else "power") if h else "" for c, h in zip(from_counter, has, strict=True))
         _ = tuple(state.causes.causes)
         _ = tuple(c.text if c is not None else "" for c in state.causes.causes)
-        _ = tuple(state.power_limits.changes)
+        _ = tuple(state.gpu_evidence.power_limits.changes)
 
     judge_ms = cpu_ms(judge, repeat)
     hinted = sum(c is not None for c in state.causes.causes)

@@ -71,6 +71,22 @@ def test_the_unchanged_copy_keeps_every_contract(tmp_path: Path) -> None:
         ("core/verdict/__init__.py", "import tokenwatch.core.fleet", "Core: baseline > fleet"),
         # a wing calling back into the engine that routes events to it
         ("core/baseline/display.py", "import tokenwatch.core._ingest", "Core: no wing"),
+        # a wing reaching into another wing's private modules instead of its public face
+        (
+            "core/fleet/table.py",
+            "import tokenwatch.core.verdict._tick",
+            "Core: no other wing imports the verdict",
+        ),
+        (
+            "core/fleet/table.py",
+            "import tokenwatch.core.causes._cause",
+            "Core: no other wing imports the causes",
+        ),
+        (
+            "core/baseline/display.py",
+            "import tokenwatch.core.fleet._state",
+            "Core: no other wing imports the fleet",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_its_contract(
@@ -84,6 +100,31 @@ def test_a_forbidden_import_breaks_its_contract(
     broken = _contract(contract)
     assert f"{broken} BROKEN" in report
     assert [name for name in NAMES if f"{name} BROKEN" in report] == [broken]
+
+
+@pytest.mark.parametrize("wing", ["verdict", "fleet", "baseline", "causes"])
+def test_each_wings_private_modules_are_all_kept_from_the_other_wings(wing: str) -> None:
+    """The contract lists a wing's private modules by name (import-linter's wildcards stand for whole
+    names only): a private module added to the wing must be added to it."""
+    private = {
+        f"tokenwatch.core.{wing}.{path.stem}"
+        for path in (REPO_ROOT / "tokenwatch" / "core" / wing).glob("_*.py")
+        if path.stem != "__init__"
+    }
+    guarded = [
+        contract
+        for contract in CONTRACTS
+        if str(contract["name"]).startswith(f"Core: no other wing imports the {wing} wing's private")
+    ]
+    if not private:
+        assert guarded == []
+        return
+    (contract,) = guarded
+    assert set(contract["forbidden_modules"]) == private
+    others = {f"tokenwatch.core.{other}" for other in ("verdict", "fleet", "baseline", "causes")} - {
+        f"tokenwatch.core.{wing}"
+    }
+    assert set(contract["source_modules"]) == others
 
 
 def test_every_ignored_import_names_the_function_that_needs_it() -> None:

@@ -126,7 +126,7 @@ def _sample_to_forecasts(state: RackState, t: float) -> bool:
             state.recent_gpu.push(t, gpu_now)
             state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))
     state.engine.tick(t, t - state.engine.seen_t <= state.stale_limit_s)
-    flush_changes(state.power_limits, t, state.run.nodes, state.run.gpus_per_node, state.alerts)
+    flush_changes(state.gpu_evidence.power_limits, t, state.run.nodes, state.run.gpus_per_node, state.alerts)
     if t < state.attach_s - HISTORY_LOOKBACK_S:
         # The old history of a watch that attached mid-run (hours of 72 nodes are ingested before the
         # first frame): its series and energy are the run's, its forecasts are recorded once a minute;

@@ -25,7 +25,9 @@ from tokenwatch.base.events import (
     RunStarted,
 )
 from tokenwatch.core._ingest import apply_event, say_notice
-from tokenwatch.core._state import RackState, SkipLog, new_state
+from tokenwatch.core._new_state import new_state
+from tokenwatch.core._state import RackState, SkipLog
+from tokenwatch.core._summarize_state import summarize_state
 from tokenwatch.core._ticks import MAX_FILL_TICKS, sample, sample_steps_before, sample_ticks_before
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.config import CoreConfig
@@ -35,7 +37,7 @@ from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S, NodeLatencyBuckets
 from tokenwatch.core.node_history import NodeHistory, node_history
 from tokenwatch.core.rack_snapshot import build_snapshot, empty_snapshot
 from tokenwatch.core.run_history import RunHistory, run_history
-from tokenwatch.core.summary import RunSummary, summarize_state
+from tokenwatch.core.summary import RunSummary
 
 if TYPE_CHECKING:
     from tokenwatch.core._run_info import RunInfo

@@ -12,6 +12,7 @@ from tokenwatch.core._loadgen_latency import loadgen_latency
 from tokenwatch.core._node_columns import energy_source_names, gpu_sums, sparklines, state_names
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import RackState
+from tokenwatch.core._summarize_state import interrupted_status, summarize_state
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.baseline.compare import baseline_view
 from tokenwatch.core.config import STATE_CODE
@@ -40,7 +41,7 @@ from tokenwatch.core.snapshot import (
     StoppedNode,
     Timeline,
 )
-from tokenwatch.core.summary import RunSummary, interrupted_status, summarize_state
+from tokenwatch.core.summary import RunSummary
 from tokenwatch.core.verdict._inputs import shown_limits
 from tokenwatch.core.verdict._tick import verdict_view
 
@@ -207,7 +208,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         stopped_nodes=_stopped_nodes(state, state_codes, means, node_progress),
         run_figures=_run_figures(summary, state_codes) if summary is not None else None,
         fleet=fleet_table(state, nodes, state_codes, now) if by_racks is None else None,
-        power_limit_changes=tuple(state.power_limits.changes),
+        power_limit_changes=tuple(state.gpu_evidence.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
     if state.fleet_figures is not None:

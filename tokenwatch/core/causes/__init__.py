@@ -1,8 +1,9 @@
 """The core's causes wing: why a straggler is slow, a ranked one-line hint from the sources' evidence.
 
-All of it is the core's own: the hint a snapshot carries (``_cause``), the evidence read off the state over
-the straggler test's window (``_evidence``) and the judging (``_judge``). Re-exported here: what the tests
-and the benchmarks outside the core name.
+All of it is the core's own: the hint a snapshot carries (``_cause``), the wing's part of the state that
+GPU readings feed (``_gpu_evidence``: power-limit changes, XID / NVLink errors), the evidence read off the
+state over the straggler test's window (``_evidence``) and the judging (``_judge``). Re-exported here:
+what the tests and the benchmarks outside the core name.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def judge_node(state: RackState, ev: RackEvidence, i: int) -> Cause:
 def _power_limit(state: RackState, ev: RackEvidence, i: int) -> _Candidate | None:
     limits = ev.limit[i]
     node = state.run.nodes[i]
-    mine = [c for c in state.power_limits.changes if c.node == node]
+    mine = [c for c in state.gpu_evidence.power_limits.changes if c.node == node]
     lowered = [c for c in mine if c.lowered]
     if lowered:
         change = lowered[-1]
@@ -164,18 +164,18 @@ def _power_limit(state: RackState, ev: RackEvidence, i: int) -> _Candidate | Non
 
 
 def _xid(state: RackState, i: int) -> _Candidate | None:
-    when = state.gpu_errors.xid_t[i]
+    when = state.gpu_evidence.errors.xid_t[i]
     if not np.isfinite(when).any():
         return None
     g = int(np.nanargmin(when))
-    xid = int(state.gpu_errors.xid[i, g])
+    xid = int(state.gpu_evidence.errors.xid[i, g])
     t = float(when[g])
     cause = Cause("xid", f"GPU{g} XID {xid} at {format_clock(t)}", g, t)
     return _Candidate(800.0, cause, f"GPU{g} XID {xid}")
 
 
 def _nvlink(state: RackState, ev: RackEvidence, i: int) -> _Candidate | None:
-    errors = state.gpu_errors
+    errors = state.gpu_evidence.errors
     new = errors.nvlink_new()[i]
     recent = errors.nvlink_last_growth_t[i] >= ev.t - ev.window_s
     if not (np.isfinite(new) & (new > 0) & recent).any():

@@ -29,8 +29,7 @@ from tokenwatch.core.fleet._rack_view import forecast_view
 from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.snapshot import NodeTable
-from tokenwatch.core.verdict._inputs import prime_latency_quantiles
-from tokenwatch.core.verdict._tick import current_forecast
+from tokenwatch.core.verdict import current_forecast, prime_latency_quantiles
 from tokenwatch.mlperf.forecast import Forecast
 
 _UP, _STALE, _DOWN = (STATE_CODE[s] for s in ("up", "stale", "down"))

@@ -21,7 +21,7 @@ from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.fleet.groups import RackPlaces
 from tokenwatch.core.fleet.rack_groups import RackGroups, rack_groups
-from tokenwatch.core.verdict._state import HISTORY_COLUMNS
+from tokenwatch.core.verdict import HISTORY_COLUMNS
 
 _HISTORY_POINTS = 512  # as the rack-wide forecast's record
 

@@ -29,7 +29,7 @@ from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import BucketMemo, RackState
 from tokenwatch.core.alerts import Alert, AlertLog
 from tokenwatch.core.histogram import LogHistogram
-from tokenwatch.core.verdict._state import HISTORY_COLUMNS, VerdictState
+from tokenwatch.core.verdict import HISTORY_COLUMNS, VerdictState
 
 # Alerts about the whole fleet, not one of its racks: the fleet's projected verdict and its margins, and
 # the SLA judged on the fleet's latency histogram. A rack's screen judges its own.

@@ -17,17 +17,33 @@ from tokenwatch.core.verdict.view import VerdictHistory, VerdictView
 
 if TYPE_CHECKING:
     from tokenwatch.core.verdict._decided import LOST_AFTER_DOWN_S
+    from tokenwatch.core.verdict._inputs import prime_latency_quantiles
+    from tokenwatch.core.verdict._state import HISTORY_COLUMNS, VerdictState
     from tokenwatch.core.verdict._tick import current_forecast, verdict_tick
 
 # The decided verdict and the tick read the core's state, whose module holds the verdict's part of it
 # (``_state``):
-# loaded on first use, so importing the wing's types never starts the state's import over again.
+# loaded on first use, so importing the wing's types never starts the state's import over again. The
+# verdict's part of the state, its history's columns and the latency quantiles' priming are here for the
+# fleet wing, which reads each rack's verdict through this face, never the verdict's private modules.
 _LAZY = {
+    "HISTORY_COLUMNS": "tokenwatch.core.verdict._state",
     "LOST_AFTER_DOWN_S": "tokenwatch.core.verdict._decided",
+    "VerdictState": "tokenwatch.core.verdict._state",
+    "prime_latency_quantiles": "tokenwatch.core.verdict._inputs",
     "current_forecast": "tokenwatch.core.verdict._tick",
     "verdict_tick": "tokenwatch.core.verdict._tick",
 }
 
-__all__ = ["LOST_AFTER_DOWN_S", "VerdictHistory", "VerdictView", "current_forecast", "verdict_tick"]
+__all__ = [
+    "HISTORY_COLUMNS",
+    "LOST_AFTER_DOWN_S",
+    "VerdictHistory",
+    "VerdictState",
+    "VerdictView",
+    "current_forecast",
+    "prime_latency_quantiles",
+    "verdict_tick",
+]
 
 __getattr__ = lazy_names(__name__, _LAZY)

@@ -1,4 +1,7 @@
-"""Applying what the MLPerf verdict reads to a :class:`RackState`: detail-log records, latency counts.
+"""The verdict wing's handlers of the events it takes (detail-log records, a source's latency limit counts,
+latency batches counted against the limits): each writes only the verdict's own part of the state
+(``RackState.verdict``, made by :func:`~tokenwatch.core.verdict._state.new_verdict_state`), reading the
+engine's node index, run and histograms and saying what it skips or alerts through the engine's logs.
 
 A node's detail log brings its LoadGen settings (the limits it judges by, from then on the ones counted
 against) and its query plan (when it started, how many samples or queries it will issue); the settings
@@ -100,9 +103,11 @@ def apply_limit_counts(state: RackState, ev: LatencyLimitCounts) -> None:
     counts.counter_over[ni[ok]] = ev.over[ok]
 
 
-def count_latency(state: RackState, i: int, ev: LatencyBatch) -> None:
-    """TTFT/TPOT observations against the node's limit: raw ones exactly, histogram deltas as bounds."""
-    if ev.metric not in LIMIT_METRICS:
+def count_latency(state: RackState, ev: LatencyBatch) -> None:
+    """TTFT/TPOT observations against the node's limit: raw ones exactly, histogram deltas as bounds.
+    A node the run does not name is left to the engine's handler of the same batch, which says so."""
+    i = state.index.get(ev.node)
+    if i is None or ev.metric not in LIMIT_METRICS:
         return
     counts = state.verdict.counts[ev.metric]
     if ev.counts is None:
