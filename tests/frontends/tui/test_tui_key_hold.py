@@ -156,7 +156,8 @@ async def test_a_sort_reuses_the_rows_drawn_and_shows_what_a_board_drawn_afresh_
         app.refresh_data(force=True)
         board = app.screen.query_one(FleetBoard)
         table = board.table
-        assert table is not None and len(table) == 8
+        assert table is not None
+        assert len(table) == 8
         _lines(board)  # every row drawn once
         built: list[int] = []
         draw_row = board._row_strip

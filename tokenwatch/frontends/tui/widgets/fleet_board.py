@@ -120,6 +120,7 @@ class FleetBoard(SortedTable):
         self._drawn_rows: dict[tuple[int, bool], Strip] = {}
         self._drawn_with: tuple[object, ...] = ()
         self._look_checked = False
+        self._pass_width = 0  # the content's width in this render pass (Textual's lookup is per line)
 
     @property
     def cursor_rack(self) -> str | None:
@@ -174,7 +175,8 @@ class FleetBoard(SortedTable):
 
     # ------------------------------------------------------------------ drawing
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._fit_columns(self.scrollable_content_region.width)
+        self._pass_width = self.scrollable_content_region.width
+        self._fit_columns(self._pass_width)
         self._look_checked = False  # once in this pass, at its first row (the base style is known then)
         return super().render_lines(crop)
 
@@ -192,7 +194,7 @@ class FleetBoard(SortedTable):
         self._columns, self._widths = fit_columns(COLUMNS, fixed, width, "cause")
 
     def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
+        width = self._pass_width
         base, pal = self.base, self.pal
         if y == 0:
             return self._header_strip(pal, base, width)
