@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 
 from rich.segment import Segment
+from rich.style import Style
 from textual.geometry import Region
+from textual.strip import Strip
 
 from tests.conftest import PATIENCE_S, wait_until_async
 from tokenwatch.base.clock import ManualClock
@@ -20,7 +22,9 @@ from tokenwatch.base.loop_share import InputHold, LoopShare, LoopTurns
 from tokenwatch.cli.parser import build_parser
 from tokenwatch.cli.sim_settings import sim_settings
 from tokenwatch.core import RackCore
+from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.palette import Palette
 from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
 from tokenwatch.frontends.tui.theme_loader import shipped_dir
 from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard
@@ -162,9 +166,9 @@ async def test_a_sort_reuses_the_rows_drawn_and_shows_what_a_board_drawn_afresh_
         built: list[int] = []
         draw_row = board._row_strip
 
-        def counted(*args: object) -> object:
+        def counted(table: FleetTable, i: int, pal: Palette, base: Style, width: int) -> Strip:
             built.append(1)
-            return draw_row(*args)  # type: ignore[arg-type]
+            return draw_row(table, i, pal, base, width)
 
         board._row_strip = counted  # type: ignore[method-assign]
         for _ in board.SORT_KEYS:
