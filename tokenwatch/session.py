@@ -242,9 +242,9 @@ class Session:
 
     @staticmethod
     async def _give_turn(turns: LoopTurns) -> None:
-        """A sleep of real time, not ``sleep(0)``: every callback a key or a frame is made of runs in it."""
-        await asyncio.sleep(turns.share.pause_s)
-        turns.restart()
+        """A sleep of real time, not ``sleep(0)``: every callback a key or a frame is made of runs in it
+        (longer while a key is on its way: :class:`~tokenwatch.base.loop_share.InputHold`)."""
+        await turns.pause()
 
     def _ticks_per_slice(self) -> int:
         """Ticks filled between yields: fewer where interval observers run (a headless line and a JSONL

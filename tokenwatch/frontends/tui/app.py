@@ -4,29 +4,39 @@ Redraws are coalesced: a timer at :data:`REFRESH_HZ` (4 Hz) takes the core's lat
 anything changed since the last one, however many events arrived in between (latest wins), and hands
 it to the visible screen. No widget ever sees an event, and nothing here blocks the loop: the
 collectors are async, recordings are read in threads.
+
+While a key is on its way (the session's input hold, :class:`tokenwatch.base.loop_share.InputHold`) the
+timer draws no new data: the key's frame comes first, and a refresh's frame (every panel, ~25 ms of
+CPU at 64 racks) does not stand in front of it. The hold ends when the frame after the key's action is
+sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from platformdirs import user_downloads_path
+from rich.console import RenderableType
 from textual import constants
+from textual.actions import ActionParseResult
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.driver import Driver
 from textual.events import DeliveryFailed
+from textual.screen import Screen
 from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import Worker
 
 from tokenwatch.base.events import RunMode
 from tokenwatch.base.formatting import printable
+from tokenwatch.base.loop_share import InputHold
 from tokenwatch.core.node_history import NodeHistory
 from tokenwatch.core.rack_snapshot import empty_snapshot
 from tokenwatch.core.snapshot import RackSnapshot
@@ -83,6 +93,7 @@ class TokenwatchApp(App[None]):
         self.refresh_hz = refresh_hz
         self.latest: RackSnapshot = empty_snapshot()
         self.refreshes = 0  # snapshots drawn (tests and the benchmark read it)
+        self.refreshes_held = 0  # timer refreshes left out while a key was on its way (tests read it)
         self._last_token: object = None
         self._session_worker: Worker[None] | None = None
         self._refresh_timer: Timer | None = None
@@ -181,10 +192,21 @@ class TokenwatchApp(App[None]):
                 return screen.rack if isinstance(screen, DashboardScreen) else None
         return None
 
+    @property
+    def input_hold(self) -> InputHold | None:
+        """The session's hold for a key on its way (None: the session does not share the loop)."""
+        share = self.session.loop_share
+        return share.hold if share is not None else None
+
     def refresh_data(self, force: bool = False) -> None:
-        """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``).
+        """Draw the latest snapshot if anything changed (the timer calls this at ``refresh_hz``; not
+        while a key is on its way, see the module docstring).
 
         A rack's screens are drawn from that rack's snapshot alone (18 nodes, not the fleet's 1,152)."""
+        hold = self.input_hold
+        if not force and hold is not None and hold.held():
+            self.refreshes_held += 1
+            return
         if not self.screen_stack:
             # No screen yet, or none left as the app closes: the session yields to the loop while it
             # works, so the timer can fire in those gaps. The next refresh draws whatever is there.
@@ -261,6 +283,27 @@ class TokenwatchApp(App[None]):
             gc.unfreeze()
             gc.set_threshold(*self._gc_thresholds)
 
+    # ------------------------------------------------------------------ a key's frame
+    async def run_action(
+        self,
+        action: str | ActionParseResult,
+        default_namespace: DOMNode | None = None,
+        namespaces: Mapping[str, DOMNode] | None = None,
+    ) -> bool:
+        """Textual's; then a key on its way has had its action (its frame is the next one sent)."""
+        handled = await super().run_action(action, default_namespace, namespaces)
+        hold = self.input_hold
+        if hold is not None:
+            hold.acted()
+        return handled
+
+    def _display(self, screen: Screen[object], renderable: RenderableType | None) -> None:
+        """Textual's frame out to the terminal; then a key whose action ran is answered."""
+        super()._display(screen, renderable)
+        hold = self.input_hold
+        if hold is not None and renderable is not None:
+            hold.frame_sent()
+
     # ------------------------------------------------------------------ screenshots
     def deliver_screenshot(
         self,
@@ -309,6 +352,9 @@ class TokenwatchApp(App[None]):
         if self._quitting:
             return
         self._quitting = True
+        hold = self.input_hold
+        if hold is not None:
+            hold.release()  # the session must see the stop, not wait for this key's frame
         self.session.quit()
         worker = self._session_worker
         if worker is not None and not worker.is_finished:

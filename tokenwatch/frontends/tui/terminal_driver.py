@@ -9,6 +9,10 @@ deadlocks in its own shutdown, deaf to SIGTERM (its loop never runs the handler 
 Here SIGCONT resumes only what a SIGTSTP suspended, a write whose writer thread has stopped (it does on a
 write error) is dropped instead of waited on, and a gone terminal (the writer stopped, a read's error) is
 posted to the app as :class:`TerminalGone`, which ends the run as a stop signal does.
+
+A key read here is told to the app's input hold at once (``input_hold``, when the app has one): the
+session then stops its ingest at the next step, so the key's trip through the app's queues does not
+wait behind slices of it (:class:`tokenwatch.base.loop_share.InputHold`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import queue
 from typing import Any
 
+from textual import events
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
@@ -45,6 +50,14 @@ class TerminalDriver(LinuxDriver):
         if self._suspended:
             self._suspended = False
             super()._sigcont_application(*args)
+
+    def process_message(self, message: Message) -> None:
+        """In the reader thread: a key holds the session's ingest back before it is posted."""
+        if isinstance(message, events.Key):
+            hold = getattr(self._app, "input_hold", None)
+            if hold is not None:
+                hold.key_arrived()
+        super().process_message(message)
 
     def write(self, data: str) -> None:
         self._enqueue(data)
