@@ -75,12 +75,11 @@ class Backfill:
 
 
 def retime(event: Event, t: float) -> Event:
-    kind = type(event)
-    if kind is Progress:  # most of a history: built directly, several times faster than replace
+    if type(event) is Progress:  # most of a history: built directly, several times faster than replace
         return Progress(
             t, event.node, event.samples_done, event.tokens_done, event.prompt_tokens_done, event.filled
         )
-    if kind is LogLine:  # a backlog's last lines, 200 a node (14,400 for a 72-node rack)
+    if type(event) is LogLine:  # a backlog's last lines, 200 a node (14,400 for a 72-node rack)
         return LogLine(t, event.node, event.text)
     return dataclasses.replace(event, t=t)
 

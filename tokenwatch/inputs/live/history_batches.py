@@ -171,7 +171,7 @@ def _last_reported(
     """Per row: its node's value of a counter (``raw``: its value at each point ``counted``, None where
     the point did not report it) at the last point (at or before ``ends``) that reported it; 0 where
     none did."""
-    has = np.not_equal(raw, None)
+    has = np.not_equal(raw, np.array(None, object))
     if not has.any():
         return np.zeros(len(rows), np.int64)
     at, who, value = counted[has], node[counted[has]], raw[has].astype(np.int64)
