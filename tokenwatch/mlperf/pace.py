@@ -61,6 +61,17 @@ def cumulative_at(times: FloatArray, values: FloatArray, at: FloatArray) -> Floa
     return values[left] + w[:, None] * (values[right] - values[left])
 
 
+def pace_spans(now: float, start: float, a: Assumptions) -> tuple[float, float, int]:
+    """(the window of the pace now, s; the length of a block, s; how many blocks) that a pace at
+    ``now`` of a run started at ``start`` measures: all that the pace reads of the run's start."""
+    elapsed = max(now - start, 1e-9)
+    window = min(a.window_s, 0.25 * elapsed)
+    block = min(a.block_s, window / 3.0)
+    # Blocks cover the run before now, but not its first fifth (the warm-up ramp is no one's usual pace).
+    blocks = max(int(min(a.history_s, 0.8 * elapsed) // block), 1)
+    return window, block, blocks
+
+
 def measure_pace(
     times: FloatArray,
     tokens: FloatArray,
@@ -71,12 +82,10 @@ def measure_pace(
     cadence_s: FloatArray | None = None,
 ) -> Pace:
     """``times`` (K,) / ``tokens`` (K, n): cumulative tokens per node up to ``now``; ``start``: the run's.
-    ``cadence_s``: each node's typical interval between reports (None: every sample is a report)."""
-    elapsed = max(now - start, 1e-9)
-    window = min(a.window_s, 0.25 * elapsed)
-    block = min(a.block_s, window / 3.0)
-    # Blocks cover the run before now, but not its first fifth (the warm-up ramp is no one's usual pace).
-    blocks = max(int(min(a.history_s, 0.8 * elapsed) // block), 1)
+    ``cadence_s``: each node's typical interval between reports (None: every sample is a report).
+    Each node's pace is measured from its own column alone, so the pace of some nodes is theirs of the
+    pace of more nodes at the same times, wherever both measure the same :func:`pace_spans`."""
+    window, block, blocks = pace_spans(now, start, a)
     edges = now - block * np.arange(blocks, -1, -1, dtype=np.float64)
     cum = cumulative_at(times, tokens, np.append(edges, now - window))
     block_rates = np.diff(cum[:-1], axis=0) / block

@@ -28,7 +28,8 @@ class NodeProgress:
     ``final_latency_s``: Server, a typical end-to-end latency per node (the core's e2e p50), 0 if unknown.
     ``timing_s``: how closely each node's work is timed, its sources' typical interval between reports (a
     start first seen in a sample lies up to one interval from LoadGen's, an end seen as the last change up
-    to one from LoadGen's); None where the times are exact.
+    to one from LoadGen's); None where the times are exact. ``pace``: the nodes' pace at ``now_s`` where
+    the caller measured it already (a fleet's racks share the fleet's); None: measured here.
     """
 
     scenario: str
@@ -45,6 +46,7 @@ class NodeProgress:
     tokens_per_sample: float | None = None
     final_latency_s: FloatArray | None = None
     timing_s: FloatArray | None = None
+    pace: Pace | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -78,7 +80,11 @@ class _Parts:
 
 def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     """Each node's projected final tokens/s (LoadGen's figure for that node) and its deviations."""
-    pace = measure_pace(p.times_s, p.tokens, p.tokens_done, p.now_s, float(np.min(p.start_s)), a, p.timing_s)
+    pace = p.pace
+    if pace is None:
+        pace = measure_pace(
+            p.times_s, p.tokens, p.tokens_done, p.now_s, float(np.min(p.start_s)), a, p.timing_s
+        )
     running = ~p.finished
     stalled = running & (p.now_s - p.last_change_s > a.stall_after_s)
     overall = p.tokens_done / np.maximum(p.now_s - p.start_s, 1e-9)

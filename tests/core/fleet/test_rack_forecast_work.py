@@ -27,6 +27,7 @@ from tokenwatch.core.fleet._rack_view import rack_state, rows_of
 from tokenwatch.core.histogram import LogHistogram
 from tokenwatch.core.node_spread import below_median_pct, median_of
 from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo, quantile_per_node
+from tokenwatch.core.verdict._pace_memo import PaceMemo
 from tokenwatch.core.verdict._tick import current_forecast
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
@@ -71,6 +72,7 @@ def _old_rack_forecast(state: RackState, r: int, t: float) -> list[float]:
         forecast_memo=None,
         loadgen_memo=None,
         node_quantiles=NodeQuantileMemo(),
+        pace_memo=PaceMemo(),  # its own pace, not the rows of the fleet's
     )
     return _history_row(current_forecast(view, t))
 

@@ -8,6 +8,7 @@ config's total split evenly, as the core's progress figures do) and when its que
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -17,6 +18,7 @@ from tokenwatch.base.events import FloatArray, LatencyMetric
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.verdict._node_quantiles import node_quantile
+from tokenwatch.core.verdict._pace_memo import node_pace
 from tokenwatch.core.verdict._state import LIMIT_METRICS
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Forecast, NodeProgress, OverLimit, forecast
@@ -138,11 +140,12 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     if run.scenario != "Offline":
         latency = latency_quantile(state, "e2e", 0.5)
         latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
-    return NodeProgress(
+    every = bool(keep.all())
+    progress = NodeProgress(
         run.scenario,
         now,
         times,
-        tokens if keep.all() else tokens[:, keep],  # the joined series are this call's own: no copy
+        tokens if every else tokens[:, keep],  # the joined series are this call's own: no copy
         state.tokens[keep].astype(np.float64),
         state.samples[keep].astype(np.float64),
         start,
@@ -154,6 +157,10 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         latency,
         np.nan_to_num(state.cadence.typical_s[keep], nan=0.0),
     )
+    # A fleet's pace over every node is kept for its racks' forecasts at the same tick to slice.
+    share = every and state.fleet is not None
+    pace = node_pace(state.verdict.pace_memo, state.version, progress, state.config.forecast, keep=share)
+    return dataclasses.replace(progress, pace=pace)
 
 
 def projection(state: RackState, now: float, keep: np.ndarray) -> Forecast:

@@ -22,6 +22,7 @@ from tokenwatch.core._ring import DownsampledSeries
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, bucket_upper
 from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo
+from tokenwatch.core.verdict._pace_memo import PaceMemo
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Forecast
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark
@@ -158,6 +159,9 @@ class VerdictState:
     # Each node's latency quantiles the forecast reads, once per state version
     # (core/verdict/_node_quantiles.py).
     node_quantiles: NodeQuantileMemo = field(default_factory=NodeQuantileMemo)
+    # A fleet's pace of every node at its latest forecast, which its racks' forecasts at the same tick
+    # slice instead of measuring again (core/verdict/_pace_memo.py).
+    pace_memo: PaceMemo = field(default_factory=PaceMemo)
 
     @property
     def scenario_label(self) -> str:

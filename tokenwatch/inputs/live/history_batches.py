@@ -9,9 +9,8 @@ into columns, and the order, the batches and the counts they carry are array ope
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter
 
 import numpy as np
 
@@ -30,7 +29,6 @@ from tokenwatch.base.events import (
 from tokenwatch.inputs.live.backlog import retime
 
 _T, _NODE, _FILLED = attrgetter("t"), attrgetter("node"), attrgetter("filled")
-_REPORTED = partial(is_not, None)  # a counter a point carries (None: not reported)
 _COUNTS = frozenset({Progress, ProgressBatch})
 # Each event's kind, as far as the batches care: a count, a source's own batch of counts, an event the
 # core applies without reading or writing any node's counters (an instant's records may go ahead of it
@@ -91,13 +89,12 @@ def batched(
     node = np.full(n, -1, np.int64)
     kind = np.fromiter(map(_KIND.get, map(type, ordered), repeat(_OTHER)), np.int8, n)
     progress = np.flatnonzero(kind == _PROGRESS)
-    node[progress] = np.fromiter(
-        map(index.get, map(_NODE, ordered[progress]), repeat(-1)), np.int64, len(progress)
-    )
-    counted = np.flatnonzero(node >= 0)
-    points = ordered[counted]
+    counts = ordered[progress].tolist()  # a list: read field by field, faster than an object array
+    node[progress] = np.fromiter(map(index.get, map(_NODE, counts), repeat(-1)), np.int64, len(counts))
+    ours = node[progress] >= 0
+    counted = progress[ours]
     filled = np.zeros(n, bool)
-    filled[counted] = np.fromiter(map(_FILLED, points), bool, len(points))
+    filled[counted] = np.fromiter(map(_FILLED, counts), bool, len(counts))[ours]
     # each second: its run time's group; a row is a node's first filled point in it
     group = np.zeros(n, np.int64)
     group[1:] = np.cumsum(t[1:] != t[:-1])
@@ -116,7 +113,11 @@ def batched(
     # a record's row: the node's counts as that record leaves them
     samples, tokens, prompt = (
         _last_reported(
-            node, counted, points, field, np.concatenate([rows, records]), np.concatenate([ends, records])
+            node,
+            counted,
+            np.fromiter(map(attrgetter(field), counts), object, len(counts))[ours],
+            np.concatenate([rows, records]),
+            np.concatenate([ends, records]),
         )
         for field in ("samples_done", "tokens_done", "prompt_tokens_done")
     )
@@ -165,12 +166,12 @@ def _lone_records(
 
 
 def _last_reported(
-    node: IntArray, counted: IntArray, points: np.ndarray, field: str, rows: IntArray, ends: IntArray
+    node: IntArray, counted: IntArray, raw: np.ndarray, rows: IntArray, ends: IntArray
 ) -> IntArray:
-    """Per row: its node's value of the counter ``field`` at the last point (at or before ``ends``)
-    that reported it; 0 where none did."""
-    raw = np.fromiter(map(attrgetter(field), points), object, len(points))
-    has = np.fromiter(map(_REPORTED, raw), bool, len(raw))
+    """Per row: its node's value of a counter (``raw``: its value at each point ``counted``, None where
+    the point did not report it) at the last point (at or before ``ends``) that reported it; 0 where
+    none did."""
+    has = np.not_equal(raw, np.array(None, object))
     if not has.any():
         return np.zeros(len(rows), np.int64)
     at, who, value = counted[has], node[counted[has]], raw[has].astype(np.int64)
