@@ -37,7 +37,7 @@ from tokenwatch.inputs.prometheus.api import (
     counted_before,
     counters_start,
 )
-from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta, rack_places_of
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -457,8 +457,11 @@ class PrometheusFleetCollector:
         elif probe and "recorded probe" in results:
             note = figures.found(t, results["recorded probe"], self.racks)
             events += [note] if note is not None else []
+        known = len(self.racks)
         batch = self.figures(t, answered)
         if batch is not None:
+            if len(self.racks) > known:  # racks that appeared since the start: where they stand
+                batch = await self._placed(api, batch, self.racks[known:], instant)
             events.append(batch)
         if node_queries and self.node_reader is not None:
             reader = self.node_reader
@@ -469,6 +472,23 @@ class PrometheusFleetCollector:
             with gc_paused():  # ~50,000 samples in an alerting pass
                 events += reader.node_events(read_t, node_results)
         return events + notices
+
+    async def _placed(
+        self, api: PrometheusApi, batch: RackFiguresBatch, racks: list[str], instant: float
+    ) -> RackFiguresBatch:
+        """``batch`` saying where ``racks`` (new since the start) stand: their series' site and row
+        labels at ``instant``. The run's start says where the racks found then stand; without this a
+        rack whose exporter came later stood in "(none)" on a grouped board, labels or not. As it
+        was where the server cannot say, or the racks carry neither label."""
+        s = self.settings
+        ask = self._q(f"group by ($rack, {s.site_label}, {s.row_label}) ({self.preset.up})", frozenset(racks))
+        try:
+            answer = await api.query(ask, instant)
+        except PromApiError:
+            return batch
+        found = rack_places_of(answer, s.rack_label, (s.site_label, s.row_label), set(racks))
+        places = tuple((rack, *found[rack]) for rack in racks if any(found.get(rack, ())))
+        return dataclasses.replace(batch, places=places) if places else batch
 
     def _reading_time(self, instant: float) -> float:
         """The run time of a round's node readings: when the round was due (its instant, plus the
