@@ -27,6 +27,7 @@ from written_fleet import WrittenFleet, WrittenRack, written_fleet
 from tests.conftest import run_tokenwatch
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Heartbeat, RunStarted
+from tokenwatch.base.formatting import DASH
 from tokenwatch.core import RackCore
 from tokenwatch.inputs.prometheus.api import PrometheusApi
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
@@ -123,6 +124,8 @@ def test_headless_rack_lines_and_jsonl_through_a_server_that_answers_late(tmp_pa
     summed = 0
     for record in records:
         agg = record["aggregate"]
+        if agg["tokens_per_s"] is None:  # no round answered lately (a loaded machine): the rack is stale
+            continue
         assert agg["tokens_per_s"] == rack_sum, record["t"]  # the drill-down's figure is the board's row
         rates = [n["tokens_per_s"] for n in record["nodes"]]
         if record["t"] >= attached and all(rate is not None for rate in rates):
@@ -134,4 +137,5 @@ def test_headless_rack_lines_and_jsonl_through_a_server_that_answers_late(tmp_pa
     lines = [line for line in watch.stdout.splitlines() if " tok/s " in line and "run figures" not in line]
     assert len(lines) >= 5
     for line in lines:
-        assert float(line.split(" tok/s")[0].split()[-1].replace(",", "")) == rack_sum, line
+        shown = line.split(" tok/s")[0].split()[-1]
+        assert shown == DASH or float(shown.replace(",", "")) == rack_sum, line
