@@ -24,8 +24,8 @@ from tests.golden.conftest import Produced
 
 LINE = re.compile(
     r"^(?P<clock>\d{2,}:\d{2})\s+(?P<progress>[\d.]+)%\s+(?P<rate>[\d,]+) tok/s"
-    r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>\d+)/(?P<nodes>\d+)"
-    r"\s+(?P<kw>[\d.]+) kW\s+spread (?P<spread>[\d.]+)%"
+    r"\s+(?P<per_gpu>[\d,]+) tok/s/GPU\s+nodes (?P<up>[\d,]+)/(?P<nodes>[\d,]+)"
+    r"\s+(?P<kw>[\d,.]+) kW\s+spread (?P<spread>[\d.]+)%"
     r"  (?:(?P<final>FINAL)|proj (?:—|(?P<warming>warming up)|(?P<proj>[\d,]+)(?P<k>k?) ±"
     r"(?:(?P<half>[\d.]+) %|— \(band wider than the figure\)))) (?P<decided>DECIDED )?"
     r"(?P<verdict>VALID|INVALID|UNDECIDED)(?: \((?P<reason>[^()]*)\))?"
@@ -95,7 +95,7 @@ def test_each_line_says_what_its_snapshot_says(produced: Produced, case: Headles
         agg = snap["aggregate"]
         assert m["clock"] == clock(snap["t"])
         assert shown(m["progress"], snap["progress_pct"]), line
-        assert (int(m["up"]), int(m["nodes"])) == (agg["nodes_up"], agg["nodes"])
+        assert (number(m["up"]), number(m["nodes"])) == (agg["nodes_up"], agg["nodes"])
         assert shown(m["spread"], snap["node_spread"]["spread_pct"]), line
         if "end" in snap:  # the run's figures once it has ended, and what happened
             end = snap["end"]

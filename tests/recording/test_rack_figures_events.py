@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -47,6 +48,17 @@ def test_a_figure_an_older_writer_did_not_know_reads_as_unknown() -> None:
     assert np.isnan(got.values[:, RACK_FIGURES.index("projected_valid")]).all()
 
 
+def test_where_a_rack_that_appeared_later_stands_round_trips_and_is_left_out_when_none() -> None:
+    placed = dataclasses.replace(BATCH, places=(("rack02", "hall-b", "r2"),))
+    got = loads(dumps(placed))
+    assert isinstance(got, RackFiguresBatch)
+    assert got.places == (("rack02", "hall-b", "r2"),)
+    assert "places" not in orjson.loads(dumps(BATCH))  # a batch of no new rack writes none
+    unplaced = loads(dumps(BATCH))  # and reads as none, as an older recording's batch does
+    assert isinstance(unplaced, RackFiguresBatch)
+    assert unplaced.places == ()
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -56,6 +68,8 @@ def test_a_figure_an_older_writer_did_not_know_reads_as_unknown() -> None:
         (lambda r: r.update(down=[0, 1]), "true/false"),
         (lambda r: r.update(worst_node=["a"]), "worst_node"),
         (lambda r: r.pop("racks"), "without 'racks'"),
+        (lambda r: r.update(places={"rack03": "hall-b"}), "places must be a list"),
+        (lambda r: r.update(places=[["rack03", "hall-b"]]), "a place must be a list of 3 names"),
     ],
 )
 def test_damaged_records_are_refused_with_a_reason(change: object, why: str) -> None:

@@ -252,7 +252,9 @@ class RackFiguresBatch:
 
     ``values`` has shape (len(racks), len(RACK_FIGURES)), NaN = not known. ``down`` marks racks whose
     series are gone (their exporter stopped answering the server); ``worst_node`` is each rack's slowest
-    running node ("" if none) and ``worst_cause`` a hint why ("" if none is known).
+    running node ("" if none) and ``worst_cause`` a hint why ("" if none is known). ``places``: where
+    racks that appeared since the run's start stand, ``(rack, site, row)`` ("" where a label is absent),
+    said in the batch they first appear in (the run's start says where the others stand).
     """
 
     t: float
@@ -261,6 +263,7 @@ class RackFiguresBatch:
     down: npt.NDArray[np.bool_]
     worst_node: tuple[str, ...]
     worst_cause: tuple[str, ...]
+    places: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _read_only(self.values, self.down)

@@ -75,6 +75,11 @@ def group(value: float | None, decimals: int = 0) -> str:
     return f"{value:,.{decimals}f}" if _ok(value) else DASH
 
 
+def part_of(part: int, whole: int) -> str:
+    """``1152, 1152`` -> ``1,152/1,152``: a count of a whole (nodes up, GPUs reporting, racks up)."""
+    return f"{part:,}/{whole:,}"
+
+
 def latency_cell(value_ms: float | None, estimated: bool) -> str:
     """A latency percentile in ms for a table: LoadGen's exact value to 0.1 ms (``918.4``), or an estimate
     from 1 % log buckets to the three digits they hold, marked (``~918``, ``~58,900``), never a bucket's
@@ -102,7 +107,8 @@ def rate(value: float | None) -> str:
 
 
 def kilowatts(watts: float | None, decimals: int = 1) -> str:
-    return f"{watts / 1000:.{decimals}f} kW" if _ok(watts) else DASH  # type: ignore[operator]
+    """``6387100`` -> ``6,387.1 kW`` (a fleet's power has thousands of kW)."""
+    return f"{watts / 1000:,.{decimals}f} kW" if _ok(watts) else DASH  # type: ignore[operator]
 
 
 def energy(joules: float | None) -> str:

@@ -164,11 +164,11 @@ def _limit_counts(e: LatencyLimitCounts) -> dict[str, Any]:
 
 
 def _rack_figures(e: RackFiguresBatch) -> dict[str, Any]:
-    """Columnar like a GPU batch: one list per figure, NaN as null."""
+    """Columnar like a GPU batch: one list per figure, NaN as null; ``places`` only where it says any."""
     columns = {
         f: [None if math.isnan(v) else v for v in e.values[:, i].tolist()] for i, f in enumerate(RACK_FIGURES)
     }
-    return {
+    out = {
         "k": "rack_figures",
         "t": e.t,
         "racks": list(e.racks),
@@ -177,6 +177,9 @@ def _rack_figures(e: RackFiguresBatch) -> dict[str, Any]:
         "worst_node": list(e.worst_node),
         "worst_cause": list(e.worst_cause),
     }
+    if e.places:
+        out["places"] = [list(place) for place in e.places]
+    return out
 
 
 def _engine_queue(e: EngineQueue) -> dict[str, Any]:
@@ -462,6 +465,17 @@ def _texts(value: Any, what: str, length: int) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _places(value: Any) -> tuple[tuple[str, str, str], ...]:
+    """A rack figures batch's ``places``: [rack, site, row] each (absent in older recordings)."""
+    if not isinstance(value, list):
+        raise CodecError("places must be a list of [rack, site, row]")
+    out = []
+    for place in value:
+        rack, site, row = _texts(place, "a place", 3)
+        out.append((rack, site, row))
+    return tuple(out)
+
+
 def _d_rack_figures(r: Mapping[str, Any]) -> RackFiguresBatch:
     racks = r["racks"]
     if (
@@ -490,6 +504,7 @@ def _d_rack_figures(r: Mapping[str, Any]) -> RackFiguresBatch:
         np.array(down, dtype=bool),
         _texts(r["worst_node"], "worst_node", len(racks)),
         _texts(r["worst_cause"], "worst_cause", len(racks)),
+        _places(r.get("places", [])),
     )
 
 

@@ -102,6 +102,8 @@ def new_fleet_state(
 
 def ingest_rack_figures(fleet: FleetState, ev: RackFiguresBatch) -> None:
     """The batch's racks take its figures; racks it does not name keep theirs (and go stale)."""
+    if ev.places:  # where racks that appeared since the start stand
+        fleet.places.learn(ev.places)
     known = list(map(fleet.index.get, ev.racks))  # a lookup in C per rack (1,000 racks a round)
     rows = np.array(known if None not in known else [fleet.rack(name) for name in ev.racks], np.int64)
     if len(rows):

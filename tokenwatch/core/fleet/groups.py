@@ -15,8 +15,8 @@ group numbers): 1,000 racks cost well under a millisecond.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -100,17 +100,23 @@ class FleetGroups:
 
 
 def rack_places(
-    meta: Mapping[str, Any] | None, racks: tuple[str, ...]
+    meta: Mapping[str, Any] | None,
+    racks: tuple[str, ...],
+    later: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """Each rack's (site, row) from ``meta["rack_places"]`` ("" where not said); None where no rack has
-    either (the board is as without groups). Entries that are not two strings are left out: a
-    recording is input like any other."""
+    """Each rack's (site, row) from ``meta["rack_places"]``, or for a rack that appeared since the start
+    from ``later`` ("" where neither says); None where no rack has either (the board is as without
+    groups). Entries that are not two strings are left out: a recording is input like any other."""
     places = meta.get("rack_places") if meta else None
-    if not isinstance(places, Mapping) or not places:
+    if not isinstance(places, Mapping):
+        places = {}
+    if not places and not later:
         return None
     sites, rows = [], []
     for rack in racks:
         entry = places.get(rack)
+        if entry is None and later:
+            entry = later.get(rack)
         ok = isinstance(entry, list | tuple) and len(entry) == 2 and all(isinstance(v, str) for v in entry)
         site, row = (entry[0], entry[1]) if ok else ("", "")  # type: ignore[index]
         sites.append(site)
@@ -133,17 +139,27 @@ class RackPlaces:
     """Where a run's racks stand, and the groups that makes, kept by the fleet's state (the core's
     :class:`~tokenwatch.core.fleet._memo.FleetMemo` or :class:`~tokenwatch.core.fleet._state.FleetState`)
     from one snapshot to the next: reading 1,000 racks' places and numbering their groups at every
-    snapshot cost more than summing the groups. Made again only when the fleet's racks change (a rack
-    that appeared since the start: it stands where ``meta`` says, in "(none)" where it says nothing)."""
+    snapshot cost more than summing the groups. Made again only when the fleet's racks change. A rack
+    that appeared since the start stands where its first rack figures said (:meth:`learn`; a fleet
+    watch asks the server when it appears), else where ``meta`` says, in "(none)" where neither does."""
 
     meta: Mapping[str, Any] | None
     racks: tuple[str, ...] | None = None
     levels: tuple[_Layout | None, _Layout | None] = (None, None)
+    later: dict[str, tuple[str, str]] = field(default_factory=dict)  # rack -> (site, row), said later
+
+    def learn(self, places: Iterable[tuple[str, str, str]]) -> None:
+        """Where racks that appeared since the start stand: (rack, site, row) each."""
+        for rack, site, row in places:
+            if self.later.get(rack) != (site, row):
+                self.later[rack] = (site, row)
+                self.racks = None  # the groups are made again at the next snapshot
 
     def groups(self, table: FleetTable) -> FleetGroups | None:
         """The fleet table's racks grouped by site and row; None where the run places none of them."""
         if table.racks != self.racks:
-            self.racks, self.levels = table.racks, _layouts(rack_places(self.meta, table.racks))
+            self.racks = table.racks
+            self.levels = _layouts(rack_places(self.meta, table.racks, self.later))
         site, row = self.levels
         if site is None and row is None:
             return None

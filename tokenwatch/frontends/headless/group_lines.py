@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from tokenwatch.base.formatting import group, kilowatts, printable, verdict_word
+from tokenwatch.base.formatting import group, kilowatts, part_of, printable, verdict_word
 from tokenwatch.core.fleet.groups import GroupTable
 from tokenwatch.core.snapshot import RackSnapshot
 
@@ -28,7 +28,7 @@ def group_lines(snap: RackSnapshot) -> list[str]:
 
 def group_line(level: GroupTable, g: int, width: int = 0) -> str:
     """Group ``g``'s figures in one line; ``width`` pads the name so the figures line up."""
-    racks = f"racks {level.racks_up[g]}/{level.racks_total[g]}"
+    racks = f"racks {part_of(int(level.racks_up[g]), int(level.racks_total[g]))}"
     stopped = []
     if level.racks_stale[g]:
         stopped.append(f"{level.racks_stale[g]} stale")
@@ -46,7 +46,7 @@ def group_line(level: GroupTable, g: int, width: int = 0) -> str:
     parts = [
         printable(level.names[g]).ljust(width),
         racks,
-        f"nodes {level.nodes_up[g]}/{level.nodes_total[g]}",
+        f"nodes {part_of(int(level.nodes_up[g]), int(level.nodes_total[g]))}",
         f"{group(level.tokens_per_s[g]):>10} tok/s",
         f"{group(level.per_gpu_tokens_per_s[g]):>7} tok/s/GPU",
         f"{kilowatts(level.power_w[g]):>9}",

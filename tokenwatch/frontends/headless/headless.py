@@ -11,6 +11,7 @@ from tokenwatch.base.formatting import (
     format_clock,
     group,
     kilowatts,
+    part_of,
     pct,
     printable,
     projection,
@@ -39,7 +40,7 @@ def human_line(snap: RackSnapshot) -> str:
         f"{pct(snap.progress_pct):>6}",
         f"{group(tokens):>10} tok/s",
         f"{group(per_gpu):>7} tok/s/GPU",
-        f"nodes {agg.nodes_up}/{agg.nodes}"
+        f"nodes {part_of(agg.nodes_up, agg.nodes)}"
         + (f" ({idle} idle)" if (idle := snap.nodes.state.count("idle")) else ""),
         f"{kilowatts(power):>9}",
         f"spread {pct(snap.node_spread.spread_pct)}",

@@ -37,7 +37,7 @@ from tokenwatch.inputs.prometheus.api import (
     counted_before,
     counters_start,
 )
-from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta
+from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta, rack_places_of
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -63,6 +63,9 @@ HISTORY_POINTS = 400
 # failed round ends), at most this long: a watch left running against a dead server does not hammer it,
 # and one that comes back is seen within a minute.
 BACKOFF_CAP_S = 60.0
+# The most a round's node readings are stamped before the moment they arrived (s): a recording's reader
+# takes time going back by more than 5 s for a span written twice, and leaves it out.
+MAX_READING_LAG_S = 4.0
 
 
 class FleetFocus:
@@ -146,6 +149,7 @@ class PrometheusFleetCollector:
         self._last_instant = -math.inf  # Unix time of the last grid instant read (history or live)
         self._failed_rounds = 0  # rounds in a row in which no query was answered
         self._last_detail = -math.inf
+        self._wall_at_run_zero: float | None = None  # Unix time at run time 0, for the readings' times
 
     # ------------------------------------------------------------ queries
     def _q(self, template: str, racks: frozenset[str] | None = None) -> str:
@@ -453,14 +457,53 @@ class PrometheusFleetCollector:
         elif probe and "recorded probe" in results:
             note = figures.found(t, results["recorded probe"], self.racks)
             events += [note] if note is not None else []
+        known = len(self.racks)
         batch = self.figures(t, answered)
         if batch is not None:
+            if len(self.racks) > known:  # racks that appeared since the start: where they stand
+                batch = await self._placed(api, batch, self.racks[known:], instant)
             events.append(batch)
         if node_queries and self.node_reader is not None:
             reader = self.node_reader
             node_results = {f[5:]: v for f, v in results.items() if f.startswith("node ")}
+            read_t = self._reading_time(instant)
             if self.node_states is not None:
-                events += self.node_states.events(t, node_results.get("status", []))
+                events += self.node_states.events(read_t, node_results.get("status", []))
             with gc_paused():  # ~50,000 samples in an alerting pass
-                events += reader.node_events(t, node_results)
+                events += reader.node_events(read_t, node_results)
         return events + notices
+
+    async def _placed(
+        self, api: PrometheusApi, batch: RackFiguresBatch, racks: list[str], instant: float
+    ) -> RackFiguresBatch:
+        """``batch`` saying where ``racks`` (new since the start) stand: their series' site and row
+        labels at ``instant``. The run's start says where the racks found then stand; without this a
+        rack whose exporter came later stood in "(none)" on a grouped board, labels or not. As it
+        was where the server cannot say, or the racks carry neither label."""
+        s = self.settings
+        ask = self._q(f"group by ($rack, {s.site_label}, {s.row_label}) ({self.preset.up})", frozenset(racks))
+        try:
+            answer = await api.query(ask, instant)
+        except PromApiError:
+            return batch
+        found = rack_places_of(answer, s.rack_label, (s.site_label, s.row_label), set(racks))
+        places = tuple((rack, *found[rack]) for rack in racks if any(found.get(rack, ())))
+        return dataclasses.replace(batch, places=places) if places else batch
+
+    def _reading_time(self, instant: float) -> float:
+        """The run time of a round's node readings: when the round was due (its instant, plus the
+        settle time every round waits), not when its answers arrived. The core forms a node's rate
+        from two readings' counters over their times; stamped on arrival, a slow round followed by a
+        prompt one laid two readings 0.65 s apart that measure instants 2 s apart, and the drill-down's
+        nodes summed to 3x the rack's figure. A constant offset from the instants keeps every span
+        theirs (the clocks' offset is read once: read at every round, the microseconds between the
+        two readings would move each rate in its fifth digit). Never later than now, nor more than
+        :data:`MAX_READING_LAG_S` before it."""
+        now = self.now()
+        if self._wall_at_run_zero is None:
+            self._wall_at_run_zero = self.clock.wall() - now
+        # Unix seconds in a float are 2.4e-7 s apart: the whole seconds are taken apart before the
+        # fraction, so two readings' span is the instants' to the last digit.
+        whole = math.floor(self._wall_at_run_zero)
+        due = (instant - whole) + (self._settle_s() - (self._wall_at_run_zero - whole))
+        return min(max(due, now - MAX_READING_LAG_S), now)

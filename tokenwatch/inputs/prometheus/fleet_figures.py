@@ -160,10 +160,21 @@ def places_meta(
     (rack, site, row)`` of the racks' series, for the ``racks`` listed; {} where no rack has either label,
     or the server could not say (the board is then as without them). A rack whose series disagree keeps
     the first pair listed."""
+    places = {
+        rack: list(place) for rack, place in rack_places_of(answer, rack_label, place_labels, racks).items()
+    }
+    return {"rack_places": places} if any(site or row for site, row in places.values()) else {}
+
+
+def rack_places_of(
+    answer: object, rack_label: str, place_labels: tuple[str, str], racks: Container[str]
+) -> dict[str, tuple[str, str]]:
+    """Rack -> (site, row) ("" where a label is absent) from the answer to ``group by (rack, site,
+    row)``, for the ``racks`` listed; a rack whose series disagree keeps the first pair listed."""
     site_label, row_label = place_labels
-    places: dict[str, list[str]] = {}
+    places: dict[str, tuple[str, str]] = {}
     for labels, _ in answer if isinstance(answer, list) else ():
         rack = labels.get(rack_label)
         if rack in racks and rack not in places:
-            places[rack] = [labels.get(site_label, ""), labels.get(row_label, "")]
-    return {"rack_places": places} if any(site or row for site, row in places.values()) else {}
+            places[rack] = (labels.get(site_label, ""), labels.get(row_label, ""))
+    return places

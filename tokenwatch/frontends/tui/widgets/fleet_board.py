@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.strip import Strip
 
-from tokenwatch.base.formatting import DASH, group, verdict_word
+from tokenwatch.base.formatting import DASH, group, part_of, verdict_word
 from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.frontends.tui.palette import Palette
 from tokenwatch.frontends.tui.widgets.sorted_table import (
@@ -160,8 +160,8 @@ class FleetBoard(SortedTable):
         self.border_subtitle = f"{self._sort_caption()} · s: next column · enter: the rack"
         down = int(sum(table.state[int(r)] == "down" for r in order))
         nodes_up, nodes = int(table.nodes_up[order].sum()), int(table.nodes_total[order].sum())
-        self.border_title = f"{self.scope} · {len(order)} racks · {nodes_up}/{nodes} nodes up" + (
-            f" · {down} racks down" if down else ""
+        self.border_title = f"{self.scope} · {len(order):,} racks · {part_of(nodes_up, nodes)} nodes up" + (
+            f" · {down:,} racks down" if down else ""
         )
 
     def _selected(self, key: str) -> RackSelected:

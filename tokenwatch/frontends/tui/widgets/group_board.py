@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.strip import Strip
 
-from tokenwatch.base.formatting import DASH, group
+from tokenwatch.base.formatting import DASH, group, part_of
 from tokenwatch.core.fleet.groups import GroupTable
 from tokenwatch.frontends.tui.widgets.fleet_board import STALE_LABEL, VERDICT_LABEL, verdict_of
 from tokenwatch.frontends.tui.widgets.sorted_table import (
@@ -143,7 +143,7 @@ class GroupBoard(SortedTable):
         up = int(level.racks_up[self._order].sum())
         # Setting a border's title redraws the whole widget, even to the same text: only when it changes.
         subtitle = f"{self._sort_caption()} · s: next column · enter: down a level"
-        title = f"{self.scope} · {len(self._order)} {what} · {up}/{racks} racks up"
+        title = f"{self.scope} · {len(self._order):,} {what} · {part_of(up, racks)} racks up"
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
         if self.border_title != title:

@@ -13,7 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tokenwatch.base.formatting import DASH, energy, format_clock, group, kilowatts, printable
+from tokenwatch.base.formatting import DASH, energy, format_clock, group, kilowatts, part_of, printable
 from tokenwatch.core.energy import SOURCE_MARK
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.palette import palette
@@ -186,7 +186,7 @@ class RunHeader(Widget):
         return (
             ("per GPU", per_gpu),
             ("power", kilowatts(agg.power_w)),
-            ("nodes", Text(f"{agg.nodes_up}/{agg.nodes} up", style=up_style + Style(bold=True))),
+            ("nodes", Text(f"{part_of(agg.nodes_up, agg.nodes)} up", style=up_style + Style(bold=True))),
             ("run mean", f"{group(agg.tokens_per_s_cumulative)} tok/s"),
             ("tok/J", tpj),
             ("samples", self._samples(snap)),
@@ -210,7 +210,7 @@ class RunHeader(Widget):
         return (
             ("per GPU", f"{group(summary.per_gpu_tokens_per_s)} tok/s"),
             ("mean power", kilowatts(summary.power_mean_w)),
-            ("nodes", Text(f"{finished}/{total} finished", style=nodes_style)),
+            ("nodes", Text(f"{part_of(finished, total)} finished", style=nodes_style)),
             ("run time", format_clock(summary.duration_s)),
             # The mark says what the energy is: the GPUs' counters (∑) or integrated power (∫).
             (f"tok/J {SOURCE_MARK.get(summary.energy_source or '', '')}".rstrip(), _tpj(tpj)),
@@ -229,7 +229,7 @@ class RunHeader(Widget):
         agg = snap.aggregate
         pal = palette(self.app)
         style = pal.text if agg.gpus_reporting == agg.gpus else pal.warn
-        return Text(f"{agg.gpus_reporting}/{agg.gpus} reporting", style=style + Style(bold=True))
+        return Text(f"{part_of(agg.gpus_reporting, agg.gpus)} reporting", style=style + Style(bold=True))
 
     def _set(self, selector: str, content: str | Text) -> None:
         """Update a line only when it changed (most header lines stay the same between refreshes)."""
