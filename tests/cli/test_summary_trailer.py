@@ -1,6 +1,7 @@
 """A finished recording keeps its summary in a trailer, and ``summarize`` prints it instead of reading the
 whole file: byte for byte what the full pass prints (Offline, Server, a node failure, an interrupted run).
-A trailer that is damaged, cut off, made by another tokenwatch or no longer standing for the file's bytes
+A trailer that is damaged, cut off, made by another tokenwatch (another version, or other code under the
+same version) or no longer standing for the file's bytes
 is one warning line and the full pass. Every other reader passes over the trailer as if it were not there.
 
 The trailer's layout is rebuilt here from its description (a zstd skippable frame: magic 0x184D2A5E and
@@ -20,6 +21,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, RunCli, start_tokenwatch, unzstd, wait_until
 from tokenwatch import __version__
+from tokenwatch.base.build_stamp import code_digest
 from tokenwatch.base.events import Event
 from tokenwatch.cli.summary_trailer import write_summary_trailer
 from tokenwatch.recording import read_events
@@ -125,10 +127,14 @@ def test_summarize_prints_what_the_trailer_holds(run_cli: RunCli, tmp_path: Path
     """The trailer is what is read (not a full pass that happens to agree): a trailer made for these bytes
     with other words in it is printed as it stands."""
     body = (REPO_ROOT / "sample_runs" / "gb300-nvl72-server.jsonl.zst").read_bytes()
+    made = tmp_path / "made.jsonl.zst"
+    made.write_bytes(body)
+    write_summary_trailer(made)
     payload = {
         "tokenwatch_trailer": 1,
         "recording_version": 1,
         "tokenwatch_version": __version__,
+        "tokenwatch_build": _payload(made)["tokenwatch_build"],  # this code's, as its own trailer names it
         "body_bytes": len(body),
         "body_sha256": hashlib.sha256(body).hexdigest(),
         "content": {"summary_json": {"name": "from the trailer"}, "summary_text": "the trailer's table"},
@@ -148,6 +154,9 @@ BAD_TRAILERS = {
     "bytes added": lambda body, p: body + trailer_frame(orjson.dumps({**p, "body_bytes": len(body) - 1})),
     "another tokenwatch": lambda body, p: (
         body + trailer_frame(orjson.dumps({**p, "tokenwatch_version": "0.0.1"}))
+    ),
+    "another build of this version": lambda body, p: (
+        body + trailer_frame(orjson.dumps({**p, "tokenwatch_build": "0" * 32}))
     ),
     "damaged JSON": lambda body, p: body + trailer_frame(orjson.dumps(p)[:-9] + b"!" * 9),
     "cut off": lambda body, p: (body + trailer_frame(orjson.dumps(p)))[:-10],
@@ -205,3 +214,13 @@ def test_a_recording_past_the_size_limit_gets_no_trailer(
     monkeypatch.setattr(trailer_module, "TRAILER_MAX_BYTES", original.stat().st_size - 1)
     write_summary_trailer(rec)
     assert rec.read_bytes() == original.read_bytes()
+
+
+def test_the_build_stamp_follows_the_code_not_the_version(tmp_path: Path) -> None:
+    """A copy of the package has the package's stamp; one byte changed in one module gives another."""
+    copy = tmp_path / "tokenwatch"
+    shutil.copytree(REPO_ROOT / "tokenwatch", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert code_digest(copy) == code_digest()
+    module = copy / "__init__.py"
+    module.write_bytes(module.read_bytes() + b"\n")
+    assert code_digest(copy) != code_digest()

@@ -15,7 +15,8 @@ so a reader finds it with two small reads from the end. The payload names the by
 many (``body_bytes``: the trailer must begin exactly there, so a file with anything appended after it,
 ``cat a b``, is not taken for ``b``) and their SHA-256 (a byte changed anywhere in the body -> the
 trailer is refused), and the versions it was made under (the trailer's format and tokenwatch's,
-which fixes the recording format it wrote). What the payload carries beyond that
+which fixes the recording format it wrote, and the build: a digest of tokenwatch's own sources, since the
+version string is not bumped by every change that could move a figure). What the payload carries beyond that
 (``content``) is its maker's; this module only frames, finds and checks it.
 """
 
@@ -32,6 +33,7 @@ from typing import Any
 import orjson
 
 from tokenwatch import __version__
+from tokenwatch.base.build_stamp import code_digest
 
 TRAILER_VERSION = 1
 TRAILER_KEY = "tokenwatch_trailer"
@@ -88,6 +90,7 @@ def append_trailer(path: str | Path, content: dict[str, Any]) -> None:
                 TRAILER_KEY: TRAILER_VERSION,
                 "recording_version": SCHEMA_VERSION,
                 "tokenwatch_version": __version__,
+                "tokenwatch_build": code_digest(),
                 "body_bytes": body_bytes,
                 "body_sha256": body_digest(fd, body_bytes),
                 "content": content,
@@ -162,6 +165,9 @@ def _parse(raw: bytes) -> dict[str, Any]:
         raise TrailerError(
             f"made by tokenwatch {str(payload.get('tokenwatch_version'))[:40]}, this is {__version__}"
         )
+    # The version is not bumped by every change: the code itself must be the code that made it.
+    if payload.get("tokenwatch_build") != code_digest():
+        raise TrailerError(f"made by another build of tokenwatch {__version__}")
     if (
         type(payload.get("body_bytes")) is not int
         or not isinstance(payload.get("body_sha256"), str)
