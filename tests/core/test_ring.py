@@ -118,7 +118,7 @@ def test_a_blank_push_reads_as_an_empty_push_and_makes_no_storage(dtype: type) -
     rng = np.random.default_rng(3)
     for t in range(7, 16):  # values, then blanks over the slots they filled
         if t % 3:
-            value = rng.integers(1, 100, shape).astype(dtype)
+            value: np.ndarray = rng.integers(1, 100, shape).astype(dtype)
             blank.push(float(t), value)
             pushed.push(float(t), value)
         else:
