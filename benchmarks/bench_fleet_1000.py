@@ -11,11 +11,12 @@
    them: the server's own answers to the rules' expressions every 15 s, imported under the rules' names.
 2. The watch (in a child process, so its RSS is the watch's alone): the backfill of the whole run
    (discover the fleet, find the run's start, ``query_range`` of the rack figures, every batch into a
-   core), target < 10 s; then rounds at the history's last instant, each against the floor of the same
-   queries sent at once on bare sockets (what the server itself takes, plus loopback TCP): the rack
-   figures from the recorded series with one rack on screen (every interval), the same from the raw
-   queries, and the alerting pass (every node and GPU, every 30 s). Target: each within 20 % of the
-   floor (medians). The watch's peak RSS, target < 500 MB.
+   core), target < 10 s; the first alerting pass into that core (every node and GPU read: the series a
+   live watch fills from then on); then rounds at the history's last instant, each against the floor
+   of the same queries sent at once on bare sockets (what the server itself takes, plus loopback TCP):
+   the rack figures from the recorded series with one rack on screen (every interval), the same from
+   the raw queries, and the alerting pass (every node and GPU, every 30 s). Target: each within 20 % of
+   the floor (medians). The watch's peak RSS, target < 500 MB.
 
 ``--short``: 20 racks x 10 minutes, a quick pass that only shows the script still runs.
 """
@@ -256,8 +257,9 @@ def fleet_settings(url: str) -> FleetSettings:
     return FleetSettings(url=url, interval_s=INTERVAL_S, timeout_s=60.0, latency_offset_s=0.0)
 
 
-async def backfill(url: str, end: float, begin: float) -> tuple[float, int, str]:
-    """The watch's start at ``end``: (seconds, rack-figure batches, which queries made them)."""
+async def backfill(url: str, end: float, begin: float) -> tuple[float, int, str, RackCore, float]:
+    """The watch's start at ``end``: (seconds, rack-figure batches, which queries made them, the core,
+    the run time of ``end``)."""
     began = time.perf_counter()
     c = PrometheusFleetCollector(fleet_settings(url), now=lambda: 0.0)
     found = await c.discover()
@@ -283,7 +285,21 @@ async def backfill(url: str, end: float, begin: float) -> tuple[float, int, str]
         f"{fetched - listed:.2f} s, into the core {time.perf_counter() - fetched:.2f} s",
         flush=True,
     )
-    return time.perf_counter() - began, batches, c.figure_queries.kind
+    return time.perf_counter() - began, batches, c.figure_queries.kind, core, clock.attach_s
+
+
+async def alerting_pass_into(core: RackCore, url: str, at: float, run_s: float) -> int:
+    """The watch's first alerting pass after its backfill (every node's counters and every GPU read at
+    the instant ``at``), into the backfill's core, and a snapshot: what the live watch holds from then
+    on (the node and GPU series made and filled). Returns the events."""
+    c = PrometheusFleetCollector(fleet_settings(url), now=lambda: run_s)
+    assert await c.discover() is not None
+    async with PrometheusApi(url, 120.0) as api:
+        events = await c.poll(api, at)
+    for event in events:
+        core.ingest(event)
+    core.snapshot()
+    return len(events)
 
 
 async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, float, int]]:
@@ -316,10 +332,13 @@ async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, floa
 
 def watch_part(url: str, end: float, begin: float, count: int) -> None:
     """(child process) The backfill, then the rounds; prints one line of figures per part."""
-    seconds, batches, kind = asyncio.run(backfill(url, end, begin))
+    seconds, batches, kind, core, run_s = asyncio.run(backfill(url, end, begin))
     print(f"BACKFILL {seconds:.3f} {batches} {kind}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  the watch's peak RSS after the backfill: {peak:.0f} MB", flush=True)
+    events = asyncio.run(alerting_pass_into(core, url, end, run_s))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  ... after its first alerting pass ({events:,} events) into the core: {peak:.0f} MB", flush=True)
     for name, mine, floor, queries in asyncio.run(rounds(url, end, count)):
         print(f"ROUND {mine:.4f} {floor:.4f} {queries} {name}", flush=True)
     print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", flush=True)

@@ -99,3 +99,46 @@ def test_a_blank_sample_is_an_all_nan_sample_across_halvings(blank_ticks: int) -
     assert blank.width_s == nans.width_s
     np.testing.assert_array_equal(t1, t2)
     np.testing.assert_array_equal(v1, v2)  # NaN where nothing was measured, in both
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.uint64])
+def test_a_blank_push_reads_as_an_empty_push_and_makes_no_storage(dtype: type) -> None:
+    """``push_blank(t)`` (a fleet's GPUs before any was read) reads back as ``push(t, empty)`` (NaN, or
+    0 for an integer ring) wherever it lands: in a ring that never held a value (no storage made until
+    one is read), and in a slot that held a value a lap before."""
+    empty = np.nan if dtype is np.float64 else 0
+    shape = (4, 2)
+    blank = RecentRing(5, shape, dtype)
+    pushed = RecentRing(5, shape, dtype)
+    for t in range(7):
+        blank.push_blank(float(t))
+        pushed.push(float(t), np.full(shape, empty, dtype))
+    assert not blank.has_storage  # 7 blanks: times only
+    assert len(blank) == len(pushed) == 5
+    rng = np.random.default_rng(3)
+    for t in range(7, 16):  # values, then blanks over the slots they filled
+        if t % 3:
+            value: np.ndarray = rng.integers(1, 100, shape).astype(dtype)
+            blank.push(float(t), value)
+            pushed.push(float(t), value)
+        else:
+            blank.push_blank(float(t))
+            pushed.push(float(t), np.full(shape, empty, dtype))
+    for ring_a, ring_b in ((blank, pushed), (blank.columns(slice(1, 3)), pushed.columns(slice(1, 3)))):
+        (ta, va), (tb, vb) = ring_a.view(), ring_b.view()
+        np.testing.assert_array_equal(ta, tb)
+        np.testing.assert_array_equal(va, vb)
+    assert blank.has_storage
+
+
+def test_the_columns_of_a_ring_with_no_storage_read_as_empty() -> None:
+    ring = RecentRing(4, (6, 3))
+    for t in range(3):
+        ring.push_blank(float(t))
+    view = ring.columns(slice(2, 4))
+    assert view.value_shape == (2, 3)
+    times, values = view.view()
+    assert times.tolist() == [0.0, 1.0, 2.0]
+    assert values.shape == (3, 2, 3)
+    assert np.isnan(values).all()
+    assert not ring.has_storage  # reading the view made the view's, not the ring's

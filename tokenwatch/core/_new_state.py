@@ -69,7 +69,9 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         dict(ev.meta),
     )
     n, g = len(ev.nodes), ev.gpus_per_node
-    # Per-node series within their float budget; the recent rings always hold the rules' windows.
+    # Per-node series within their float budget; the recent rings always hold the rules' windows. Sized as
+    # for five rings, as before a fifth (the nodes' power per tick, read by nothing) was dropped: the same
+    # lengths at every fleet size.
     r = int(min(cfg.recent_points, max(RECENT_FLOOR_POINTS, cfg.node_series_floats // 2 // (5 * max(1, n)))))
     h = int(min(cfg.history_points, max(16, cfg.node_series_floats // 2 // (3 * max(1, n)))))
     h -= h % 2
@@ -110,12 +112,11 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         recent_tokens=RecentRing(r, (n,)),
         recent_samples=RecentRing(r, (n,)),
         recent_read_t=RecentRing(r, (n,)),
-        recent_power=RecentRing(r, (n,)),
-        recent_state=RecentRing(r, (n,)),
+        recent_state=RecentRing(r, (n,), np.int8),
         recent_gpu=RecentRing(gpu_recent, gpu_shape),
         history_tokens=DownsampledSeries(h, (n,), cfg.tick_s, "last"),
         history_power=DownsampledSeries(h, (n,), cfg.tick_s, "mean"),
-        history_state=DownsampledSeries(h, (n,), cfg.tick_s, "last"),
+        history_state=DownsampledSeries(h, (n,), cfg.tick_s, "last", np.int8),  # state codes: 1 byte
         history_gpu=DownsampledSeries(gpu_hist - gpu_hist % 2, gpu_shape, cfg.tick_s, "mean"),
         rules=RuleMemory.for_rack(n, g),
         layout=BatchLayout(n, g),

@@ -136,12 +136,11 @@ class RackState:
     recent_tokens: RecentRing
     recent_samples: RecentRing
     recent_read_t: RecentRing  # t_read per tick, in lockstep with recent_tokens: when each value was read
-    recent_power: RecentRing
-    recent_state: RecentRing  # node state codes per tick (as floats), in lockstep with recent_tokens
+    recent_state: RecentRing  # node state codes per tick (int8), in lockstep with recent_tokens
     recent_gpu: RecentRing  # fresh readings only: NaN where a GPU was silent, down or stale
     history_tokens: DownsampledSeries
     history_power: DownsampledSeries
-    history_state: DownsampledSeries  # node state codes (the newest in each point)
+    history_state: DownsampledSeries  # node state codes, int8 (the newest in each point)
     history_gpu: DownsampledSeries  # fresh readings only, like recent_gpu
     rules: RuleMemory
     layout: BatchLayout

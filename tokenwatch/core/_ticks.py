@@ -107,7 +107,6 @@ def _sample_to_forecasts(state: RackState, t: float) -> bool:
         state.recent_tokens.push(t, tokens)
         state.recent_samples.push(t, state.samples.astype(np.float64))
         state.recent_read_t.push(t, state.t_read)  # in lockstep with recent_tokens: same slot, same time
-        state.recent_power.push(t, node_power)
         state.recent_state.push(t, codes)
     state.history_tokens.add(t, tokens)
     state.history_power.add(t, node_power)
@@ -117,8 +116,8 @@ def _sample_to_forecasts(state: RackState, t: float) -> bool:
     if no_gpu_yet:
         state.history_gpu.add_blank(t)
         if recent:
-            state.recent_gpu.push(t, np.nan)
-            state.recent_throttle.push(t, 0)
+            state.recent_gpu.push_blank(t)  # no storage made while no GPU was ever read
+            state.recent_throttle.push_blank(t)
     else:
         gpu_now = np.where(fresh[:, :, None], state.gpu_values[:, :, _SERIES_COLS], np.nan)
         state.history_gpu.add(t, gpu_now)

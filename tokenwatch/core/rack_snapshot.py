@@ -25,7 +25,7 @@ from tokenwatch.core.energy import (
 )
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet._board import fleet_table
-from tokenwatch.core.fleet._snapshot import with_fleet, with_groups
+from tokenwatch.core.fleet._snapshot import racks_projection, with_fleet, with_groups
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.node_spread import NodeSpread, below_median_pct
 from tokenwatch.core.run_clock import no_clock, run_clock
@@ -177,7 +177,12 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
     )
     summary = summarize_state(state) if state.ended else None
-    verdict = verdict_view(state, now, power_w)
+    # A fleet known rack by rack projects the sum of its racks' own forecasts (every surface shows it:
+    # the header's figure and clock, the energy to finish, the baseline), never one of the nodes fetched.
+    racks_fc = None
+    if state.fleet_figures is not None and not state.ended:
+        racks_fc = racks_projection(state.fleet_figures, now)
+    verdict = verdict_view(state, now, power_w, racks_fc)
     # A fleet known rack by rack takes its table, and its timeline once it has one, from the racks'
     # figures (with_fleet): the node-level ones, over every node of 1,000 racks, are not made to be dropped.
     by_racks = state.fleet_figures

@@ -152,7 +152,8 @@ def rows_of(value: Any, rows: slice, n: int) -> Any:
     if isinstance(value, list):
         return value[rows] if len(value) == n else value
     if isinstance(value, RecentRing | DownsampledSeries):
-        shape = value.values.shape if isinstance(value, RecentRing) else value.sums.shape
+        # A ring's shape without its values: reading them would make storage a ring may not have yet.
+        shape = (value.capacity, *value.value_shape) if isinstance(value, RecentRing) else value.sums.shape
         return value.columns(rows) if len(shape) > 1 and shape[1] == n else value
     if isinstance(value, dict):
         return {key: rows_of(item, rows, n) for key, item in value.items()}

@@ -16,6 +16,7 @@ from tokenwatch.core.fleet._forecast import racks_forecast
 from tokenwatch.core.fleet._state import FleetState, fleet_table, nansum
 from tokenwatch.core.fleet.groups import RackPlaces
 from tokenwatch.core.snapshot import RackSnapshot, Timeline
+from tokenwatch.mlperf.forecast import Forecast
 
 
 def with_fleet(
@@ -51,6 +52,16 @@ def with_fleet(
             rate = totals[:, 0].copy()
             timeline = Timeline(times, rate, totals[:, 1].copy(), steady_mean(rate))
     return dataclasses.replace(snap, fleet=table, aggregate=agg, timeline=timeline, verdict=verdict)
+
+
+def racks_projection(fleet: FleetState, now: float) -> Forecast:
+    """The projection of a fleet known rack by rack while it runs: the sum of its racks' published
+    projections (:func:`racks_forecast` over every row of its table), with no projected end. Made in
+    place of the node-level forecast, never from it: over the 18,000 nodes of 1,000 racks that forecast
+    was ~70 % of a snapshot's time, for figures :func:`with_fleet` then replaced."""
+    blank = Forecast(t=now, tokens_per_s=None, end_s=None, rules=(), valid=None)
+    table = fleet_table(fleet, now)
+    return racks_forecast(blank, fleet, table, list(range(len(table))))
 
 
 def with_rack_row(snap: RackSnapshot, fleet: FleetState, rack: str, now: float) -> RackSnapshot:

@@ -107,13 +107,17 @@ def energy_to_finish(fc: Forecast, now: float, power_w: float) -> Band | None:
     return Band(*(power_w * max(0.0, t - now) for t in (end.value, end.low, end.high)))
 
 
-def verdict_view(state: RackState, now: float, power_w: float = math.nan) -> VerdictView:
+def verdict_view(
+    state: RackState, now: float, power_w: float = math.nan, forecast: Forecast | None = None
+) -> VerdictView:
+    """The verdict now; ``forecast``: the one to show where the run's is made elsewhere (a fleet known
+    rack by rack projects the sum of its racks' own forecasts), else :func:`current_forecast`."""
     verdict = state.verdict
     ref = verdict.benchmark
     _, judged_by = run_settings(state)
     times, values = verdict.history.view()
     columns = values.T if values.size else np.zeros((5, 0))
-    fc = current_forecast(state, now)
+    fc = current_forecast(state, now) if forecast is None else forecast
     return VerdictView(
         benchmark=None if ref is None else ref.benchmark.name,
         benchmark_named=verdict.benchmark_named,

@@ -19,26 +19,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.base.formatting import natural_key
 from tokenwatch.base.gc_pause import gc_paused
-from tokenwatch.base.server_access import ServerAccess
 from tokenwatch.inputs.discovery import Discovered
-from tokenwatch.inputs.prometheus.api import (
-    MAX_RANGE_POINTS,
-    PromApiError,
-    PrometheusApi,
-    Sample,
-    counted_before,
-    counters_start,
-)
+from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi, Sample
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta, rack_places_of
+from tokenwatch.inputs.prometheus.fleet_history import FleetHistory
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
+from tokenwatch.inputs.prometheus.fleet_settings import FleetFocus, FleetSettings
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
@@ -53,12 +45,16 @@ from tokenwatch.sources.fleet_queries import (
 )
 from tokenwatch.sources.fleet_rules import RuleSet
 
+# Where the fleet's settings and history moved to, still importable from here.
+__all__ = [
+    "BACKOFF_CAP_S",
+    "FLEET_NODE_LABEL",
+    "FleetFocus",
+    "FleetSettings",
+    "PrometheusFleetCollector",
+]
+
 FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server for the node queries
-# The backfill's steps: more than 200 points (one per column of a 200-column terminal's timeline, whose chart
-# is 192 columns) however long the run, since rounding the step up to the interval can halve them; a run of
-# fewer than 400 intervals gets every interval. The server's time grows with the steps (its joins for the
-# running nodes' figures are most of a 64-rack backfill): an 80-minute run is 320 steps of 15 s, not 960 of 5.
-HISTORY_POINTS = 400
 # A server that answers nothing is asked again after a growing pause (1, 3, 7 ... intervals after the
 # failed round ends), at most this long: a watch left running against a dead server does not hammer it,
 # and one that comes back is seen within a minute.
@@ -68,51 +64,7 @@ BACKOFF_CAP_S = 60.0
 MAX_READING_LAG_S = 4.0
 
 
-class FleetFocus:
-    """The racks on screen, whose nodes and GPUs are fetched every interval. The dashboard sets it from
-    its own thread or loop (a frozenset is swapped whole, so a reader never sees half a change)."""
-
-    def __init__(self) -> None:
-        self._racks: frozenset[str] = frozenset()
-        self._lock = threading.Lock()
-
-    @property
-    def racks(self) -> frozenset[str]:
-        return self._racks
-
-    def show(self, racks: Iterable[str]) -> None:
-        with self._lock:
-            self._racks = frozenset(racks)
-
-    def clear(self) -> None:
-        self.show(())
-
-
-@dataclass(frozen=True, slots=True)
-class FleetSettings:
-    """``rack_label`` / ``node_label``: the labels naming a series' rack and node; ``window_s`` the
-    rate window of server presets; ``settle_s`` how long after a grid instant it is asked (scrapes
-    stamped before it are in by then; the engine's latency offset is added); ``gpus_per_node`` where the
-    config says (else discovered); ``access`` the headers, credentials and TLS settings the server wants."""
-
-    url: str
-    preset: str = "tokenwatch"
-    rack_label: str = "rack"
-    node_label: str = "node"
-    interval_s: float = 5.0
-    detail_interval_s: float = 30.0
-    lookback_s: float = 3 * 3600.0
-    window_s: float = 60.0
-    timeout_s: float = 5.0
-    settle_s: float = 0.5
-    gpus_per_node: int | None = None
-    access: ServerAccess = dataclasses.field(default_factory=ServerAccess)
-    latency_offset_s: float | None = None  # None: what the server's flags say, else 0
-    site_label: str = "site"  # the labels naming where a rack stands: the board groups by them
-    row_label: str = "row"
-
-
-class PrometheusFleetCollector:
+class PrometheusFleetCollector(FleetHistory):
     name = "prometheus-fleet"
 
     def __init__(
@@ -323,72 +275,6 @@ class PrometheusFleetCollector:
         return {
             f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))" for f, q in joined.items()
         }
-
-    # -------------------------------------------------------------- history
-    def _step(self, start: float, end: float) -> float:
-        """A step that fits the screen: the poll interval, or coarser for a long run."""
-        interval = self.settings.interval_s
-        wanted = max(interval, (end - start) / HISTORY_POINTS, (end - start) / MAX_RANGE_POINTS)
-        return math.ceil(wanted / interval) * interval  # on the live grid, so the two agree
-
-    async def run_start(self, watch_wall: float) -> float | None:
-        """When the run began (Unix time): the first step in the last ``lookback`` at which the fleet's
-        generated-token counters grew; None with no growth or no answer. Not asked when the fleet could
-        not be listed: the server that could not say which nodes there are cannot say when they began,
-        and its failure is said at once rather than after another timeout. Where the counters count from
-        the run's start and had counted already at the history's first point, the run is older than
-        the history (the server's retention, or the lookback): the run's start records it, and the
-        summary says what it covers."""
-        s = self.settings
-        if "discover" in self._said:
-            return None
-        tokens = self._q(self.preset.fleet_tokens)
-        try:
-            lookback = s.lookback_s
-            if self.timing.retention_s is not None:  # the server keeps less than the lookback asks
-                lookback = min(lookback, self.timing.retention_s)
-            start = await counters_start(
-                s.url, s.timeout_s, tokens, watch_wall, lookback, s.interval_s, s.access
-            )
-            step = max(s.interval_s, lookback / MAX_RANGE_POINTS)
-            if start is not None and self.preset.since_run_start and start <= watch_wall - lookback + step:
-                older = await counted_before(s.url, s.timeout_s, tokens, start, s.interval_s, s.access)
-                self.fleet_meta["run_older_than_history"] = older
-            return start
-        except PromApiError as exc:
-            self._said["history"] = f"prometheus fleet: no history: {exc}"
-            return None
-
-    async def history(self, start_wall: float, end_wall: float) -> list[Event]:
-        """The rack figures from ``start_wall`` to ``end_wall`` on the live grid (Unix times as ``t``),
-        one batch per step: what a watch from the start saw at those instants.
-
-        The last step is the last instant a live round would already have read at ``end_wall`` (its
-        settle time and the engine's latency offset after it), never a newer one: VictoriaMetrics'
-        ``query_range`` answers a point closer than its ``-search.latencyOffset`` to now with the point
-        before it (``-search.maxStepForPointsAdjustment``), so a backfill that ran up to now ended on a
-        copy of the instant before, where the live round that reads the instant later reads its own."""
-        s = self.settings
-        step = self._step(start_wall, end_wall)
-        first = math.ceil(start_wall / step) * step
-        last = math.floor((end_wall - self._settle_s()) / s.interval_s) * s.interval_s
-        if last < first:
-            return []
-        async with PrometheusApi(s.url, s.timeout_s * 4, s.access) as api:
-            answered, failed = await self.figure_queries.range_answers(api, first, last, step)
-        events: list[Event] = [
-            Notice(
-                end_wall, "warning", f"prometheus fleet: no history of {field!r}: {error}", source=self.name
-            )
-            for field, error in failed.items()
-        ]
-        with gc_paused():
-            events += self.board.from_history(answered, first, step)
-        self._last_instant = last
-        problem = self._said.pop("history", None)
-        if problem is not None:
-            events.append(Notice(end_wall, "warning", problem, source=self.name))
-        return events
 
     # ----------------------------------------------------------------- live
     async def run(self, emit: Emit) -> None:
