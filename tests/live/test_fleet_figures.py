@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from tokenwatch.base.events import RackFiguresBatch
-from tokenwatch.inputs.prometheus.api import PromApiError, RangeSeries, Sample, parse_range_response
+from tokenwatch.inputs.prometheus.answers import parse_range_response
+from tokenwatch.inputs.prometheus.api import PromApiError, RangeSeries, Sample
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures
 
 FIRST, STEP, STEPS = 1_700_000_000.0, 10.0, 12

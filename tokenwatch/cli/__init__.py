@@ -10,7 +10,8 @@ import sys
 # a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from tokenwatch.cli.parser import UsageError, parse, stderr_line
+from tokenwatch.cli.parser import parse
+from tokenwatch.cli.usage import UsageError, stderr_line
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from tokenwatch.base.events import RunStarted
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import same_file
-from tokenwatch.cli.parser import UsageError, print_warnings, stderr_line
+from tokenwatch.cli.usage import UsageError, print_warnings, stderr_line
 from tokenwatch.core.baseline import Baseline, RunIdentity, judge_fit
 from tokenwatch.core.summary import RunSummary
 

@@ -29,10 +29,10 @@ import jinja2
 from aiohttp import WSCloseCode, WSMsgType, web
 from textual_serve.server import Server
 
-from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.serve_access import AccessRules, new_token
 from tokenwatch.cli.serve_viewer import CLOSE_WAIT_S, Viewer, close_websocket
 from tokenwatch.cli.shared_run import SharedRun
+from tokenwatch.cli.usage import stderr_line
 
 HANDLERS_GRACE_S = 0.25  # after the pages were let go, what aiohttp gives its handlers before cancelling them
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)

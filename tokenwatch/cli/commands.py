@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tokenwatch.cli.parser import UsageError, print_warnings
+from tokenwatch.cli.usage import UsageError, print_warnings
 
 if TYPE_CHECKING:
     from tokenwatch.core.baseline.compare import BaselineComparison

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.usage import UsageError
 from tokenwatch.inputs.notify_config import NotifyConfig, load_notify_file, receiver_from_arg
 
 

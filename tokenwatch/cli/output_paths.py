@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.usage import UsageError
 
 STDOUT = "-"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenwatch.cli.output_paths import Output, check_outputs
-from tokenwatch.cli.parser import UsageError, print_warnings
+from tokenwatch.cli.usage import UsageError, print_warnings
 from tokenwatch.runs.loading import load_run
 from tokenwatch.runs.run_data import RunData
 

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-from tokenwatch.cli.parser import UsageError
+from tokenwatch.cli.usage import UsageError
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 

@@ -31,8 +31,8 @@ from tokenwatch.base.loop_share import LoopShare
 from tokenwatch.cli.loading_note import say_loads
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
-from tokenwatch.cli.parser import UsageError, stderr_line
 from tokenwatch.cli.summary_trailer import keep_summary_in_recording
+from tokenwatch.cli.usage import UsageError, stderr_line
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.frontends.headless.headless import HeadlessLogger
 from tokenwatch.frontends.headless.summary_table import render_summary

@@ -15,7 +15,8 @@ import shlex
 import socket
 import sys
 
-from tokenwatch.cli.parser import UsageError, parse, stderr_line
+from tokenwatch.cli.parser import parse
+from tokenwatch.cli.usage import UsageError, stderr_line
 
 RUN_COMMANDS = ("sim", "replay", "watch")
 

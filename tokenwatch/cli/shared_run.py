@@ -33,8 +33,8 @@ from aiohttp import WSCloseCode
 from textual_serve.app_service import AppService
 from textual_serve.download_manager import DownloadManager
 
-from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.serve_viewer import Viewer
+from tokenwatch.cli.usage import stderr_line
 from tokenwatch.frontends.notify.payloads import SERVE_URL_VARIABLE
 
 QUIT_GRACE_S = 1.0  # the dashboard's own quit (serve refuses --record: there is no recording to flush)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from tokenwatch.cli.parser import UsageError, stderr_line
+from tokenwatch.cli.usage import UsageError, stderr_line
 from tokenwatch.inputs.sim.faults import faults_after, parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_places import places_problem, sim_rack_places

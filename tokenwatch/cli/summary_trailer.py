@@ -56,7 +56,7 @@ def keep_summary_in_recording(path: str | None, recording_stopped: str | None) -
     (a full disk) gets none; a failed write or a second Ctrl-C leaves the file whole, without one."""
     if not path or recording_stopped is not None:
         return
-    from tokenwatch.cli.parser import stderr_line
+    from tokenwatch.cli.usage import stderr_line
 
     try:
         write_summary_trailer(path)

@@ -11,8 +11,8 @@ from tokenwatch.base.durations import format_duration
 from tokenwatch.base.formatting import printable
 from tokenwatch.cli.notify_option import notify_from_args
 from tokenwatch.cli.options import RunOptions
-from tokenwatch.cli.parser import stderr_line
 from tokenwatch.cli.running import check_run_outputs, run_session
+from tokenwatch.cli.usage import stderr_line
 from tokenwatch.inputs.config import WatchConfig, load_watch_config, rack_label
 from tokenwatch.inputs.fleet_access import server_access
 from tokenwatch.inputs.live.supervisor import LiveOptions

@@ -16,7 +16,8 @@ from tests.frontends.tui.apps import NODE_FAILURE, OFFLINE, SERVER, core_until
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Notice, RunEnded
 from tokenwatch.core import RackCore, RackSnapshot
-from tokenwatch.inputs.replay.player import SPEEDS, ReplayPlayer
+from tokenwatch.inputs.replay.controls import SPEEDS
+from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.session import Session
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenwatch.inputs.prometheus.api import PromApiError, parse_range_response
+from tokenwatch.inputs.prometheus.answers import PromApiError, parse_range_response
 from tokenwatch.inputs.prometheus.matrix_bytes import RangeSeries, compact_matrix
 
 # Label values that look like the structure the bytes are cut by.

@@ -20,7 +20,8 @@ from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Event, Notice, ProgressBatch
 from tokenwatch.core.capacity import WorkloadError, parse_workload
 from tokenwatch.inputs.prometheus import api as prometheus_api
-from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi, parse_response
+from tokenwatch.inputs.prometheus.answers import parse_response
+from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi
 from tokenwatch.inputs.prometheus.presets import PresetError
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 

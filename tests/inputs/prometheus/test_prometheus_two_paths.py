@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenwatch.base.events import LatencyBatch
-from tokenwatch.inputs.prometheus.api import parse_response
+from tokenwatch.inputs.prometheus.answers import parse_response
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
 

@@ -1,5 +1,6 @@
 """The Prometheus HTTP API: instant queries (``GET /api/v1/query``) and, to fill in a run's history when
-the watch attaches late, range queries (``GET /api/v1/query_range``), and their JSON answers.
+the watch attaches late, range queries (``GET /api/v1/query_range``), and their JSON answers (read by
+:mod:`.answers`).
 
 One pooled ``aiohttp.ClientSession`` per :class:`PrometheusApi`, kept for the life of a collector's run:
 a poll's queries go out side by side over HTTP/1.1 keep-alive connections that the next poll reuses,
@@ -13,30 +14,29 @@ certificate) is a :class:`ServerAccess`, its secrets read when the pool is made.
 size and time: one answer at most :data:`MAX_RESPONSE_BYTES`, the answers a client holds at once at most
 :data:`MAX_INFLIGHT_BYTES`, each query within ``timeout_s`` however slowly the bytes come: a broken or
 hostile server costs a warning, never the watch's memory.
-
-A range answer is read straight into numpy (one vectorised conversion of the value strings per series),
-not one Python tuple per point: a backfill of 64 racks is ~800,000 points.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Mapping
-from itertools import chain
 from types import TracebackType
 from typing import Any
 
 import aiohttp
-import numpy as np
-import orjson
 
-from tokenwatch.base.events import FloatArray
-from tokenwatch.base.formatting import one_line, printable
+from tokenwatch.base.formatting import one_line
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.base.server_access import AccessError, ServerAccess
+from tokenwatch.inputs.prometheus.answers import PromApiError as PromApiError  # where callers find it
+from tokenwatch.inputs.prometheus.answers import Sample as Sample  # where callers find it
+from tokenwatch.inputs.prometheus.answers import (
+    answer_data,
+    parse_range_response,
+    parse_response,
+    status_error,
+)
 from tokenwatch.inputs.prometheus.matrix_bytes import RangeSeries as RangeSeries  # where callers find it
-from tokenwatch.inputs.prometheus.matrix_bytes import compact_matrix
 
 # A 64-rack fleet's answer is a few MB, the largest of a 1,000-rack fleet (a GPU metric of 72,000 GPUs, a
 # field's 80-minute backfill) ~10 MB: an answer this big is wrong. JSON read into Python objects takes up to
@@ -52,12 +52,6 @@ MAX_CONNECTIONS = 32  # a 64-rack round asks 28 queries at once: none waits for 
 # 60 ms instead of 33 on the same server), to save bandwidth a cluster's network does not lack.
 ACCEPT_ENCODING = "identity"
 MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
-
-Sample = tuple[dict[str, str], float]
-
-
-class PromApiError(Exception):
-    """A query that failed: unreachable server, HTTP error, a PromQL error or an answer we cannot read."""
 
 
 class PrometheusApi:
@@ -111,7 +105,7 @@ class PrometheusApi:
         status, body = await self._ask("/api/v1/query", params)
         with gc_paused():
             if status != 200:
-                raise _status_error(status, body)
+                raise status_error(status, body)
             return parse_response(body)
 
     async def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
@@ -120,7 +114,7 @@ class PrometheusApi:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         status, body = await self._ask("/api/v1/query_range", params)
         if status != 200:
-            raise _status_error(status, body)
+            raise status_error(status, body)
         with gc_paused():
             return parse_range_response(body)
 
@@ -128,7 +122,7 @@ class PrometheusApi:
         """``/api/v1/status/<what>`` (``config``, ``flags``): the server's own settings, as its JSON says."""
         status, body = await self._ask(f"/api/v1/status/{what}", {})
         try:
-            return _data(body)
+            return answer_data(body)
         except PromApiError as inner:
             raise PromApiError(f"HTTP {status}: {inner}" if status != 200 else str(inner)) from None
 
@@ -203,111 +197,11 @@ class PrometheusApi:
             return response.status, b"".join(chunks)
 
 
-def _status_error(status: int, body: bytes) -> PromApiError:
-    """An answer other than 200, in one line: Prometheus' own JSON error (bad PromQL is a 400 with
-    one), else the status and the start of what came."""
-    try:
-        parse_response(body)
-    except PromApiError as inner:
-        if not str(inner).startswith("not a Prometheus API answer"):
-            return PromApiError(f"HTTP {status}: {inner}")
-    said = printable(one_line(body[:120].decode("utf-8", "replace"))) or "no body"
-    if status in (401, 403):
-        why = "the server wants credentials, or refused the ones sent (fleet.auth)"
-        return PromApiError(f"HTTP {status}: {why}: {said}")
-    return PromApiError(f"HTTP {status}: {said}")
-
-
 def _split(fields: list[str], answers: list[Any]) -> tuple[dict[str, Any], dict[str, BaseException]]:
     """Answers gathered with ``return_exceptions``: (field -> answer, field -> exception), in order."""
     answered = {f: a for f, a in zip(fields, answers, strict=True) if not isinstance(a, BaseException)}
     failed = {f: a for f, a in zip(fields, answers, strict=True) if isinstance(a, BaseException)}
     return answered, failed
-
-
-def _value(pair: Any) -> float:
-    if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
-        raise PromApiError(f'a sample value is not [time, "number"]: {str(pair)[:80]}')
-    try:
-        return float(pair[1])
-    except ValueError:
-        raise PromApiError(f"a sample value is not a number: {pair[1][:40]!r}") from None
-
-
-_STR = frozenset({str})
-
-
-def _labels(metric: dict[str, Any]) -> dict[str, str]:
-    """The labels as they came (JSON keys are strings; Prometheus' values are too), copied as strings
-    only where a value is not: an alerting round has ~50,000 samples, and copying each dict costs."""
-    if _STR.issuperset(map(type, metric.values())):
-        return metric
-    return {str(k): str(v) for k, v in metric.items()}
-
-
-def _data(body: bytes) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise PromApiError(f"not a Prometheus API answer (not JSON: {body[:60]!r})") from None
-    if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
-        what = "a JSON object without a status" if isinstance(doc, dict) else "not a JSON object"
-        raise PromApiError(f"not a Prometheus API answer ({what})")
-    if doc.get("status") != "success":
-        kind, error = doc.get("errorType", "error"), doc.get("error", "no error message")
-        raise PromApiError(f"{kind}: {str(error)[:300]}")
-    data = doc.get("data")
-    if not isinstance(data, dict):
-        raise PromApiError("the answer has no data object")
-    return data
-
-
-def _points(values: list[Any]) -> tuple[FloatArray, FloatArray]:
-    """A series' ``[[time, "value"], ...]`` as two arrays, NaN points left out: one vectorised
-    conversion of the value strings instead of a Python float and tuple per point."""
-    if values:
-        _value(values[0])  # the first pair's shape, for a precise message; numpy checks the rest
-    try:
-        # Every point a [time, value] list (checked a column at a time, in C), then the two columns by
-        # one transposition: a 1,000-rack backfill is 4 million points, and a comprehension per column
-        # cost a third more.
-        if set(map(type, values)) - {list} or set(map(len, values)) - {2}:
-            raise ValueError
-        times, texts = zip(*values, strict=True) if values else ((), ())
-        stamps = np.array(times, dtype=np.float64)
-        numbers = np.array(texts, dtype=np.float64)
-    except (TypeError, ValueError, IndexError, KeyError):
-        raise PromApiError(f'a matrix point is not [time, "number"]: {str(values)[:80]}') from None
-    if stamps.ndim != 1 or numbers.ndim != 1:
-        raise PromApiError(f'a matrix point is not [time, "number"]: {str(values)[:80]}')
-    keep = ~np.isnan(numbers)
-    if not keep.all():
-        stamps, numbers = stamps[keep], numbers[keep]
-    return stamps, numbers
-
-
-def parse_range_response(body: bytes) -> list[RangeSeries]:
-    """Parses an /api/v1/query_range answer (a matrix); anything unexpected is a :class:`PromApiError`.
-    A compact answer's points are read from its bytes (:mod:`.matrix_bytes`), the rest the exact way."""
-    quick = compact_matrix(body)
-    if quick is not None:
-        return quick
-    data = _data(body)
-    if data.get("resultType") != "matrix":
-        raise PromApiError(f"expected a range matrix, got {str(data.get('resultType'))[:20]!r}")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise PromApiError("the matrix result is not a list")
-    series: list[RangeSeries] = []
-    for item in result:
-        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-            raise PromApiError("a matrix element has no metric labels")
-        values = item.get("values")
-        if not isinstance(values, list):
-            raise PromApiError("a matrix element has no values")
-        stamps, numbers = _points(values)
-        series.append((_labels(item["metric"]), stamps, numbers))
-    return series
 
 
 def first_growth(series: list[RangeSeries]) -> float | None:
@@ -352,53 +246,3 @@ async def counted_before(
     async with PrometheusApi(url, timeout_s, access) as api:
         answer = await api.query_range(counters, start, start + interval_s, interval_s)
     return any(len(values) and values[0] > 0 for _, _, values in answer)
-
-
-def _vector_columns(result: list[Any]) -> list[Sample] | None:
-    """A well-formed vector (what Prometheus sends) read a column at a time: its labels as they came,
-    its values in one vectorised conversion, NaN left out. None where anything is off: the element by
-    element reading below then says what (an alerting round is ~50,000 samples; this is ~4x quicker).
-    The shape checks run over whole columns in C (``map``), not per sample in Python."""
-    try:
-        metrics = [item["metric"] for item in result]
-        pairs = [item["value"] for item in result]
-        if set(map(type, metrics)) - {dict} or set(map(type, pairs)) - {list} or set(map(len, pairs)) - {2}:
-            return None
-        texts = [pair[1] for pair in pairs]
-        if set(map(type, texts)) - {str}:
-            return None
-        if set(map(type, chain.from_iterable(map(dict.values, metrics)))) - {str}:
-            return None
-        values = np.array(texts, dtype=np.float64)
-    except (TypeError, KeyError, IndexError, ValueError):
-        return None
-    keep = ~np.isnan(values)
-    if not keep.all():
-        metrics = [m for m, ok in zip(metrics, keep.tolist(), strict=True) if ok]
-        values = values[keep]
-    return list(zip(metrics, values.tolist(), strict=True))
-
-
-def parse_response(body: bytes) -> list[Sample]:
-    """Parses an /api/v1/query answer; anything unexpected is a :class:`PromApiError`."""
-    data = _data(body)
-    kind = data.get("resultType")
-    result = data.get("result")
-    if kind == "scalar":
-        return [({}, _value(result))]
-    if kind != "vector":
-        raise PromApiError(f"expected an instant vector, got {str(kind)[:20]!r} (use an instant query)")
-    if not isinstance(result, list):
-        raise PromApiError("the vector result is not a list")
-    fast = _vector_columns(result)
-    if fast is not None:
-        return fast
-    samples: list[Sample] = []
-    for item in result:
-        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-            raise PromApiError("a vector element has no metric labels")
-        labels = _labels(item["metric"])
-        value = _value(item.get("value"))
-        if not math.isnan(value):
-            samples.append((labels, value))
-    return samples
