@@ -117,6 +117,17 @@ def run_tokenwatch(
     )
 
 
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace_s: float = 10.0) -> None:
+    """End a server a fixture started: SIGTERM, then SIGKILL if it has not exited within ``grace_s``; reaped
+    either way (no zombie left for the next test)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def start_tokenwatch(*args: str, **env: str) -> subprocess.Popen[str]:
     """``python -m tokenwatch ARGS`` running in the background, stdout and stderr piped (text)."""
     return subprocess.Popen(

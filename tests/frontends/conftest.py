@@ -17,7 +17,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import PATIENCE_S, REPO_ROOT, SAMPLE_RUNS, cli_env, free_port, prometheus_query
+from tests.conftest import (
+    PATIENCE_S,
+    REPO_ROOT,
+    SAMPLE_RUNS,
+    cli_env,
+    free_port,
+    prometheus_query,
+    stop_process,
+)
 from tokenwatch.core import RackCore
 from tokenwatch.frontends.metrics import MetricsServer
 from tokenwatch.runs.from_core import ingest_recording
@@ -203,11 +211,7 @@ def prom_fleet(tmp_path_factory: pytest.TempPathFactory, server_core: RackCore) 
         _wait_for_targets(url, {"tokenwatch", "dcgm", "dcgm-v100", "vllm"}, proc)
         yield PromFleet(url, server_core, exporter)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         exporter.close()
         static.shutdown()
         static.server_close()

@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import PATIENCE_S, free_port, wait_until
+from tests.conftest import PATIENCE_S, free_port, stop_process, wait_until
 from tokenwatch.base.events import Event
 from tokenwatch.core import RackCore
 from tokenwatch.frontends.metrics import MetricsServer
@@ -189,12 +189,7 @@ class Prometheus:
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 class VictoriaMetrics(Prometheus):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from live_support import LiveRun, attached_at
 
-from tests.conftest import PATIENCE_S, free_port
+from tests.conftest import PATIENCE_S, free_port, stop_process
 from tokenwatch.base.events import LatencyBatch, ProgressBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.inputs.config import load_watch_config
@@ -126,11 +126,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
             time.sleep(0.2)
         yield History(url, begin + IDLE_S, begin + IDLE_S + RUN_S)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def collector(url: str) -> PrometheusQueryCollector:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
-from tests.conftest import PATIENCE_S, free_port, prometheus_query
+from tests.conftest import PATIENCE_S, free_port, prometheus_query, stop_process
 from tokenwatch.inputs.config import load_watch_config
 from tokenwatch.inputs.live.supervisor import LiveOptions
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -68,8 +68,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process(proc)
         static.shutdown()
         static.server_close()
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from fleet_support import PROMETHEUS
 
-from tests.conftest import free_port, prometheus_query, wait_until
+from tests.conftest import free_port, prometheus_query, stop_process, wait_until
 
 PROMTOOL = shutil.which("promtool")
 GPUS_PER_NODE = 4
@@ -155,9 +155,4 @@ def written_fleet(
         wait_until(answers, "the written fleet answering queries", poll_s=0.25)
         yield WrittenFleet(url, began, tuple(racks))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -157,3 +157,17 @@ def expected_rack(facts: list[NodeFacts], t: float) -> dict[str, Any]:
         "worst": worst,
         "worst_delta_pct": (slowest - median) / median * 100.0,
     }
+
+
+def prometheus_fleet_started(
+    racks: tuple[str, ...], nodes_per_rack: int, nominal_s: float, total_samples: int | None
+) -> RunStarted:
+    """The run start a fleet watched through Prometheus begins with: its racks' nodes in rack order, 4 GPUs
+    each, the racks laid out as the fleet collector says them."""
+    nodes = tuple(f"{rack}/node{n:02d}" for rack in racks for n in range(1, nodes_per_rack + 1))
+    layout = [[rack, r * nodes_per_rack, nodes_per_rack] for r, rack in enumerate(racks)]
+    meta = {
+        "racks": [r for r in racks for _ in range(nodes_per_rack)],
+        "fleet": {"source": "prometheus", "racks": layout},
+    }
+    return RunStarted(0.0, "fleet", "Offline", nodes, 4, nominal_s, total_samples, "live", 0.0, meta)

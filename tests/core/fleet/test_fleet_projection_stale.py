@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.core.fleet.fleet_runs import prometheus_fleet_started
 from tokenwatch.base.events import RACK_FIGURES, RackFiguresBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core.snapshot_json import snapshot_json
@@ -26,13 +27,7 @@ PROJECTED = (1_000_000.0, 1_100_000.0, 900_000.0)
 
 
 def started() -> RunStarted:
-    nodes = tuple(f"{rack}/node{n:02d}" for rack in RACKS for n in range(1, NODES + 1))
-    layout = [[rack, r * NODES, NODES] for r, rack in enumerate(RACKS)]
-    meta = {
-        "racks": [r for r in RACKS for _ in range(NODES)],
-        "fleet": {"source": "prometheus", "racks": layout},
-    }
-    return RunStarted(0.0, "fleet", "Offline", nodes, 4, 4800.0, None, "live", 0.0, meta)
+    return prometheus_fleet_started(RACKS, NODES, 4800.0, None)
 
 
 def batch(t: float, down: set[str]) -> RackFiguresBatch:

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.core.fleet.fleet_runs import prometheus_fleet_started
 from tokenwatch.base.events import RACK_FIGURES, ProgressBatch, RackFiguresBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core.snapshot_json import snapshot_json
@@ -27,13 +28,7 @@ SAMPLES = 2_400  # the run's samples: a node-level forecast projects an end from
 
 
 def started() -> RunStarted:
-    nodes = tuple(f"{rack}/node{n:02d}" for rack in RACKS for n in range(1, NODES + 1))
-    layout = [[rack, r * NODES, NODES] for r, rack in enumerate(RACKS)]
-    meta = {
-        "racks": [r for r in RACKS for _ in range(NODES)],
-        "fleet": {"source": "prometheus", "racks": layout},
-    }
-    return RunStarted(0.0, "fleet", "Offline", nodes, 4, NOMINAL_S, SAMPLES, "live", 0.0, meta)
+    return prometheus_fleet_started(RACKS, NODES, NOMINAL_S, SAMPLES)
 
 
 def figures(t: float) -> RackFiguresBatch:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import PATIENCE_S, free_port, wait_until
+from tests.conftest import PATIENCE_S, free_port, stop_process, wait_until
 from tokenwatch.frontends.notify.notification import Notification
 
 ALERTMANAGER = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
@@ -154,12 +154,7 @@ def alertmanager(tmp: Path, hook_url: str) -> Iterator[Alertmanager]:
         wait_until(ready, "alertmanager ready")
         yield am
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

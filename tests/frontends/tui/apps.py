@@ -14,6 +14,8 @@ from textual.pilot import Pilot
 from tests.conftest import wait_until_async
 from tokenwatch.core import CoreConfig, RackCore
 from tokenwatch.frontends.tui.app import TokenwatchApp
+from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
+from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard
 from tokenwatch.inputs.replay.player import ReplayPlayer
 from tokenwatch.inputs.sim.collector import SimulatorCollector
 from tokenwatch.inputs.sim.profile import load_profile
@@ -118,3 +120,12 @@ def ready(app: TokenwatchApp, *keys: str) -> Callable[[Pilot[None]], object]:
         await pilot.pause()
 
     return run_before
+
+
+def fleet_board_shown(app: TokenwatchApp) -> FleetBoard | None:
+    """The fleet board once it is mounted with its racks' table (None before)."""
+    screen = app.screen
+    if not isinstance(screen, FleetScreen) or not screen.is_mounted:
+        return None
+    found = screen.query_one(FleetBoard)
+    return found if found.table is not None else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.conftest import wait_until_async
+from tests.frontends.tui.apps import fleet_board_shown
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.loop_share import LoopShare
 from tokenwatch.cli.parser import build_parser
@@ -21,7 +22,6 @@ from tokenwatch.core import RackCore
 from tokenwatch.frontends.tui.app import TokenwatchApp
 from tokenwatch.frontends.tui.screens.fleet_screen import FleetScreen
 from tokenwatch.frontends.tui.theme_loader import shipped_dir
-from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard
 from tokenwatch.inputs.sim.collector import SimulatorCollector
 from tokenwatch.session import Session
 
@@ -67,18 +67,10 @@ async def test_a_key_on_the_fleet_board_is_answered_while_the_input_is_behind() 
     session = flood(8)
     app = TokenwatchApp(session, mode="sim", speed=0, theme_dirs=[shipped_dir()])
     async with app.run_test(size=(160, 50)) as pilot:
-
-        def board() -> FleetBoard | None:
-            screen = app.screen
-            if not isinstance(screen, FleetScreen) or not screen.is_mounted:
-                return None
-            found = screen.query_one(FleetBoard)
-            return found if found.table is not None else None
-
         await wait_until_async(
-            lambda: board() is not None, "the fleet board with its racks", pause=pilot.pause
+            lambda: fleet_board_shown(app) is not None, "the fleet board with its racks", pause=pilot.pause
         )
-        shown = board()
+        shown = fleet_board_shown(app)
         assert shown is not None
         sorted_by, ingested = shown.sort_key, session.events_seen
         await pilot.press("s")

@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 
 from tests.conftest import PATIENCE_S, wait_until_async
+from tests.frontends.tui.apps import fleet_board_shown
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.loop_share import InputHold, LoopShare, LoopTurns
 from tokenwatch.cli.parser import build_parser
@@ -101,16 +102,10 @@ async def test_while_a_key_is_on_its_way_the_session_and_the_refresh_wait_for_it
     session = _flood(share)
     app = TokenwatchApp(session, mode="sim", speed=0, theme_dirs=[shipped_dir()], refresh_hz=20.0)
     async with app.run_test(size=(160, 50)) as pilot:
-
-        def board() -> FleetBoard | None:
-            screen = app.screen
-            if not isinstance(screen, FleetScreen) or not screen.is_mounted:
-                return None
-            found = screen.query_one(FleetBoard)
-            return found if found.table is not None else None
-
-        await wait_until_async(lambda: board() is not None, "the board with its racks", pause=pilot.pause)
-        shown = board()
+        await wait_until_async(
+            lambda: fleet_board_shown(app) is not None, "the board with its racks", pause=pilot.pause
+        )
+        shown = fleet_board_shown(app)
         assert shown is not None
         share.hold.key_arrived()  # what the terminal's reader does as it reads a key
         ingested, refreshed, held = session.events_seen, app.refreshes, app.refreshes_held
