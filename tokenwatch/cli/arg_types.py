@@ -34,24 +34,22 @@ def speed_arg(text: str) -> float:
     return value
 
 
-def port_arg(text: str) -> int:
+def _int_within(text: str, what: str, low: int, high: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"bad port {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"bad port {text!r}: must be 0..65535")
+        raise argparse.ArgumentTypeError(f"bad {what} {text!r}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"bad {what} {text!r}: must be {low}..{high}")
     return value
+
+
+def port_arg(text: str) -> int:
+    return _int_within(text, "port", 0, 65535)
 
 
 def viewers_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad number of viewers {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"bad number of viewers {text!r}: must be 1..10000")
-    return value
+    return _int_within(text, "number of viewers", 1, 10_000)
 
 
 def tdp_arg(text: str) -> float:

@@ -26,14 +26,7 @@ def add_summarize_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None
     )
     summarize.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     summarize.add_argument("--json", action="store_true", help="print the JSON contract instead of the table")
-    summarize.add_argument(
-        "--gpus-per-node",
-        type=int,
-        default=None,
-        metavar="N",
-        help="result folders: GPUs behind each LoadGen summary where the submission's systems/*.json "
-        "does not say (default: unknown, never assumed)",
-    )
+    _add_gpus_per_node(summarize)
     add_baseline_option(summarize)
 
 
@@ -41,14 +34,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tdp-w", type=tdp_arg, metavar="W", help="GPU TDP in W (default: the power limit the GPUs report)"
     )
-    p.add_argument(
-        "--gpus-per-node",
-        type=int,
-        default=None,
-        metavar="N",
-        help="result folders: GPUs behind each LoadGen summary where the submission's systems/*.json "
-        "does not say (default: unknown, never assumed)",
-    )
+    _add_gpus_per_node(p)
 
 
 def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
@@ -93,3 +79,14 @@ def add_report_parsers(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "(default: every reading, at the cadence the recording has)",
     )
     _add_run_options(export)
+
+
+def _add_gpus_per_node(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="result folders: GPUs behind each LoadGen summary where the submission's systems/*.json "
+        "does not say (default: unknown, never assumed)",
+    )
