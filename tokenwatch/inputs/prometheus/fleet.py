@@ -392,4 +392,7 @@ class PrometheusFleetCollector(FleetHistory):
         # fraction, so two readings' span is the instants' to the last digit.
         whole = math.floor(self._wall_at_run_zero)
         due = (instant - whole) + (self._settle_s() - (self._wall_at_run_zero - whole))
-        return min(max(due, now - MAX_READING_LAG_S), now)
+        # Nor before the run's start: the first round's instant is the grid's last before the watch began,
+        # and a reading stamped before the run began is no reading of it (the core drops it, and the
+        # first alerting pass would leave every node unread until it was next asked).
+        return min(max(due, now - MAX_READING_LAG_S, 0.0), now)
