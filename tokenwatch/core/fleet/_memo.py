@@ -21,7 +21,9 @@ from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.fleet.groups import RackPlaces
 from tokenwatch.core.fleet.rack_groups import RackGroups, rack_groups
-from tokenwatch.core.verdict import HISTORY_COLUMNS
+from tokenwatch.core.verdict.view import (
+    HISTORY_COLUMNS,  # the module, not the wing's face: no cycle via the state
+)
 
 _HISTORY_POINTS = 512  # as the rack-wide forecast's record
 

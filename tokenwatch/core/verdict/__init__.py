@@ -3,8 +3,8 @@
 Public: :mod:`.view` (what a snapshot carries: :class:`~.view.VerdictView`, the forecast's accuracy and the
 rule lines the front ends write; types and pure readers) and :mod:`.final` (the verdict at a run's end, also
 read from a result folder). The rest is the core's own: the verdict's part of the state (``_state``), its
-handling of events (``_ingest``), the inputs a tick reads (``_inputs``, ``_node_quantiles``), the forecast,
-the view and the tick over the state (``_tick``), the decided verdict (``_decided``, ``_beyond``,
+handling of events (``_ingest``), the inputs a tick reads (``_inputs``, ``_node_quantiles``,
+``_pace_memo``), the forecast, the view and the tick over the state (``_tick``), the decided verdict (``_decided``, ``_beyond``,
 ``_loadgen``) and its JSON (``_json``).
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tokenwatch.base.lazy_names import lazy_names
-from tokenwatch.core.verdict.view import VerdictHistory, VerdictView
+from tokenwatch.core.verdict.view import HISTORY_COLUMNS, VerdictHistory, VerdictView
 
 if TYPE_CHECKING:
     from tokenwatch.core.verdict._decided import LOST_AFTER_DOWN_S
     from tokenwatch.core.verdict._inputs import prime_latency_quantiles
-    from tokenwatch.core.verdict._state import HISTORY_COLUMNS, VerdictState
+    from tokenwatch.core.verdict._state import VerdictState
     from tokenwatch.core.verdict._tick import current_forecast, verdict_tick
 
 # The decided verdict and the tick read the core's state, whose module holds the verdict's part of it
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 # verdict's part of the state, its history's columns and the latency quantiles' priming are here for the
 # fleet wing, which reads each rack's verdict through this face, never the verdict's private modules.
 _LAZY = {
-    "HISTORY_COLUMNS": "tokenwatch.core.verdict._state",
     "LOST_AFTER_DOWN_S": "tokenwatch.core.verdict._decided",
     "VerdictState": "tokenwatch.core.verdict._state",
     "prime_latency_quantiles": "tokenwatch.core.verdict._inputs",

@@ -23,14 +23,13 @@ from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, bucket_upper
 from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo
 from tokenwatch.core.verdict._pace_memo import PaceMemo
+from tokenwatch.core.verdict.view import HISTORY_COLUMNS
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Forecast
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark
 from tokenwatch.mlperf.settings_check import SettingCheck
 
 LIMIT_METRICS: tuple[LatencyMetric, ...] = ("ttft", "tpot")
-# The forecast over time: projected tokens/s, its band, the projected end, the verdict (1, 0, -1; NaN).
-HISTORY_COLUMNS = ("value", "low", "high", "end_s", "valid")
 _HISTORY_POINTS = 512
 # Lower and upper edges of the core's log buckets: a bucket counts surely over a limit when its lower
 # edge is at or above it, perhaps when only its upper edge is.

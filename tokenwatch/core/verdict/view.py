@@ -19,6 +19,10 @@ from tokenwatch.mlperf.early_stopping import queries_needed
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
 from tokenwatch.mlperf.settings_check import SettingCheck
 
+# The forecast over time as the verdict history keeps it: projected tokens/s, its band, the projected end,
+# the verdict (1, 0, -1; NaN). Here, with the types, so the fleet wing reads it without the verdict's state.
+HISTORY_COLUMNS = ("value", "low", "high", "end_s", "valid")
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class VerdictHistory:
