@@ -4,8 +4,8 @@ Public: :mod:`.view` (what a snapshot carries: :class:`~.view.VerdictView`, the 
 rule lines the front ends write; types and pure readers) and :mod:`.final` (the verdict at a run's end, also
 read from a result folder). The rest is the core's own: the verdict's part of the state (``_state``), its
 handling of events (``_ingest``), the inputs a tick reads (``_inputs``, ``_node_quantiles``,
-``_pace_memo``), the forecast, the view and the tick over the state (``_tick``), the decided verdict (``_decided``, ``_beyond``,
-``_loadgen``) and its JSON (``_json``).
+``_pace_memo``), the forecast, the view and the tick over the state (``_tick``), the decided verdict
+(``_decided``, ``_beyond``, ``_loadgen``) and its JSON (``_json``).
 """
 
 from __future__ import annotations
