@@ -149,11 +149,20 @@ def unzstd(data: bytes) -> bytes:
     return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read()
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (at the moment of asking)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on (at the moment of asking), never one this process
+    was given before: the kernel may hand the same free port to two asks in a row, and two servers told
+    the same port leave one of them answering for both (eight sshd nodes started in turn did)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
 
 
 @pytest.fixture

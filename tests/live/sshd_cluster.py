@@ -12,7 +12,6 @@ import getpass
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -122,12 +121,21 @@ class LoopbackNode:
                 raise RuntimeError(
                     f"sshd for {self.name} exited: {(self.root / 'sshd.log').read_text()[-500:]}"
                 )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.02)
+            if self._listening():
+                return
+            time.sleep(0.02)
         raise RuntimeError(f"sshd for {self.name} did not listen on port {self.port}")
+
+    def _listening(self) -> bool:
+        """This node's own sshd listens on its port. A connection that succeeds is not enough: another
+        server given the same port (another worker's, or a node started before) would answer for it."""
+        assert self.proc is not None
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            return any(
+                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
+                for c in psutil.Process(self.proc.pid).net_connections(kind="tcp")
+            )
+        return False
 
     def kill(self) -> None:
         """Kill the listener and every session it started (a node that dies)."""

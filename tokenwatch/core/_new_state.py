@@ -95,6 +95,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         counters_at_first=np.zeros((2, n), np.int64),
         t_read=np.full(n, np.nan),
         t_last_change=np.full(n, np.nan),
+        change_gap_s=np.full(n, np.nan),
         last_seen=np.full(n, np.nan),
         explicit_state=np.zeros(n, np.int8),
         state_reason=["waiting for data"] * n,

@@ -143,6 +143,7 @@ def _apply_counters(
     totals = state.counter_offsets[:, i] + raw
     grew = totals[0] > state.tokens[i]
     if isinstance(i, slice):  # the whole rack in order: no gathers
+        state.change_gap_s[grew] = t - state.t_read[grew]
         state.t_last_change[grew] = t
         state.tokens[:], state.samples[:], state.prompt_tokens[:] = totals
         first = np.isnan(state.t_first)
@@ -152,6 +153,7 @@ def _apply_counters(
         if arrival:
             _seen_all(state, t)
         return
+    state.change_gap_s[i[grew]] = t - state.t_read[i[grew]]
     state.t_last_change[i[grew]] = t
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     first = np.isnan(state.t_first[i])
@@ -180,6 +182,7 @@ def on_progress(state: RackState, ev: Progress) -> None:
         raw[k, i] = value
         totals.append(int(offsets[k, i]) + value)
     if totals[0] > state.tokens[i]:
+        state.change_gap_s[i] = ev.t - state.t_read[i]
         state.t_last_change[i] = ev.t
     state.tokens[i], state.samples[i], state.prompt_tokens[i] = totals
     if math.isnan(state.t_first[i]):

@@ -119,6 +119,10 @@ class RackState:
     counters_at_first: IntArray
     t_read: FloatArray  # run time of each node's latest counter reading (NaN = none yet)
     t_last_change: FloatArray
+    # Seconds between the reading that last saw each node's tokens grow and the reading before it (NaN =
+    # none): its work ended somewhere in that gap, which a loaded machine's late scrape can stretch well
+    # past the source's usual interval.
+    change_gap_s: FloatArray
     last_seen: FloatArray
     explicit_state: np.ndarray
     state_reason: list[str]

@@ -14,6 +14,10 @@ import numpy as np
 from tokenwatch.base.events import FloatArray
 from tokenwatch.mlperf.pace import Assumptions, Pace, measure_pace, with_peers
 
+# A reading this many typical intervals late is a node gone quiet, not a late scrape (the core calls a
+# node stale at the same multiple): its end is not timed by that gap.
+STALE_FACTOR = 3.0
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeProgress:
@@ -28,7 +32,9 @@ class NodeProgress:
     ``final_latency_s``: Server, a typical end-to-end latency per node (the core's e2e p50), 0 if unknown.
     ``timing_s``: how closely each node's work is timed, its sources' typical interval between reports (a
     start first seen in a sample lies up to one interval from LoadGen's, an end seen as the last change up
-    to one from LoadGen's); None where the times are exact. ``pace``: the nodes' pace at ``now_s`` where
+    to one from LoadGen's); None where the times are exact. ``end_gap_s``: the gap between the reading
+    that last saw each node's tokens grow and the one before (NaN = none), where its work's end lies.
+    ``pace``: the nodes' pace at ``now_s`` where
     the caller measured it already (a fleet's racks share the fleet's); None: measured here.
     """
 
@@ -47,6 +53,7 @@ class NodeProgress:
     final_latency_s: FloatArray | None = None
     timing_s: FloatArray | None = None
     pace: Pace | None = None
+    end_gap_s: FloatArray | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -134,7 +141,7 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     timing = np.zeros(len(rate))
     if p.timing_s is not None:
         span = np.maximum(np.where(done, p.last_change_s, parts.end) - p.start_s, 1e-9)
-        timing = node_figure * np.minimum(2.0 * p.timing_s / span, 0.5)
+        timing = node_figure * np.minimum(2.0 * _interval_timed(p.timing_s, p.end_gap_s) / span, 0.5)
     return NodeProjection(
         node_figure,
         np.where(done, p.last_change_s, parts.end),
@@ -282,3 +289,13 @@ def rack_band(nodes: NodeProjection) -> tuple[float, float, float]:
     )
     up = math.hypot(math.sqrt(float(np.sum(nodes.up_random**2))), float(nodes.up_systematic.sum()))
     return point, point - down, point + up
+
+
+def _interval_timed(typical_s: FloatArray, end_gap_s: FloatArray | None) -> FloatArray:
+    """The interval each node's start and end are timed to: its sources' typical interval, or the gap in
+    which its tokens last grew where that was longer (a loaded machine's late scrape put a real engine's
+    end 2.2 s from LoadGen's over a 20-s run, where the 1-s interval allowed two), up to the
+    :data:`STALE_FACTOR` typical intervals past which the node would have been stale, not late."""
+    if end_gap_s is None:
+        return typical_s
+    return np.fmax(typical_s, np.fmin(end_gap_s, STALE_FACTOR * typical_s))

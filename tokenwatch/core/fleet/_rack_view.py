@@ -94,6 +94,7 @@ _FORECAST_FIELDS = frozenset(
         "t_read",  # rates over the readings that bound their window
         "recent_read_t",
         "t_last_change",
+        "change_gap_s",  # the timing of each node's end
         "last_seen",
         "explicit_state",
         "vouched",  # effective_state: a supervised node's silence is idle

@@ -156,6 +156,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         None,
         latency,
         np.nan_to_num(state.cadence.typical_s[keep], nan=0.0),
+        end_gap_s=state.change_gap_s[keep],
     )
     # A fleet's pace over every node is kept for its racks' forecasts at the same tick to slice.
     share = every and state.fleet is not None
