@@ -1,6 +1,6 @@
 """The band holds LoadGen's figure on a real engine whose pace follows the machine's load.
 
-Seven recordings of ``tokenwatch watch`` following a real LoadGen run on the real vLLM CPU engine (the
+Eight recordings of ``tokenwatch watch`` following a real LoadGen run on the real vLLM CPU engine (the
 engine tests' own runs, tests/data/engine/README.md), replayed through the core with a snapshot a second as
 the watch's ``--jsonl`` took them. The engine's 10-s rates wandered (255 to 1,393 tok/s within one 62-s
 Offline run), its ``/metrics`` went unanswered for up to 11.7 s while it worked on, and two watches started
@@ -42,6 +42,7 @@ def test_the_recordings_are_there() -> None:
         "offline-357",
         "offline-399-late-start",
         "offline-620",
+        "offline-750",
         "offline-760",
         "server-198",
         "server-52-late-start",

@@ -8,6 +8,7 @@ the repeated span is not counted twice.
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 from pathlib import Path
@@ -57,9 +58,11 @@ def events_in(content: bytes) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def framed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Server sample re-recorded with this writer: many frames."""
+    """The Server sample re-recorded with this writer: many frames. Flushed by size alone: the writer's
+    flushes on the wall clock (every 0.5 s) fall wherever a loaded machine puts them, and a frame ends at
+    the first flush past its size, so they would move the frames' count from run to run."""
     path = tmp_path_factory.mktemp("frames") / "server.jsonl.zst"
-    with RecordingWriter(path) as writer:
+    with RecordingWriter(path, flush_interval_s=math.inf) as writer:
         for event in RecordingReader(SERVER).events():
             writer.write(event)
     return path

@@ -29,7 +29,8 @@ class NodeProgress:
     ``total_samples``: samples each node's LoadGen issues (Offline ``generated_samples_per_query``, Server
     ``generated_query_count``), None if unknown. ``schedule_end_s``: Server, the end of each node's query
     schedule (start + ``generated_query_duration``), or a time-bounded run's nominal end.
-    ``final_latency_s``: Server, a typical end-to-end latency per node (the core's e2e p50), 0 if unknown.
+    ``final_latency_s``: a typical end-to-end latency per node (the core's e2e p50), 0 if unknown: Server's
+    final query, Offline's drain.
     ``timing_s``: how closely each node's work is timed, its sources' typical interval between reports (a
     start first seen in a sample lies up to one interval from LoadGen's, an end seen as the last change up
     to one from LoadGen's); None where the times are exact. ``end_gap_s``: the gap between the reading
@@ -239,7 +240,15 @@ def _end_of_work(
     the usual pace); and whether the pace (not a schedule) decides the end."""
     noise = left * spread
     if p.scenario == "Offline":
-        penalty = np.minimum(a.drain_s / 2.0, left)  # the drain tail: the batch empties over ~drain_s
+        # The drain tail: the last batch empties over about twice a request's typical latency where the
+        # engine states it (a CPU engine's 0.7 s, where the assumed 10 s put a 2-minute run's end 5 s late
+        # and its band below LoadGen's figure), else over drain_s. The band's late side keeps the assumed
+        # drain_s: an engine's pace in its last seconds is not its requests' latency (a CPU engine that
+        # slowed as it emptied ended a 62-s run 2 s past a pace-and-latency end).
+        drain = np.full(len(left), a.drain_s)
+        if p.final_latency_s is not None:
+            drain = np.where(p.final_latency_s > 0, np.minimum(2.0 * p.final_latency_s, a.drain_s), drain)
+        penalty = np.minimum(drain / 2.0, left)  # a tail of length d costs d/2
         end = p.now_s + left + penalty
         other = p.now_s + left_usual + penalty
         late_sys = a.drain_s - penalty + np.maximum(other - end, 0.0)

@@ -136,10 +136,8 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     last = np.where(np.isnan(state.t_last_change), starts, state.t_last_change)[keep]
     finished = (state.effective_state(now) == _FINISHED)[keep]
     total, schedule = planned_totals(state)
-    latency = None
-    if run.scenario != "Offline":
-        latency = latency_quantile(state, "e2e", 0.5)
-        latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
+    latency = latency_quantile(state, "e2e", 0.5)
+    latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
     every = bool(keep.all())
     progress = NodeProgress(
         run.scenario,
@@ -187,8 +185,7 @@ def latency_quantile(state: RackState, metric: LatencyMetric, q: float) -> Float
 def prime_latency_quantiles(state: RackState) -> None:
     """Reads now every node's quantile the forecast will ask for, so views of the state (a fleet's racks)
     made before the next change share them."""
-    if state.run.scenario != "Offline":
-        latency_quantile(state, "e2e", 0.5)
+    latency_quantile(state, "e2e", 0.5)
     for metric in LIMIT_METRICS:
         latency_quantile(state, metric, 0.99)
 
