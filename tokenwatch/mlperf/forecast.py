@@ -9,7 +9,8 @@ completion``, Server ``tokens / completion time of its final query``. So, per no
   done); Server the same over ``generated_query_count``; a run that ends at a fixed time (the simulator's
   Server) extends its token count at the current pace instead;
 * the end: Offline ``now + remaining tokens / current pace + half the drain tail`` (the batch empties over
-  the last few seconds, which lowers the figure below the steady rate); Server the end of LoadGen's query
+  the last few seconds, which lowers the figure below the steady rate; the tail lasts twice the engine's
+  e2e p50 where a source states it, up to ``drain_s``); Server the end of LoadGen's query
   schedule plus one typical end-to-end latency, or later if the node cannot keep up with the schedule;
 * the current pace is the node's rate over its last minute, counted from its last pause if it paused (a
   stall, or a silence that its next report made up for: no progress for ``stall_after_s`` or three of its
