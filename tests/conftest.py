@@ -4,6 +4,7 @@ exercise this tree's code whatever else is installed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import pty
@@ -19,7 +20,9 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+import psutil
 import pytest
 from hypothesis import settings as hypothesis_settings
 
@@ -30,6 +33,7 @@ DATA = Path(__file__).resolve().parent / "data"
 SAMPLE_RUNS = REPO_ROOT / "sample_runs"
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
+ServerProcess = TypeVar("ServerProcess", bound="subprocess.Popen[Any]")
 
 # How long a test waits for something that should happen before calling it lost. Generous on purpose:
 # on a 2-core machine at load 10 a step that takes 0.1 s when quiet can take tens of seconds, and a
@@ -150,12 +154,14 @@ def unzstd(data: bytes) -> bytes:
 
 
 _PORTS_GIVEN: set[int] = set()
+_REFUSING: list[socket.socket] = []  # sockets that hold refusing_port()'s ports for the worker's life
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (at the moment of asking), never one this process
     was given before: the kernel may hand the same free port to two asks in a row, and two servers told
-    the same port leave one of them answering for both (eight sshd nodes started in turn did)."""
+    the same port leave one of them answering for both (eight sshd nodes started in turn did). Another
+    process may still take it before the server binds: start servers with :func:`start_listening`."""
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -163,6 +169,89 @@ def free_port() -> int:
         if port not in _PORTS_GIVEN:
             _PORTS_GIVEN.add(port)
             return port
+
+
+def refusing_port() -> int:
+    """A TCP port on 127.0.0.1 that refuses every connection for as long as this process runs: bound here
+    and never listened on, so no other server (another worker's, another checkout's) can take it, as one
+    could a port that was merely free when asked (a "receiver that is down" then answered)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _REFUSING.append(s)
+    return int(s.getsockname()[1])
+
+
+class ServerExitedError(RuntimeError):
+    """A server a test started exited before it listened."""
+
+
+def listening_addresses(pid: int, port: int) -> set[str]:
+    """The addresses on which process ``pid``, or a process it started, listens at TCP ``port``."""
+    try:
+        root = psutil.Process(pid)
+        family = [root, *root.children(recursive=True)]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return set()
+    addresses: set[str] = set()
+    for process in family:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            addresses.update(
+                c.laddr.ip
+                for c in process.net_connections(kind="tcp")
+                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+            )
+    return addresses
+
+
+def listens(pid: int, port: int) -> bool:
+    """Process ``pid``, or a process it started, listens on TCP ``port``. A connection that succeeds is not
+    enough: a server told a port another process took exits, and that other process answers for it."""
+    return bool(listening_addresses(pid, port))
+
+
+def wait_listening(
+    proc: subprocess.Popen[Any],
+    port: int,
+    what: str,
+    log: Path | None = None,
+    timeout_s: float = PATIENCE_S,
+) -> None:
+    """Return once ``proc`` itself (or its child) listens on ``port``; :class:`ServerExitedError` (with
+    the end of ``log``) if it exits first, AssertionError if it does not listen within ``timeout_s``."""
+
+    def own_listener() -> bool:
+        if proc.poll() is not None:
+            said = log.read_text(errors="replace")[-500:] if log is not None and log.exists() else ""
+            raise ServerExitedError(f"{what} exited ({proc.returncode}) before listening on {port}: {said}")
+        return listens(proc.pid, port)
+
+    wait_until(own_listener, f"{what} listening on port {port} itself", timeout_s)
+
+
+def start_listening(
+    start: Callable[[int], ServerProcess],
+    what: str,
+    log: Path | None = None,
+    timeout_s: float = PATIENCE_S,
+    tries: int = 3,
+) -> tuple[ServerProcess, int]:
+    """``start(port)`` on a :func:`free_port` port, returned with that port once its own process listens
+    there. The port was free only when asked: a server that exits before listening (another process took
+    it first: address in use) is started again on another port, ``tries`` times in all."""
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        proc = start(port)
+        try:
+            wait_listening(proc, port, what, log, timeout_s)
+        except ServerExitedError:
+            if attempt == tries:
+                raise
+        except BaseException:
+            stop_process(proc)
+            raise
+        else:
+            return proc, port
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 @pytest.fixture

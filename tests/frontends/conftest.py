@@ -22,8 +22,8 @@ from tests.conftest import (
     REPO_ROOT,
     SAMPLE_RUNS,
     cli_env,
-    free_port,
     prometheus_query,
+    start_listening,
     stop_process,
 )
 from tokenwatch.core import RackCore
@@ -182,7 +182,6 @@ def prom_fleet(tmp_path_factory: pytest.TempPathFactory, server_core: RackCore) 
     static = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StaticHandler)
     threading.Thread(target=static.serve_forever, daemon=True).start()
     static_port = static.server_address[1]
-    port = free_port()
     config = tmp / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n"
@@ -195,17 +194,27 @@ def prom_fleet(tmp_path_factory: pytest.TempPathFactory, server_core: RackCore) 
         f"  - job_name: vllm\n    metrics_path: /vllm\n    static_configs:\n"
         f"      - targets: ['127.0.0.1:{static_port}']\n        labels: {{node: vllm-node}}\n"
     )
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp / "prometheus.log", "wb"),  # noqa: SIM115
-    )
+
+    def launch(port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "prometheus.log", "wb"),
+        )
+
+    try:
+        proc, port = start_listening(launch, "prometheus", tmp / "prometheus.log")
+    except BaseException:
+        exporter.close()
+        static.shutdown()
+        static.server_close()
+        raise
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for_targets(url, {"tokenwatch", "dcgm", "dcgm-v100", "vllm"}, proc)

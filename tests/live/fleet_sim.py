@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fleet_support import Prometheus
 
-from tests.conftest import REPO_ROOT, cli_env, free_port
+from tests.conftest import REPO_ROOT, cli_env, start_listening, stop_process
 
 
 class SimFleet:
@@ -19,22 +19,26 @@ class SimFleet:
     def __init__(self, tmp: Path, racks: int, *, speed: float = 1.0, faults: str = "") -> None:
         self.tmp = tmp
         self.racks = racks
-        self.port = free_port()
         # The GB300 rack with a 2-s warm-up: the racks' pace is steady within the seconds a test watches
         # (the exporter's 10-s windows and the readings' spans then measure the same pace).
         shipped = REPO_ROOT / "tokenwatch" / "inputs" / "sim" / "profiles" / "gb300-nvl72.yaml"
         profile = tmp / "gb300-steady.yaml"
         profile.write_text(shipped.read_text(encoding="utf-8").replace("warmup: 90s", "warmup: 2s"))
         args = ["sim", "--racks", str(racks), "--speed", f"{speed:g}", "--headless", "--interval", "1h"]
-        args += ["--profile", str(profile)]
-        args += ["--prometheus-port", str(self.port)] + (["--faults", faults] if faults else [])
-        self.sim = subprocess.Popen(
-            [sys.executable, "-m", "tokenwatch", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=open(tmp / "sim.log", "wb"),  # noqa: SIM115 - closed with the process
-            env=cli_env(),
-            cwd=REPO_ROOT,
-        )
+        args += ["--profile", str(profile)] + (["--faults", faults] if faults else [])
+
+        def exporter(port: int) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "tokenwatch", *args, "--prometheus-port", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=open(tmp / "sim.log", "wb"),
+                env=cli_env(),
+                cwd=REPO_ROOT,
+            )
+
+        # Prometheus scrapes the port only once the simulator's own exporter listens there: a target
+        # that is up could otherwise be another worker's simulator, told the same free port
+        self.sim, self.port = start_listening(exporter, "the fleet simulator's exporter", tmp / "sim.log")
         self.prometheus = Prometheus(tmp, [f"127.0.0.1:{self.port}"])
 
     def start(self) -> None:
@@ -59,10 +63,4 @@ class SimFleet:
 
     def stop(self) -> None:
         self.prometheus.stop()
-        if self.sim.poll() is None:
-            self.sim.terminate()
-            try:
-                self.sim.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.sim.kill()
-                self.sim.wait()
+        stop_process(self.sim)

@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import PATIENCE_S, free_port, stop_process, wait_until
+from tests.conftest import PATIENCE_S, start_listening, stop_process, wait_until
 from tokenwatch.base.events import Event
 from tokenwatch.core import RackCore
 from tokenwatch.frontends.metrics import MetricsServer
@@ -120,8 +120,7 @@ class Prometheus:
 
     def __init__(self, tmp: Path, targets: Sequence[str]) -> None:
         self.tmp = tmp
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # chosen by start(), where its own process listens on it
         listed = ", ".join(f"'{t}'" for t in targets)
         (tmp / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
@@ -140,12 +139,23 @@ class Prometheus:
             "--log.level=warn",
         ]
 
+    @property
+    def url(self) -> str:
+        assert self.port, "the server's address is known once it started"
+        return f"http://127.0.0.1:{self.port}"
+
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.command(),
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.tmp / "prometheus.log", "wb"),  # noqa: SIM115
-        )
+        """Start the server on a free port; return once its own process listens there."""
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            self.port = port
+            return subprocess.Popen(
+                self.command(),
+                stdout=subprocess.DEVNULL,
+                stderr=open(self.tmp / "prometheus.log", "wb"),
+            )
+
+        self.proc, self.port = start_listening(launch, type(self).__name__, self.tmp / "prometheus.log")
 
     def wait_until_scraped(self, timeout_s: float = PATIENCE_S) -> None:
         """Every target up and scraped at least twice."""

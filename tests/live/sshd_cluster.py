@@ -13,13 +13,12 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-from tests.conftest import PATIENCE_S, free_port
+from tests.conftest import PATIENCE_S, free_port, wait_listening
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
 SSH_KEYGEN = shutil.which("ssh-keygen")
@@ -115,27 +114,9 @@ class LoopbackNode:
             start_new_session=True,
         )
         log.close()
-        deadline = time.monotonic() + PATIENCE_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"sshd for {self.name} exited: {(self.root / 'sshd.log').read_text()[-500:]}"
-                )
-            if self._listening():
-                return
-            time.sleep(0.02)
-        raise RuntimeError(f"sshd for {self.name} did not listen on port {self.port}")
-
-    def _listening(self) -> bool:
-        """This node's own sshd listens on its port. A connection that succeeds is not enough: another
-        server given the same port (another worker's, or a node started before) would answer for it."""
-        assert self.proc is not None
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            return any(
-                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
-                for c in psutil.Process(self.proc.pid).net_connections(kind="tcp")
-            )
-        return False
+        # its own sshd, not a connection that succeeds: another server given the same port (another
+        # worker's, or a node started before) would answer for it
+        wait_listening(self.proc, self.port, f"sshd for {self.name}", self.root / "sshd.log")
 
     def kill(self) -> None:
         """Kill the listener and every session it started (a node that dies)."""

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.conftest import free_port, run_tokenwatch
+from tests.conftest import refusing_port, run_tokenwatch
 
 
 class Answers(http.server.BaseHTTPRequestHandler):
@@ -64,7 +64,7 @@ def watch_fleet(tmp_path: Path, url: str) -> tuple[int, str, str]:
 
 
 def test_a_closed_port_is_said_at_once_and_the_watch_does_not_pass_for_a_run(tmp_path: Path) -> None:
-    code, out, err = watch_fleet(tmp_path, f"http://127.0.0.1:{free_port()}")
+    code, out, err = watch_fleet(tmp_path, f"http://127.0.0.1:{refusing_port()}")
     assert code == 1
     assert out == ""
     lines = err.splitlines()

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import refusing_port
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Event, Notice, RackFiguresBatch
 from tokenwatch.base.formatting import natural_key
@@ -97,7 +97,7 @@ def test_racks_sort_naturally() -> None:
 
 
 def test_an_unreachable_server_is_one_notice_not_an_exception() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{refusing_port()}"
     clock = ManualClock()
     c = PrometheusFleetCollector(
         FleetSettings(url=url, interval_s=1.0, timeout_s=2.0), now=lambda: clock.time(), clock=clock, polls=3

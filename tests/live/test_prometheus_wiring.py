@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
-from tests.conftest import PATIENCE_S, free_port, prometheus_query, stop_process
+from tests.conftest import PATIENCE_S, prometheus_query, start_listening, stop_process
 from tokenwatch.inputs.config import load_watch_config
 from tokenwatch.inputs.live.supervisor import LiveOptions
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -44,16 +44,19 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     static = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Static)
     threading.Thread(target=static.serve_forever, daemon=True).start()
     tmp = tmp_path_factory.mktemp("prometheus")
-    port = free_port()
     (tmp / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n"
         f"  - job_name: dcgm\n    static_configs: [{{targets: ['127.0.0.1:{static.server_address[1]}']}}]\n"
     )
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+
+    def launch(port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "wb"),
+        )  # fmt: skip
+
+    proc, port = start_listening(launch, "prometheus", tmp / "prometheus.log")
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + PATIENCE_S

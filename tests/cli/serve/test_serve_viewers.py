@@ -24,7 +24,6 @@ import pytest
 from textual_serve.download_manager import DownloadManager
 
 from tests.cli.serve.conftest import Served, ServeFactory
-from tests.conftest import free_port
 from tokenwatch.cli.serve_viewer import Viewer
 from tokenwatch.cli.shared_run import SharedRun
 
@@ -249,7 +248,6 @@ async def test_a_page_that_falls_behind_is_let_go():
 
     from tokenwatch.cli.serve_viewer import QUEUE_PACKETS
 
-    port = free_port()
     held: list[Viewer] = []
 
     async def handler(request: web.Request) -> web.WebSocketResponse:
@@ -265,7 +263,8 @@ async def test_a_page_that_falls_behind_is_let_go():
     app.router.add_get("/ws", handler)
     runner = web.AppRunner(app)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()  # port 0: the kernel's, bound at once, no race
+    port = runner.addresses[0][1]
     try:
         async with aiohttp.ClientSession() as http:
             client = await http.ws_connect(f"ws://127.0.0.1:{port}/ws")

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port, wait_until
+from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, start_listening, wait_until
 from tokenwatch.base.events import GPU_METRICS
 from tokenwatch.core import RackCore
 from tokenwatch.core.histogram import cumulative_at
@@ -188,27 +188,29 @@ async def test_scrapes_during_a_run_read_a_consistent_core() -> None:
 
 
 def test_cli_sim_serves_metrics() -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tokenwatch",
-            "sim",
-            "--duration",
-            "1m",
-            "--speed",
-            "20",
-            "--headless",
-            "--interval",
-            "30s",
-            "--prometheus-port",
-            str(port),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=cli_env(),
-        cwd=REPO_ROOT,
+    proc, port = start_listening(
+        lambda port: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tokenwatch",
+                "sim",
+                "--duration",
+                "1m",
+                "--speed",
+                "20",
+                "--headless",
+                "--interval",
+                "30s",
+                "--prometheus-port",
+                str(port),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=cli_env(),
+            cwd=REPO_ROOT,
+        ),
+        "the exporter",
     )
     try:
         body = ""

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, free_port, wait_until_async
+from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, start_listening, wait_until_async
 from tests.frontends.metrics.test_exporter_published import (
     prometheus_client_body,
     published_key,
@@ -147,16 +147,18 @@ def test_closing_the_server_ends_its_process_and_frees_the_port() -> None:
 def test_ctrl_c_in_a_terminal_stops_a_headless_run_without_a_traceback() -> None:
     """Ctrl-C in a terminal signals the whole foreground process group, the serving process too: it
     leaves the stop to tokenwatch (and ends when tokenwatch closes it), so no traceback of it shows."""
-    port = free_port()
-    argv = ["sim", "--duration", "10m", "--speed", "1", "--headless", "--prometheus-port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenwatch", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env(),
-        cwd=REPO_ROOT,
-        start_new_session=True,  # its own group, as a terminal's foreground job
+    argv = ["sim", "--duration", "10m", "--speed", "1", "--headless", "--prometheus-port"]
+    proc, port = start_listening(
+        lambda port: subprocess.Popen(
+            [sys.executable, "-m", "tokenwatch", *argv, str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+            cwd=REPO_ROOT,
+            start_new_session=True,  # its own group, as a terminal's foreground job
+        ),
+        "the exporter",
     )
     try:
         deadline = time.monotonic() + PATIENCE_S

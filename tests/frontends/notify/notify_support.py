@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import PATIENCE_S, free_port, stop_process, wait_until
+from tests.conftest import PATIENCE_S, refusing_port, start_listening, stop_process, wait_until
 from tokenwatch.frontends.notify.notification import Notification
 
 ALERTMANAGER = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
@@ -98,8 +98,8 @@ def receiving(mode: str = "ok", failures: int = 0) -> Iterator[Receiver]:
 
 
 def closed_url() -> str:
-    """An address nothing listens on: a receiver that is down."""
-    return f"http://127.0.0.1:{free_port()}"
+    """An address that refuses every connection: a receiver that is down."""
+    return f"http://127.0.0.1:{refusing_port()}"
 
 
 @dataclass
@@ -118,7 +118,6 @@ def alertmanager(tmp: Path, hook_url: str) -> Iterator[Alertmanager]:
     """The real Alertmanager on 127.0.0.1 (clustering off), sending every group at once to ``hook_url``
     (resolved ones too)."""
     assert ALERTMANAGER is not None
-    port = free_port()
     config = tmp / "alertmanager.yml"
     config.write_text(
         "route:\n  receiver: hook\n  group_by: [alertname, node]\n  group_wait: 0s\n  group_interval: 1s\n"
@@ -126,19 +125,23 @@ def alertmanager(tmp: Path, hook_url: str) -> Iterator[Alertmanager]:
         f"receivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}/am\n"
         "        send_resolved: true\n"
     )
-    log = open(tmp / "alertmanager.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            ALERTMANAGER,
-            f"--config.file={config}",
-            f"--storage.path={tmp / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
+
+    def launch(port: int) -> subprocess.Popen[bytes]:
+        assert ALERTMANAGER is not None
+        return subprocess.Popen(
+            [
+                ALERTMANAGER,
+                f"--config.file={config}",
+                f"--storage.path={tmp / 'am-data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "alertmanager.log", "wb"),
+        )
+
+    proc, port = start_listening(launch, "alertmanager", tmp / "alertmanager.log")
     am = Alertmanager(f"http://127.0.0.1:{port}", proc)
     try:
 
@@ -155,7 +158,6 @@ def alertmanager(tmp: Path, hook_url: str) -> Iterator[Alertmanager]:
         yield am
     finally:
         stop_process(proc)
-        log.close()
 
 
 def stale_edge(node: str, t: float, firing: bool = True) -> Notification:

@@ -16,10 +16,11 @@ import yaml
 
 from tests.conftest import (
     PATIENCE_S,
-    free_port,
     prometheus_query,
     run_tokenwatch,
+    start_listening,
     start_tokenwatch,
+    stop_process,
     wait_until,
 )
 from tests.live.fleet_support import PROMETHEUS
@@ -147,20 +148,21 @@ def test_a_node_down_in_the_simulator_fires_in_a_real_prometheus_and_a_stopped_r
     tmp_path: Path,
 ) -> None:
     rules = rules_file(tmp_path, "--for", "0s", "--stale-after", "1s")
-    exporter_port = free_port()
-    sim = start_tokenwatch(
-        "sim",
-        "--speed",
-        "10",
-        "--headless",
-        "--duration",
-        "30m",
-        "--faults",
-        "node07:down@20s",
-        "--prometheus-port",
-        str(exporter_port),
+    sim, exporter_port = start_listening(
+        lambda port: start_tokenwatch(
+            "sim",
+            "--speed",
+            "10",
+            "--headless",
+            "--duration",
+            "30m",
+            "--faults",
+            "node07:down@20s",
+            "--prometheus-port",
+            str(port),
+        ),
+        "the simulator's exporter",
     )
-    port = free_port()
     (tmp_path / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n"
         f"rule_files: ['{rules}']\n"
@@ -168,17 +170,24 @@ def test_a_node_down_in_the_simulator_fires_in_a_real_prometheus_and_a_stopped_r
         f"      - targets: ['127.0.0.1:{exporter_port}']\n"
     )
     assert PROMETHEUS is not None
-    prom = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    try:
+        prom, port = start_listening(
+            lambda port: subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={tmp_path / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp_path / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+            "prometheus",
+        )
+    except BaseException:
+        stop_process(sim)
+        raise
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(

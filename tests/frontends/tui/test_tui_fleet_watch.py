@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 
-from tests.conftest import free_port, wait_until_async
+from tests.conftest import refusing_port, wait_until_async
 from tests.live.fleet_support import (
     ENGINES,
     HeldFleet,
@@ -266,7 +266,7 @@ async def test_a_rack_whose_exporter_dies_is_down_on_the_board_the_others_go_on(
 async def test_a_fleet_watch_that_cannot_reach_its_server_says_so_on_screen(tmp_path: Path) -> None:
     """No server at the URL: the screen's alert panel says so in one line (and keeps saying nothing
     else), as stderr does headless."""
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{refusing_port()}"
     app = watch_app(url, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import PATIENCE_S, free_port
+from tests.conftest import PATIENCE_S, refusing_port
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import Event, Notice, ProgressBatch
 from tokenwatch.core.capacity import WorkloadError, parse_workload
@@ -101,7 +101,7 @@ def test_scalar_answer() -> None:
 
 
 def test_unreachable_prometheus_is_a_notice_not_a_crash() -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{refusing_port()}"  # nothing listens there
     collector = PrometheusQueryCollector(
         url=url,
         nodes=("a",),
