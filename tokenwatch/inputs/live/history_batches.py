@@ -94,16 +94,13 @@ def batched(
     is_row = np.zeros(n, bool)
     is_row[rows] = is_row[records] = True
     # a record's row: the node's counts as that record leaves them
-    samples, tokens, prompt = (
-        _last_reported(
-            node,
-            counted,
-            placed.values[c][pos[counted]],
-            placed.has[c][pos[counted]],
-            np.concatenate([rows, records]),
-            np.concatenate([ends, records]),
-        )
-        for c in range(len(COUNTERS))
+    samples, tokens, prompt = _last_reported(
+        node,
+        counted,
+        [placed.values[c][pos[counted]] for c in range(len(COUNTERS))],
+        [placed.has[c][pos[counted]] for c in range(len(COUNTERS))],
+        np.concatenate([rows, records]),
+        np.concatenate([ends, records]),
     )
     # each second: its batches, then its other events (retimed: a count's time is its whole second)
     others = np.flatnonzero(~is_row)
@@ -150,18 +147,31 @@ def _lone_records(
 
 
 def _last_reported(
-    node: IntArray, counted: IntArray, value: IntArray, has: np.ndarray, rows: IntArray, ends: IntArray
-) -> IntArray:
-    """Per row: its node's value of a counter (``value`` at each point ``counted``, reported where
-    ``has``) at the last point (at or before ``ends``) that reported it; 0 where none did."""
-    if not has.any():
-        return np.zeros(len(rows), np.int64)
-    at, who, value = counted[has], node[counted[has]], value[has]
-    # (node, position) keys, ascending: each row's is found by a binary search
+    node: IntArray,
+    counted: IntArray,
+    values: list[IntArray],
+    has: list[np.ndarray],
+    rows: IntArray,
+    ends: IntArray,
+) -> list[IntArray]:
+    """Per counter, per row: its node's value of the counter (``values[c]`` at each point ``counted``,
+    reported where ``has[c]``) at the last point (at or before ``ends``) that reported it; 0 where none
+    did. The points are sorted by (node, position) once for every counter: a row's last point is found
+    by one binary search, and each counter's last reported one at or before it by a running maximum."""
+    if not len(counted):
+        return [np.zeros(len(rows), np.int64) for _ in values]
     span = len(node) + 1
-    keys = who * span + at
+    keys = node[counted] * span + counted
     sort = np.argsort(keys, kind="stable")
-    keys, who, value = keys[sort], who[sort], value[sort]
+    keys, who = keys[sort], node[counted][sort]
     found = np.searchsorted(keys, node[rows] * span + ends, side="right") - 1
-    found_or_0 = np.maximum(found, 0)
-    return np.where((found >= 0) & (who[found_or_0] == node[rows]), value[found_or_0], 0).astype(np.int64)
+    order = np.arange(len(sort))
+    out = []
+    for value, known in zip(values, has, strict=True):
+        # the last point reporting the counter at or before each point (-1: none yet)
+        last = np.maximum.accumulate(np.where(known[sort], order, -1))
+        at = np.where(found >= 0, last[np.maximum(found, 0)], -1)
+        at_or_0 = np.maximum(at, 0)
+        mine = (at >= 0) & (who[at_or_0] == node[rows])  # a point before the node's own is another's
+        out.append(np.where(mine, value[sort][at_or_0], 0).astype(np.int64))
+    return out

@@ -32,6 +32,7 @@ from tokenwatch.sources.filled_span import BacklogItem, FilledSpan, SpanColumns,
 
 _T, _NODE, _FILLED = attrgetter("t"), attrgetter("node"), attrgetter("filled")
 _COUNTS = frozenset({Progress, ProgressBatch})
+_SPAN = frozenset({FilledSpan})
 # Each event's kind, as far as the batches care: a count, a source's own batch of counts, an event the
 # core applies without reading or writing any node's counters (an instant's records may go ahead of it
 # in one batch: a node state or latency marks its node heard from at the same instant, a gap of zero,
@@ -87,7 +88,7 @@ class HistoryRows:
 def history_rows(items: Sequence[BacklogItem], index: Mapping[str, int]) -> HistoryRows:
     """The rows of ``items`` in their order, a span's points where the span is; ``index``: the run's
     nodes' positions."""
-    is_span = np.fromiter((type(item) is FilledSpan for item in items), bool, len(items))
+    is_span = np.fromiter(map(_SPAN.__contains__, map(type, items)), bool, len(items))
     span_at, event_at = np.flatnonzero(is_span), np.flatnonzero(~is_span)
     spans: list[FilledSpan] = [items[i] for i in span_at.tolist()]  # type: ignore[misc]
     events: list[Event] = [items[i] for i in event_at.tolist()]  # type: ignore[misc]
