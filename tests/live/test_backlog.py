@@ -18,6 +18,7 @@ from tokenwatch.inputs.live import backlog as backlog_module
 from tokenwatch.inputs.live.backlog import MAX_HISTORY_S, Backfill, Baseline, place, read_local_backlog
 from tokenwatch.inputs.live.history import merged, run_clock
 from tokenwatch.inputs.live.remote_commands import backlog_command
+from tokenwatch.sources.filled_span import expanded
 from tokenwatch.sources.harness_log import LogProgressParser
 from tokenwatch.sources.loadgen_trace import TraceTailParser
 
@@ -50,7 +51,8 @@ def test_a_real_vllm_log_backlog_is_placed_at_its_own_stamps() -> None:
     epoch = datetime(2000, 1, 1, tzinfo=UTC)
     assert clock == ((stamps[0] - epoch).total_seconds(), (stamps[-1] - epoch).total_seconds())
     mtime = 1_754_000_000.0
-    placed, start = place(events, clock, mtime)
+    spans, start = place(events, clock, mtime)
+    placed = expanded(spans)  # the filled-in points as events
     times = [e.t for e in placed]
     assert times == sorted(times)
     assert placed[-1].t == mtime  # the newest record was written when the file was last modified
@@ -81,8 +83,8 @@ def test_two_engines_logging_in_the_same_second_are_spread_over_their_interval()
     events = parser.feed_backlog(text.encode())
     last, clock = parser.end_backlog()
     assert clock is not None
-    placed, _ = place(events + last, clock, 1_000_000.0)
-    points = progress(placed)
+    placed, _ = place([*events, *last], clock, 1_000_000.0)
+    points = progress(expanded(placed))
     t = np.array([p.t for p in points])
     tokens = np.array([p.tokens_done for p in points], dtype=float)
     first = t[0]
@@ -131,7 +133,7 @@ def test_a_clock_that_goes_back_never_puts_a_count_before_an_earlier_one() -> No
         Progress(110.0, "n", None, 30),
     ]
     placed, start = place(events, (80.0, 110.0), 1_000.0)
-    assert [e.t for e in placed] == [990.0, 990.0, 1000.0]
+    assert [e.t for e in expanded(placed)] == [990.0, 990.0, 1000.0]
     assert start == 970.0
 
 
@@ -155,7 +157,9 @@ def test_a_loadgen_trace_backlog_runs_on_loadgen_s_own_clock() -> None:
                 ends.append(event["ts"] + event["args"]["complete_ns"] / 1e3)
     assert clock[0] == 0.0
     assert clock[1] == pytest.approx((max(ends) - starts[0]) / 1e6)
-    placed, _ = place(events, clock, 5_000.0)
+    items, _ = place(events, clock, 5_000.0)
+    placed = expanded(items)  # a trace fills in no points: its events as they are
+    assert placed == items
     assert progress(placed)[-1].samples_done == len(ends)
     assert sum(len(e.values_s) for e in placed if isinstance(e, LatencyBatch) and e.metric == "e2e") == len(
         ends

@@ -13,6 +13,7 @@ import pytest
 from tokenwatch.base.events import Event, LogLine, Notice, Progress, ProgressBatch
 from tokenwatch.inputs.live.backlog import Backfill, retime
 from tokenwatch.inputs.live.history import RunClock, merged
+from tokenwatch.sources.filled_span import expanded
 
 
 def reference(backfills: list[Backfill], clock: RunClock, nodes: list[str]) -> list[Event]:
@@ -21,7 +22,7 @@ def reference(backfills: list[Backfill], clock: RunClock, nodes: list[str]) -> l
     the second, then the second's other events."""
     placed: list[tuple[float, Event]] = []
     for done in backfills:
-        for event in done.placed:
+        for event in expanded(done.placed):
             if event.t < clock.start_wall:
                 continue
             t = event.t - clock.start_wall

@@ -9,6 +9,7 @@ import re
 from datetime import UTC, datetime
 
 from tokenwatch.base.events import Event, Notice, Progress
+from tokenwatch.sources.filled_span import expanded
 from tokenwatch.sources.harness_log import LogProgressParser
 
 from .conftest import DATA, feed_in_chunks
@@ -56,10 +57,10 @@ def test_time_only_stamps_name_one_scheduler_and_count_its_tokens() -> None:
     assert _tokens(events) == expected
 
     history = LogProgressParser.preset("sglang", "n")
-    events = history.feed_backlog(raw)
+    read = history.feed_backlog(raw)
     more, stamps = history.end_backlog()
     assert list(history.streams) == [("TP0", "")]
-    assert _tokens(events + more) == expected
+    assert _tokens(expanded([*read, *more])) == expected
     assert stamps is not None
     assert stamps[1] - stamps[0] == (points[-1][0] - points[0][0]).total_seconds()
 
@@ -99,6 +100,6 @@ def test_the_microsecond_timestamp_field_times_each_decode_line() -> None:
     assert _tokens(events) == expected
 
     history = LogProgressParser.preset("sglang", "n")
-    events = history.feed_backlog(raw)
+    read = history.feed_backlog(raw)
     more, _ = history.end_backlog()
-    assert _tokens(events + more) == expected
+    assert _tokens(expanded([*read, *more])) == expected

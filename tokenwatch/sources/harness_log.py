@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tokenwatch.base.events import Event, LogLine, Progress
+from tokenwatch.sources.filled_span import BacklogItem
 from tokenwatch.sources.lines import NoticeLog, snippet
 from tokenwatch.sources.log_rules import (
     KNOWN_GROUPS,
@@ -137,7 +138,7 @@ class LogProgressParser:
         return self._parse(self._pieces.flush(), t)
 
     # ------------------------------------------------------------- backlog
-    def feed_backlog(self, data: bytes) -> list[Event]:
+    def feed_backlog(self, data: bytes) -> list[BacklogItem]:
         """Bytes written before the watch began: each line's events at the line's own time, its stamp on
         the log's clock (:func:`~tokenwatch.sources.log_rules.stamp_seconds`); a line without a stamp
         takes the latest stamp before it (0.0 before the first). The lines of one stamp (data-parallel
@@ -145,7 +146,7 @@ class LogProgressParser:
         interval they cover (:mod:`~tokenwatch.sources.progress_spread`). Later ``feed`` calls go on
         from here: the writers' clocks carry over, so the first live line is credited the time since
         the last backlog line."""
-        out: list[Event] = []
+        out: list[BacklogItem] = []
         for piece in self._pieces.feed(data):
             stamp = self._stamp(_clean(piece.data)) if piece.kind != "cut" else None
             if stamp is not None:
@@ -160,12 +161,12 @@ class LogProgressParser:
             self._backlog_group_t = t
         return out
 
-    def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
+    def end_backlog(self) -> tuple[list[BacklogItem], tuple[float, float] | None]:
         """The backlog's last events, and its first line's stamp and the newest (None: no line had one,
         so it cannot be placed in time)."""
         return self._backlog_flush(), self._backlog_stamps
 
-    def _backlog_flush(self) -> list[Event]:
+    def _backlog_flush(self) -> list[BacklogItem]:
         pieces, self._backlog_group = self._backlog_group, []
         self._covered = 0.0
         events = self._parse(pieces, self._backlog_group_t)

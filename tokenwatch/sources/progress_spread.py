@@ -13,14 +13,9 @@ from __future__ import annotations
 import math
 
 from tokenwatch.base.events import Event, Progress
+from tokenwatch.sources.filled_span import BacklogItem, FilledSpan
 
 MAX_FILL_POINTS = 3600  # per record: a line covers seconds to minutes, never more than an hour
-
-
-def _between(before: int | None, after: int | None, fraction: float) -> int | None:
-    if after is None or before is None:
-        return after if before is None else before
-    return round(before + (after - before) * fraction)
 
 
 class ProgressSpreader:
@@ -29,40 +24,27 @@ class ProgressSpreader:
     def __init__(self) -> None:
         self.last: Progress | None = None
 
-    def spread(self, events: list[Event], covered_s: float) -> list[Event]:
-        """``events`` with the node's counts filled in, a point a second, over the ``covered_s`` seconds
-        before their ``Progress``."""
+    def spread(self, events: list[Event], covered_s: float) -> list[BacklogItem]:
+        """``events`` after the node's counts filled in, a point a second, over the ``covered_s`` seconds
+        before their ``Progress``: one :class:`FilledSpan` for them all (their values are made as arrays
+        by the merge, :func:`~tokenwatch.sources.filled_span.span_columns`)."""
         progress = next((e for e in events if isinstance(e, Progress)), None)
         if progress is None:
-            return events
+            return list(events)
         before, self.last = self.last, progress
         if before is None or not covered_s > 1.0:
-            return events
+            return list(events)
         begin = max(before.t, progress.t - covered_s)
-        points = min(MAX_FILL_POINTS, math.ceil(progress.t - begin) - 1)
-        fill: list[Event] = []
-        if begin > before.t:  # idle until the covered interval: the counts hold
-            fill.append(
-                Progress(
-                    begin,
-                    progress.node,
-                    before.samples_done,
-                    before.tokens_done,
-                    before.prompt_tokens_done,
-                    filled=True,
-                )
-            )
-        for k in range(1, points + 1):
-            t = begin + k
-            fraction = (t - begin) / (progress.t - begin)
-            fill.append(
-                Progress(
-                    t,
-                    progress.node,
-                    before.samples_done,
-                    _between(before.tokens_done, progress.tokens_done, fraction),
-                    _between(before.prompt_tokens_done, progress.prompt_tokens_done, fraction),
-                    filled=True,
-                )
-            )
-        return fill + events
+        span = FilledSpan(
+            progress.node,
+            begin,
+            progress.t,
+            begin > before.t,  # idle until the covered interval: the counts hold
+            max(0, min(MAX_FILL_POINTS, math.ceil(progress.t - begin) - 1)),
+            before.samples_done,
+            before.tokens_done,
+            progress.tokens_done,
+            before.prompt_tokens_done,
+            progress.prompt_tokens_done,
+        )
+        return [span, *events] if span.size else list(events)

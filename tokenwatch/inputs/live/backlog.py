@@ -25,13 +25,14 @@ import dataclasses
 import math
 import os
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from tokenwatch.base.events import Event, LoadGenDetail, LogLine, NodeStatus, Notice, Progress
 from tokenwatch.inputs.live.remote_commands import BACKLOG_HEADER, backlog_command
 from tokenwatch.inputs.live.transport import Transport
+from tokenwatch.sources.filled_span import BacklogItem, FilledSpan
 
 MAX_BACKLOG_BYTES = 512 << 20  # read at most the last 512 MiB of a file (an 80-minute rack trace is less)
 KEEP_LOG_LINES = 200  # of a backlog (placed or a baseline): the node screen's last lines, as the core keeps
@@ -43,11 +44,11 @@ MAX_HISTORY_S = 24 * 3600.0  # history older than this before the watch is left 
 class BacklogParser(Protocol):
     """A stream parser that can read a backlog with the times its records carry."""
 
-    def feed_backlog(self, data: bytes) -> list[Event]:
-        """Events at times on the source's own clock (seconds)."""
+    def feed_backlog(self, data: bytes) -> Sequence[BacklogItem]:
+        """Events (and spans of filled-in points) at times on the source's own clock (seconds)."""
         ...
 
-    def end_backlog(self) -> tuple[list[Event], tuple[float, float] | None]:
+    def end_backlog(self) -> tuple[Sequence[BacklogItem], tuple[float, float] | None]:
         """The last events, and (the run's start, the newest record) on that clock; None if the backlog
         cannot be placed in time."""
         ...
@@ -65,11 +66,12 @@ class FileState:
 
 @dataclass(slots=True)
 class Backfill:
-    """One source's history: ``placed`` events have ``t`` in Unix time, ``start_wall`` is the run's start
-    as the source knows it; ``at_start`` events belong to the moment the live watch starts."""
+    """One source's history: ``placed`` events have ``t`` in Unix time (a log's filled-in points as
+    :class:`FilledSpan`, placed too), ``start_wall`` is the run's start as the source knows it;
+    ``at_start`` events belong to the moment the live watch starts."""
 
     source: str
-    placed: list[Event] = field(default_factory=list)
+    placed: Sequence[BacklogItem] = field(default_factory=list)
     start_wall: float | None = None
     at_start: list[Event] = field(default_factory=list)
 
@@ -84,11 +86,11 @@ def retime(event: Event, t: float) -> Event:
     return dataclasses.replace(event, t=t)
 
 
-def last_lines_only(events: list[Event], keep: int = KEEP_LOG_LINES) -> list[Event]:
+def last_lines_only(events: list[BacklogItem], keep: int = KEEP_LOG_LINES) -> list[BacklogItem]:
     """``events`` with only the last ``keep`` of their log lines (the node screen's; the core keeps no
     more): a backlog of a busy server's log is mostly lines, each an event through the core otherwise."""
     seen = 0
-    out: list[Event] = []
+    out: list[BacklogItem] = []
     for event in reversed(events):
         if isinstance(event, LogLine):
             seen += 1
@@ -99,15 +101,21 @@ def last_lines_only(events: list[Event], keep: int = KEEP_LOG_LINES) -> list[Eve
     return out
 
 
-def place(events: Iterable[Event], clock: tuple[float, float], mtime: float) -> tuple[list[Event], float]:
+def place(
+    events: Iterable[BacklogItem], clock: tuple[float, float], mtime: float
+) -> tuple[list[BacklogItem], float]:
     """Events on a source's clock -> Unix time, anchored so the newest record was written at ``mtime``.
     Times never go back within one source (a clock that went backwards in a log holds its place), so
     a cumulative counter is never read as restarting. Returns the events and the run's start."""
     first, last = clock
     anchor = mtime - last
-    placed: list[Event] = []
+    placed: list[BacklogItem] = []
     latest = -math.inf
     for event in events:
+        if isinstance(event, FilledSpan):  # its points follow the same rule, made when merged
+            placed.append(event.placed(first, anchor, latest))
+            latest = max(latest, max(event.last_t, first) + anchor)
+            continue
         latest = max(latest, max(event.t, first) + anchor)
         placed.append(retime(event, latest))
     return placed, first + anchor
@@ -121,7 +129,7 @@ class Baseline:
         self.node = node
         self.counts: tuple[int | None, int | None, int | None] = (None, None, None)
 
-    def take(self, events: Iterable[Event]) -> list[Event]:
+    def take(self, events: Iterable[BacklogItem]) -> list[Event]:
         """Read a backlog's events: remember the node's last counters; keep what is news now."""
         kept: list[Event] = []
         lines: deque[Event] = deque(maxlen=KEEP_LOG_LINES)

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from tokenwatch.base.events import Event
 from tokenwatch.inputs.live.backlog import MAX_HISTORY_S, Backfill, retime
 from tokenwatch.inputs.live.history_batches import batched, in_order
+from tokenwatch.sources.filled_span import expanded
 
 
 @runtime_checkable
@@ -75,7 +76,11 @@ def merged(
     nodes before it go as one batch too (a rack's logs, 72 nodes writing a rate line every 10 s, are
     26,000 records an hour); without it, the records stay events of their own."""
     start, attach = clock.start_wall, clock.attach_s
-    events = [event for done in backfills for event in done.placed]
-    out = batched(events, start, attach, nodes, records_before) if nodes else in_order(events, start, attach)
+    items = [item for done in backfills for item in done.placed]
+    out = (
+        batched(items, start, attach, nodes, records_before)
+        if nodes
+        else in_order(expanded(items), start, attach)
+    )
     out += [retime(event, clock.attach_s) for done in backfills for event in done.at_start]
     return out

@@ -3,44 +3,30 @@
 An hour of a 72-node rack's logs is about 285,000 events, 259,200 of them filled-in points (a point a
 second between a log's 10-s lines, :mod:`~tokenwatch.sources.progress_spread`). Sorting them as Python
 tuples and walking them event by event kept the first frame a second away; here each event is read once
-into columns, and the order, the batches and the counts they carry are array operations.
+into columns, the filled-in points are made as columns from their spans (never objects), and the
+order, the batches and the counts they carry are array operations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
 
-from tokenwatch.base.events import (
-    Event,
-    IntArray,
-    LatencyBatch,
-    LatencyLimitCounts,
-    LoadGenDetail,
-    LogLine,
-    NodeStatus,
-    Notice,
-    Progress,
-    ProgressBatch,
-)
+from tokenwatch.base.events import Event, IntArray, Progress, ProgressBatch
 from tokenwatch.inputs.live.backlog import retime
+from tokenwatch.inputs.live.history_rows import (
+    COUNTERS,
+    OTHER,
+    PROGRESS,
+    SOURCE_BATCH,
+    history_rows,
+)
+from tokenwatch.sources.filled_span import BacklogItem
 
-_T, _NODE, _FILLED = attrgetter("t"), attrgetter("node"), attrgetter("filled")
+_T = attrgetter("t")
 _COUNTS = frozenset({Progress, ProgressBatch})
-# Each event's kind, as far as the batches care: a count, a source's own batch of counts, an event the
-# core applies without reading or writing any node's counters (an instant's records may go ahead of it
-# in one batch: a node state or latency marks its node heard from at the same instant, a gap of zero,
-# which teaches the cadence nothing whichever comes first), or one that reads them (a GPU reading notes
-# the tokens beside its energy counter).
-_OTHER, _PROGRESS, _SOURCE_BATCH, _BESIDE = 0, 1, 2, 3
-_KIND = {
-    Progress: _PROGRESS,
-    ProgressBatch: _SOURCE_BATCH,
-    **dict.fromkeys((LogLine, Notice, NodeStatus, LatencyBatch, LoadGenDetail, LatencyLimitCounts), _BESIDE),
-}
 
 
 def placed_times(events: Sequence[Event], start: float, attach: float) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +48,7 @@ def in_order(events: Sequence[Event], start: float, attach: float) -> list[Event
 
 
 def batched(
-    events: Sequence[Event],
+    items: Sequence[BacklogItem],
     start: float,
     attach: float,
     nodes: Sequence[str],
@@ -72,29 +58,26 @@ def batched(
     ``ProgressBatch`` ahead of that second's other events (one row per node: its first point in the
     second; a further point of the node in that second goes on as an event of its own). A batch row
     holds the node's counts as they stand at the end of that second, every ``Progress`` of the node so
-    far counted; a counter none of them reported reads 0.
+    far counted; a counter none of them reported reads 0. A log's spans of filled-in points
+    (:class:`~tokenwatch.sources.filled_span.FilledSpan`) are read as their points, made as arrays.
 
     With ``records_before`` (a run time), each instant's records before it (the nodes' own counts, not
     filled in: a log's rate lines) go as one more batch after those points, not ``filled`` (each record
     is an arrival, which the node's cadence is learnt from): see :func:`_lone_records`."""
-    keep, t = placed_times(events, start, attach)
+    placed = history_rows(items, {name: i for i, name in enumerate(nodes)})
+    keep = np.flatnonzero(~(placed.unix < start))  # NaN is kept, as an event at the attach
+    t = placed.unix[keep] - start
+    t = np.where(placed.is_count[keep], np.round(t), t)  # half to even, as round() does
+    t = np.where(t < attach, t, attach)
     order = np.argsort(t, kind="stable")
-    pos = keep[order]  # into events, in time order
+    pos = keep[order]  # into the rows, in time order
     t = t[order]
     n = len(pos)
     if not n:
         return []
-    ordered = np.fromiter(events, object, len(events))[pos]
-    index = {name: i for i, name in enumerate(nodes)}
-    node = np.full(n, -1, np.int64)
-    kind = np.fromiter(map(_KIND.get, map(type, ordered), repeat(_OTHER)), np.int8, n)
-    progress = np.flatnonzero(kind == _PROGRESS)
-    counts = ordered[progress].tolist()  # a list: read field by field, faster than an object array
-    node[progress] = np.fromiter(map(index.get, map(_NODE, counts), repeat(-1)), np.int64, len(counts))
-    ours = node[progress] >= 0
-    counted = progress[ours]
-    filled = np.zeros(n, bool)
-    filled[counted] = np.fromiter(map(_FILLED, counts), bool, len(counts))[ours]
+    kind, node = placed.kind[pos], placed.node[pos]
+    counted = np.flatnonzero((kind == PROGRESS) & (node >= 0))
+    filled = placed.filled[pos] & (node >= 0)
     # each second: its run time's group; a row is a node's first filled point in it
     group = np.zeros(n, np.int64)
     group[1:] = np.cumsum(t[1:] != t[:-1])
@@ -111,19 +94,17 @@ def batched(
     is_row = np.zeros(n, bool)
     is_row[rows] = is_row[records] = True
     # a record's row: the node's counts as that record leaves them
-    samples, tokens, prompt = (
-        _last_reported(
-            node,
-            counted,
-            np.fromiter(map(attrgetter(field), counts), object, len(counts))[ours],
-            np.concatenate([rows, records]),
-            np.concatenate([ends, records]),
-        )
-        for field in ("samples_done", "tokens_done", "prompt_tokens_done")
+    samples, tokens, prompt = _last_reported(
+        node,
+        counted,
+        [placed.values[c][pos[counted]] for c in range(len(COUNTERS))],
+        [placed.has[c][pos[counted]] for c in range(len(COUNTERS))],
+        np.concatenate([rows, records]),
+        np.concatenate([ends, records]),
     )
     # each second: its batches, then its other events (retimed: a count's time is its whole second)
     others = np.flatnonzero(~is_row)
-    moved = [retime(e, s) for e, s in zip(ordered[others].tolist(), t[others].tolist(), strict=True)]
+    moved = [placed.event(r, s) for r, s in zip(pos[others].tolist(), t[others].tolist(), strict=True)]
     bounds = np.flatnonzero(np.diff(group)) + 1
     starts = np.concatenate([[0], bounds, [n]])
     row_at = np.searchsorted(rows, starts).tolist()
@@ -150,7 +131,7 @@ def _lone_records(
     there, in an instant that holds only counts and events beside them; none at all where a source sent
     batches of its own (they set counters that the rows, read from the ``Progress`` alone, would not
     carry), nor from ``early``'s end on (the attach: a node's first record after it is its catch-up)."""
-    if (kind == _SOURCE_BATCH).any():
+    if (kind == SOURCE_BATCH).any():
         return np.zeros(0, np.int64)
     counted = np.flatnonzero(node >= 0)
     _, where, count = np.unique(
@@ -159,27 +140,38 @@ def _lone_records(
     lone = np.zeros(len(node), bool)
     lone[counted] = count[where] == 1
     blocked = np.zeros(int(group[-1]) + 1, bool)
-    blocked[group[kind == _OTHER]] = True
+    blocked[group[kind == OTHER]] = True
     records = np.flatnonzero(lone & ~filled & early & ~blocked[group])
     per_instant = np.bincount(group[records], minlength=len(blocked))
     return records[per_instant[group[records]] >= 2]
 
 
 def _last_reported(
-    node: IntArray, counted: IntArray, raw: np.ndarray, rows: IntArray, ends: IntArray
-) -> IntArray:
-    """Per row: its node's value of a counter (``raw``: its value at each point ``counted``, None where
-    the point did not report it) at the last point (at or before ``ends``) that reported it; 0 where
-    none did."""
-    has = np.not_equal(raw, np.array(None, object))
-    if not has.any():
-        return np.zeros(len(rows), np.int64)
-    at, who, value = counted[has], node[counted[has]], raw[has].astype(np.int64)
-    # (node, position) keys, ascending: each row's is found by a binary search
+    node: IntArray,
+    counted: IntArray,
+    values: list[IntArray],
+    has: list[np.ndarray],
+    rows: IntArray,
+    ends: IntArray,
+) -> list[IntArray]:
+    """Per counter, per row: its node's value of the counter (``values[c]`` at each point ``counted``,
+    reported where ``has[c]``) at the last point (at or before ``ends``) that reported it; 0 where none
+    did. The points are sorted by (node, position) once for every counter: a row's last point is found
+    by one binary search, and each counter's last reported one at or before it by a running maximum."""
+    if not len(counted):
+        return [np.zeros(len(rows), np.int64) for _ in values]
     span = len(node) + 1
-    keys = who * span + at
+    keys = node[counted] * span + counted
     sort = np.argsort(keys, kind="stable")
-    keys, who, value = keys[sort], who[sort], value[sort]
+    keys, who = keys[sort], node[counted][sort]
     found = np.searchsorted(keys, node[rows] * span + ends, side="right") - 1
-    found_or_0 = np.maximum(found, 0)
-    return np.where((found >= 0) & (who[found_or_0] == node[rows]), value[found_or_0], 0).astype(np.int64)
+    order = np.arange(len(sort))
+    out = []
+    for value, known in zip(values, has, strict=True):
+        # the last point reporting the counter at or before each point (-1: none yet)
+        last = np.maximum.accumulate(np.where(known[sort], order, -1))
+        at = np.where(found >= 0, last[np.maximum(found, 0)], -1)
+        at_or_0 = np.maximum(at, 0)
+        mine = (at >= 0) & (who[at_or_0] == node[rows])  # a point before the node's own is another's
+        out.append(np.where(mine, value[sort][at_or_0], 0).astype(np.int64))
+    return out

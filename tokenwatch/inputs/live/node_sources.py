@@ -45,6 +45,7 @@ from tokenwatch.inputs.live.tail_stream import (
     TailStreamSplitter,
 )
 from tokenwatch.inputs.live.transport import Transport
+from tokenwatch.sources.filled_span import BacklogItem, FilledSpan
 from tokenwatch.sources.node_gpu_index import NodeGpuIndex
 
 
@@ -212,7 +213,7 @@ class FileTailSource:
     async def _read_backlog(self, transport: Transport, ctx: NodeContext, *, may_place: bool) -> Backfill:
         parser = self.parser = self.parser or self.parser_factory()
         placing = parser if may_place and isinstance(parser, BacklogParser) else None
-        events: list[Event] = []
+        events: list[BacklogItem] = []
 
         def consume(data: bytes) -> None:
             if placing is not None:
@@ -249,7 +250,7 @@ class FileTailSource:
         placed, start = (
             place(last_lines_only(events), clock, state.mtime) if clock is not None else ([], None)
         )
-        if placed and placed[-1].t >= ctx.clock.wall() - MAX_HISTORY_S:
+        if placed and _last_t(placed) >= ctx.clock.wall() - MAX_HISTORY_S:
             done.placed, done.start_wall = placed, start
         else:  # no times to place it by, or a history that ended long ago (not this run's)
             self.baseline = Baseline(ctx.node)
@@ -379,3 +380,9 @@ class ScrapeSource:
 
 async def _const(value: str | None) -> str | None:
     return value
+
+
+def _last_t(placed: list[BacklogItem]) -> float:
+    """The placed history's last time (a span of filled-in points: its last point's)."""
+    last = placed[-1]
+    return last.placed_t(last.last_t) if isinstance(last, FilledSpan) else last.t

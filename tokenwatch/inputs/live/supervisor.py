@@ -223,7 +223,7 @@ class LiveCollector:
             finished = await _settle(asks, left)
             for ask, source in zip(asks, histories, strict=True):
                 if ask in finished:
-                    done.append(Backfill(getattr(source, "name", "prometheus"), placed=ask.result()))
+                    done.append(Backfill(getattr(source, "name", "prometheus"), placed=list(ask.result())))
         return done, watch_mono
 
     def _make_runners(self) -> None:
