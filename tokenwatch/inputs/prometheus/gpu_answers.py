@@ -58,9 +58,10 @@ def compact_vector(body: bytes) -> tuple[list[bytes], FloatArray] | None:
     values = np.zeros(0)
     tail = rest
     if not rest.startswith(b"]"):
-        # The last sample's end. The same bytes inside a label value (its quote escaped: \"]}]) cut the
-        # answer short: what is left of it is then no JSON, and the exact reading reads it.
-        end = rest.find(_LAST)
+        # The last sample's end: the last such bytes, since a label value may hold them (its quote
+        # escaped: \"]}]). Any after the result (in a key the API does not have) leave what is cut out
+        # no series of samples, and the exact reading reads the answer.
+        end = rest.rfind(_LAST)
         if not rest.startswith(_FIRST) or end < 0:
             return None
         tail = rest[end + len(_LAST) - 1 :]
