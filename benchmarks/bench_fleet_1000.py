@@ -16,7 +16,10 @@
    of the same queries sent at once on bare sockets (what the server itself takes, plus loopback TCP):
    the rack figures from the recorded series with one rack on screen (every interval), the same from
    the raw queries, and the alerting pass (every node and GPU, every 30 s). Target: each within 20 % of
-   the floor (medians). The watch's peak RSS, target < 500 MB.
+   the floor (medians). The watch's peak RSS, target < 500 MB (after the backfill, after the first
+   alerting pass into its core, and at the end).
+3. The alerting pass alone, in a process of its own that holds no core and read no history: the peak RSS
+   it adds and its CPU (what reading 72,000 GPUs' answers takes, with no freed heap of a backfill to reuse).
 
 ``--short``: 20 racks x 10 minutes, a quick pass that only shows the script still runs. ``--compare
 CHECKOUT``: the watch part also run with another checkout's tokenwatch (such as ``git worktree add --detach
@@ -51,15 +54,17 @@ CODE = Path(os.environ.get("BENCH_FLEET_CODE", REPO))
 sys.path[:0] = [str(CODE), str(REPO / "tests" / "live"), str(REPO / "benchmarks")]
 
 from bench_common import add_short_option, target  # noqa: E402
-from bench_fleet import floor_round  # noqa: E402
 
-from tokenwatch.base.events import Notice, RunStarted  # noqa: E402
+import tokenwatch  # noqa: E402  (first: bench_fleet puts this checkout first on the path)
+from tokenwatch.base.events import GpuBatch, Notice, RunStarted  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.inputs.live.backlog import Backfill  # noqa: E402
 from tokenwatch.inputs.live.history import merged, run_clock  # noqa: E402
 from tokenwatch.inputs.prometheus.api import PrometheusApi  # noqa: E402
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector  # noqa: E402
 from tokenwatch.sources.fleet_rules import RuleSet  # noqa: E402
+
+from bench_fleet import floor_round  # noqa: E402  isort: skip
 
 SCRAPE_S = 30.0  # the history's points; the rules' evaluations (the recorded series) every 15 s
 RULES_S = 15.0
@@ -305,17 +310,60 @@ async def alerting_pass_into(core: RackCore, url: str, at: float, run_s: float) 
     answered and read into events, the seconds of the events into the core and a snapshot)."""
     c = PrometheusFleetCollector(fleet_settings(url), now=lambda: run_s)
     assert await c.discover() is not None
+    print(f"  before the alerting pass: {memory()}", flush=True)
     async with PrometheusApi(url, 120.0) as api:
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         events = await c.poll(api, at)
-        polled = time.perf_counter()
+        polled, cpu = time.perf_counter(), time.process_time() - cpu
+    rows = sum(len(e.gpu) for e in events if isinstance(e, GpuBatch))
+    print(
+        f"  the alerting pass read ({rows:,} GPU rows, {cpu:.2f} s of the watch's CPU): {memory()}",
+        flush=True,
+    )
     for event in events:  # a query the server refused (its own limits): the figures below lack it
         if isinstance(event, Notice) and event.level == "warning":
             print(f"  the alerting pass: {event.message}", flush=True)
     for event in events:
         core.ingest(event)
+    print(f"  its events in the core: {memory()}", flush=True)
     core.snapshot()
+    print(f"  and a snapshot: {memory()}", flush=True)
     return len(events), polled - began, time.perf_counter() - polled
+
+
+async def pass_alone(url: str, at: float) -> tuple[float, float, float, int]:
+    """One alerting pass (every node and GPU at the instant ``at``) in a watch process that holds no core
+    and read no history (no heap a backfill freed for it to reuse): what reading the pass's answers
+    takes. Returns (the RSS it added in MB, its seconds, its seconds of CPU, the GPU rows read)."""
+    c = PrometheusFleetCollector(fleet_settings(url), now=lambda: 30.0)
+    assert await c.discover() is not None, c._said
+    before = peak_rss_mb()
+    async with PrometheusApi(url, 300.0) as api:  # a loaded server takes minutes: no pass cut short
+        began, cpu = time.perf_counter(), time.process_time()
+        events = await c.poll(api, at)
+        took, cpu = time.perf_counter() - began, time.process_time() - cpu
+    for event in events:  # a query the server refused or did not answer in time
+        if isinstance(event, Notice) and event.level == "warning":
+            print(f"  the alerting pass: {event.message}", flush=True)
+    print(f"  the alerting pass alone: {memory()}", flush=True)
+    rows = sum(len(e.gpu) for e in events if isinstance(e, GpuBatch))
+    return peak_rss_mb() - before, took, cpu, rows
+
+
+def peak_rss_mb() -> float:
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
+    return int(fields["VmHWM"].split()[0]) / 1024
+
+
+def memory() -> str:
+    """The process' resident memory now and its peak so far (``/proc/self/status``)."""
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
+    now, peak = (int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
+    return f"RSS {now:.0f} MB, peak {peak:.0f} MB"
 
 
 async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, float, int]]:
@@ -350,6 +398,7 @@ def watch_part(url: str, end: float, begin: float, count: int) -> None:
     """(child process) The backfill, then the rounds; prints one line of figures per part."""
     seconds, batches, kind, core, run_s = asyncio.run(backfill(url, end, begin))
     print(f"BACKFILL {seconds:.3f} {batches} {kind}", flush=True)
+    print(f"  after the backfill: {memory()}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  the watch's peak RSS after the backfill: {peak:.0f} MB", flush=True)
     events, polled, ingested = asyncio.run(alerting_pass_into(core, url, end, run_s))
@@ -379,11 +428,19 @@ def main() -> None:
     parser.add_argument(
         "--watch", nargs=3, type=float, metavar=("PORT", "END", "BEGIN"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--pass-alone", nargs=2, type=float, metavar=("PORT", "END"), help=argparse.SUPPRESS)
     add_short_option(parser)
     args = parser.parse_args()
     if args.watch:
+        print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
         port, end, begin = args.watch
         watch_part(f"http://127.0.0.1:{port:.0f}", end, begin, args.rounds)
+        return
+    if args.pass_alone:
+        print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
+        port, end = args.pass_alone
+        added, took, cpu, rows = asyncio.run(pass_alone(f"http://127.0.0.1:{port:.0f}", end))
+        print(f"PASS {added:.0f} {took:.3f} {cpu:.3f} {rows}", flush=True)
         return
     if args.short:
         args.racks, args.minutes, args.rounds = 20, 10.0, 3
@@ -426,21 +483,24 @@ def main() -> None:
             )
             codes = [REPO] if args.compare is None else [REPO, args.compare.resolve()] * args.pairs
             for code in codes:
-                print(
-                    f"the watch part with the code at {code}; load average {os.getloadavg()[0]:.2f}",
-                    flush=True,
-                )
-                child = subprocess.run(
-                    [sys.executable, __file__, "--watch", str(vm.port), f"{end:.3f}", f"{begin:.3f}",
-                     "--rounds", str(args.rounds)],
-                    cwd=REPO, capture_output=True, text=True, check=False,
-                    env={**os.environ, "BENCH_FLEET_CODE": str(code)},
-                )  # fmt: skip
-                print(child.stdout, end="")
-                if child.returncode != 0:
-                    print(child.stderr[-3000:])
-                    raise SystemExit(f"the watch part failed (exit {child.returncode})")
-                judge(child.stdout, args.racks, args.minutes)
+                for part in (
+                    ["--watch", str(vm.port), f"{end:.3f}", f"{begin:.3f}"],
+                    ["--pass-alone", str(vm.port), f"{end:.3f}"],
+                ):
+                    print(
+                        f"{part[0][2:]} with the code at {code}; load average {os.getloadavg()[0]:.2f}",
+                        flush=True,
+                    )
+                    child = subprocess.run(
+                        [sys.executable, __file__, *part, "--rounds", str(args.rounds)],
+                        cwd=REPO, capture_output=True, text=True, check=False,
+                        env={**os.environ, "BENCH_FLEET_CODE": str(code)},
+                    )  # fmt: skip
+                    print(child.stdout, end="")
+                    if child.returncode != 0:
+                        print(child.stderr[-3000:])
+                        raise SystemExit(f"the watch part failed (exit {child.returncode})")
+                    judge(child.stdout, args.racks, args.minutes)
         finally:
             vm.stop()
 
@@ -471,6 +531,13 @@ def judge(out: str, racks: int, minutes: float) -> None:
                 f"{rss:.0f} MB (the pass {polled:.2f} s, into the core {ingested:.2f} s)",
                 "< 500 MB",
                 rss < 500,
+            )
+        elif word == "PASS":
+            added, took, cpu, rows = float(rest[0]), float(rest[1]), float(rest[2]), int(rest[3])
+            print(
+                f"        the alerting pass alone ({rows:,} GPU rows): {added:.0f} MB of peak RSS added, "
+                f"{took:.2f} s ({cpu:.2f} s of the watch's CPU)",
+                flush=True,
             )
         elif word == "RSS":
             rss = float(rest[0])

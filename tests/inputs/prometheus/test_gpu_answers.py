@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 import orjson
@@ -230,11 +231,12 @@ def test_an_alerting_pass_s_answer_is_read_without_a_python_object_per_sample() 
     ]
     body = _vector(result)
     reader.read_gpu_answer(body)  # the labels learnt
+    readings: dict[str, Callable[[], GpuColumn]] = {
+        "bytes": lambda: reader.read_gpu_answer(body),
+        "exact": lambda: reader.gpu_column(parse_response(body)),
+    }
     peaks = {}
-    for name, read in (
-        ("bytes", lambda: reader.read_gpu_answer(body)),
-        ("exact", lambda: reader.gpu_column(parse_response(body))),
-    ):
+    for name, read in readings.items():
         tracemalloc.start()
         try:
             column = read()
