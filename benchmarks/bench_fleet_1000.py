@@ -1,7 +1,7 @@
 """A 1,000-rack fleet (18 nodes x 4 GPUs a rack: 72,000 GPUs) watched through a real VictoriaMetrics.
 
     python benchmarks/bench_fleet_1000.py [--racks 1000] [--nodes 18] [--minutes 80] [--rounds 10]
-                                          [--gpu-minutes 3] [--short]
+                                          [--gpu-minutes 3] [--short] [--compare CHECKOUT [--pairs N]]
 
 1. The history: every node's series as the racks' tokenwatch exporters serve them (``site``, ``row``,
    ``rack`` and ``node`` labels; a few nodes down, a few throttling), one point every 30 s over
@@ -16,9 +16,16 @@
    of the same queries sent at once on bare sockets (what the server itself takes, plus loopback TCP):
    the rack figures from the recorded series with one rack on screen (every interval), the same from
    the raw queries, and the alerting pass (every node and GPU, every 30 s). Target: each within 20 % of
-   the floor (medians). The watch's peak RSS, target < 500 MB.
+   the floor (medians). The watch's peak RSS, target < 500 MB (after the backfill, after the first
+   alerting pass into its core, and at the end).
+3. The alerting pass alone, in a process of its own that holds no core and read no history: the peak RSS
+   it adds and its CPU (what reading 72,000 GPUs' answers takes, with no freed heap of a backfill to reuse).
 
-``--short``: 20 racks x 10 minutes, a quick pass that only shows the script still runs.
+``--short``: 20 racks x 10 minutes, a quick pass that only shows the script still runs. ``--compare
+CHECKOUT``: the watch part also run with another checkout's tokenwatch (such as ``git worktree add --detach
+/tmp/base main``) against the same server, the two alternately ``--pairs`` times: the code before and
+after in one session, at one load. ``--rounds 0`` leaves out the rounds (the backfill and the first
+alerting pass only).
 """
 
 from __future__ import annotations
@@ -42,18 +49,22 @@ from urllib.parse import urlencode
 import orjson
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "live"), str(REPO / "benchmarks")]
+# The tokenwatch the watch part runs: this checkout's, or the one ``--compare`` names (its child's).
+CODE = Path(os.environ.get("BENCH_FLEET_CODE", REPO))
+sys.path[:0] = [str(CODE), str(REPO / "tests" / "live"), str(REPO / "benchmarks")]
 
 from bench_common import add_short_option, target  # noqa: E402
-from bench_fleet import floor_round  # noqa: E402
 
-from tokenwatch.base.events import RunStarted  # noqa: E402
+import tokenwatch  # noqa: E402  (first: bench_fleet puts this checkout first on the path)
+from tokenwatch.base.events import GpuBatch, Notice, RunStarted  # noqa: E402
 from tokenwatch.core import RackCore  # noqa: E402
 from tokenwatch.inputs.live.backlog import Backfill  # noqa: E402
 from tokenwatch.inputs.live.history import merged, run_clock  # noqa: E402
 from tokenwatch.inputs.prometheus.api import PrometheusApi  # noqa: E402
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector  # noqa: E402
 from tokenwatch.sources.fleet_rules import RuleSet  # noqa: E402
+
+from bench_fleet import floor_round  # noqa: E402  isort: skip
 
 SCRAPE_S = 30.0  # the history's points; the rules' evaluations (the recorded series) every 15 s
 RULES_S = 15.0
@@ -91,6 +102,10 @@ class Victoria:
             [exe, f"-storageDataPath={tmp / 'vm'}", f"-httpListenAddr=127.0.0.1:{self.port}",
              "-retentionPeriod=10y", "-search.latencyOffset=1s", "-loggerLevel=ERROR",
              "-search.maxUniqueTimeseries=2000000",
+             # An alerting pass sends ~16 heavy queries at once, past the engine's 4 at a time: on a
+             # loaded machine the rest waited beyond its 10 s queue and 30 s query limits (HTTP 503
+             # and 422). The watch waits 60 s for an answer; the engine is told to wait as long.
+             "-search.maxQueueDuration=120s", "-search.maxQueryDuration=120s",
              # The watch lists the fleet at the present, minutes after the history's end (the import):
              # the engine answers with each series' last point of the last two hours.
              "-search.maxStalenessInterval=2h"],
@@ -288,18 +303,67 @@ async def backfill(url: str, end: float, begin: float) -> tuple[float, int, str,
     return time.perf_counter() - began, batches, c.figure_queries.kind, core, clock.attach_s
 
 
-async def alerting_pass_into(core: RackCore, url: str, at: float, run_s: float) -> int:
+async def alerting_pass_into(core: RackCore, url: str, at: float, run_s: float) -> tuple[int, float, float]:
     """The watch's first alerting pass after its backfill (every node's counters and every GPU read at
     the instant ``at``), into the backfill's core, and a snapshot: what the live watch holds from then
-    on (the node and GPU series made and filled). Returns the events."""
+    on (the node and GPU series made and filled). Returns (the events, the pass's seconds: its queries
+    answered and read into events, the seconds of the events into the core and a snapshot)."""
     c = PrometheusFleetCollector(fleet_settings(url), now=lambda: run_s)
     assert await c.discover() is not None
+    print(f"  before the alerting pass: {memory()}", flush=True)
     async with PrometheusApi(url, 120.0) as api:
+        began, cpu = time.perf_counter(), time.process_time()
         events = await c.poll(api, at)
+        polled, cpu = time.perf_counter(), time.process_time() - cpu
+    rows = sum(len(e.gpu) for e in events if isinstance(e, GpuBatch))
+    print(
+        f"  the alerting pass read ({rows:,} GPU rows, {cpu:.2f} s of the watch's CPU): {memory()}",
+        flush=True,
+    )
+    for event in events:  # a query the server refused (its own limits): the figures below lack it
+        if isinstance(event, Notice) and event.level == "warning":
+            print(f"  the alerting pass: {event.message}", flush=True)
     for event in events:
         core.ingest(event)
+    print(f"  its events in the core: {memory()}", flush=True)
     core.snapshot()
-    return len(events)
+    print(f"  and a snapshot: {memory()}", flush=True)
+    return len(events), polled - began, time.perf_counter() - polled
+
+
+async def pass_alone(url: str, at: float) -> tuple[float, float, float, int]:
+    """One alerting pass (every node and GPU at the instant ``at``) in a watch process that holds no core
+    and read no history (no heap a backfill freed for it to reuse): what reading the pass's answers
+    takes. Returns (the RSS it added in MB, its seconds, its seconds of CPU, the GPU rows read)."""
+    c = PrometheusFleetCollector(fleet_settings(url), now=lambda: 30.0)
+    assert await c.discover() is not None, c._said
+    before = peak_rss_mb()
+    async with PrometheusApi(url, 300.0) as api:  # a loaded server takes minutes: no pass cut short
+        began, cpu = time.perf_counter(), time.process_time()
+        events = await c.poll(api, at)
+        took, cpu = time.perf_counter() - began, time.process_time() - cpu
+    for event in events:  # a query the server refused or did not answer in time
+        if isinstance(event, Notice) and event.level == "warning":
+            print(f"  the alerting pass: {event.message}", flush=True)
+    print(f"  the alerting pass alone: {memory()}", flush=True)
+    rows = sum(len(e.gpu) for e in events if isinstance(e, GpuBatch))
+    return peak_rss_mb() - before, took, cpu, rows
+
+
+def peak_rss_mb() -> float:
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
+    return int(fields["VmHWM"].split()[0]) / 1024
+
+
+def memory() -> str:
+    """The process' resident memory now and its peak so far (``/proc/self/status``)."""
+    fields = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
+    )
+    now, peak = (int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
+    return f"RSS {now:.0f} MB, peak {peak:.0f} MB"
 
 
 async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, float, int]]:
@@ -334,13 +398,16 @@ def watch_part(url: str, end: float, begin: float, count: int) -> None:
     """(child process) The backfill, then the rounds; prints one line of figures per part."""
     seconds, batches, kind, core, run_s = asyncio.run(backfill(url, end, begin))
     print(f"BACKFILL {seconds:.3f} {batches} {kind}", flush=True)
+    print(f"  after the backfill: {memory()}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  the watch's peak RSS after the backfill: {peak:.0f} MB", flush=True)
-    events = asyncio.run(alerting_pass_into(core, url, end, run_s))
+    events, polled, ingested = asyncio.run(alerting_pass_into(core, url, end, run_s))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  ... after its first alerting pass ({events:,} events) into the core: {peak:.0f} MB", flush=True)
-    for name, mine, floor, queries in asyncio.run(rounds(url, end, count)):
-        print(f"ROUND {mine:.4f} {floor:.4f} {queries} {name}", flush=True)
+    print(f"ALERTING {peak:.0f} {polled:.3f} {ingested:.3f}", flush=True)
+    if count:
+        for name, mine, floor, queries in asyncio.run(rounds(url, end, count)):
+            print(f"ROUND {mine:.4f} {floor:.4f} {queries} {name}", flush=True)
     print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", flush=True)
 
 
@@ -351,15 +418,29 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=18)
     parser.add_argument("--minutes", type=float, default=80.0)
     parser.add_argument("--gpu-minutes", type=float, default=3.0)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=10, help="each round's repeats (0: no rounds)")
+    parser.add_argument(
+        "--compare", type=Path, metavar="CHECKOUT", help="also run the watch part with this checkout's code"
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=1, help="with --compare: how many times each (alternately)"
+    )
     parser.add_argument(
         "--watch", nargs=3, type=float, metavar=("PORT", "END", "BEGIN"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--pass-alone", nargs=2, type=float, metavar=("PORT", "END"), help=argparse.SUPPRESS)
     add_short_option(parser)
     args = parser.parse_args()
     if args.watch:
+        print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
         port, end, begin = args.watch
         watch_part(f"http://127.0.0.1:{port:.0f}", end, begin, args.rounds)
+        return
+    if args.pass_alone:
+        print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
+        port, end = args.pass_alone
+        added, took, cpu, rows = asyncio.run(pass_alone(f"http://127.0.0.1:{port:.0f}", end))
+        print(f"PASS {added:.0f} {took:.3f} {cpu:.3f} {rows}", flush=True)
         return
     if args.short:
         args.racks, args.minutes, args.rounds = 20, 10.0, 3
@@ -400,16 +481,26 @@ def main() -> None:
                 f"recorded series: {written:,} made and imported in {time.perf_counter() - t0:.0f} s",
                 flush=True,
             )
-            child = subprocess.run(
-                [sys.executable, __file__, "--watch", str(vm.port), f"{end:.3f}", f"{begin:.3f}",
-                 "--rounds", str(args.rounds)],
-                cwd=REPO, capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            print(child.stdout, end="")
-            if child.returncode != 0:
-                print(child.stderr[-3000:])
-                raise SystemExit(f"the watch part failed (exit {child.returncode})")
-            judge(child.stdout, args.racks, args.minutes)
+            codes = [REPO] if args.compare is None else [REPO, args.compare.resolve()] * args.pairs
+            for code in codes:
+                for part in (
+                    ["--watch", str(vm.port), f"{end:.3f}", f"{begin:.3f}"],
+                    ["--pass-alone", str(vm.port), f"{end:.3f}"],
+                ):
+                    print(
+                        f"{part[0][2:]} with the code at {code}; load average {os.getloadavg()[0]:.2f}",
+                        flush=True,
+                    )
+                    child = subprocess.run(
+                        [sys.executable, __file__, *part, "--rounds", str(args.rounds)],
+                        cwd=REPO, capture_output=True, text=True, check=False,
+                        env={**os.environ, "BENCH_FLEET_CODE": str(code)},
+                    )  # fmt: skip
+                    print(child.stdout, end="")
+                    if child.returncode != 0:
+                        print(child.stderr[-3000:])
+                        raise SystemExit(f"the watch part failed (exit {child.returncode})")
+                    judge(child.stdout, args.racks, args.minutes)
         finally:
             vm.stop()
 
@@ -432,6 +523,21 @@ def judge(out: str, racks: int, minutes: float) -> None:
                 f"ours {mine * 1000:.1f} ms median, floor {floor * 1000:.1f} ms -> {mine / floor:.2f}x",
                 "<= 1.2x the floor",
                 mine / floor <= 1.2,
+            )
+        elif word == "ALERTING":
+            rss, polled, ingested = float(rest[0]), float(rest[1]), float(rest[2])
+            target(
+                "the watch's peak RSS after its first alerting pass (every node and GPU) into the core",
+                f"{rss:.0f} MB (the pass {polled:.2f} s, into the core {ingested:.2f} s)",
+                "< 500 MB",
+                rss < 500,
+            )
+        elif word == "PASS":
+            added, took, cpu, rows = float(rest[0]), float(rest[1]), float(rest[2]), int(rest[3])
+            print(
+                f"        the alerting pass alone ({rows:,} GPU rows): {added:.0f} MB of peak RSS added, "
+                f"{took:.2f} s ({cpu:.2f} s of the watch's CPU)",
+                flush=True,
             )
         elif word == "RSS":
             rss = float(rest[0])

@@ -19,9 +19,9 @@ hostile server costs a warning, never the watch's memory.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -52,6 +52,8 @@ MAX_CONNECTIONS = 32  # a 64-rack round asks 28 queries at once: none waits for 
 # 60 ms instead of 33 on the same server), to save bandwidth a cluster's network does not lack.
 ACCEPT_ENCODING = "identity"
 MAX_RANGE_POINTS = 10_000  # per series; Prometheus refuses a range query of more than 11,000
+
+T = TypeVar("T")  # what an answer is read into
 
 
 class PrometheusApi:
@@ -101,12 +103,17 @@ class PrometheusApi:
     async def query(self, promql: str, at: float | None = None) -> list[Sample]:
         """The instant vector (or scalar) ``promql`` evaluates to now (or at Unix time ``at``), as
         (labels, value) pairs."""
+        return await self.query_as(promql, at, parse_response)
+
+    async def query_as(self, promql: str, at: float | None, read: Callable[[bytes], T]) -> T:
+        """:meth:`query`, its answer (a 200's bytes) read by ``read``, which raises
+        :class:`PromApiError` for an answer it cannot read; an HTTP error is one as always."""
         params = {"query": promql} if at is None else {"query": promql, "time": f"{at:.3f}"}
         status, body = await self._ask("/api/v1/query", params)
         with gc_paused():
             if status != 200:
                 raise status_error(status, body)
-            return parse_response(body)
+            return read(body)
 
     async def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
         """``promql`` evaluated every ``step_s`` from ``start`` to ``end`` (Unix times): per series, its
@@ -130,8 +137,16 @@ class PrometheusApi:
         self, queries: Mapping[str, str], at: float | None = None
     ) -> tuple[dict[str, list[Sample]], dict[str, BaseException]]:
         """Every query at once (field -> PromQL): the answers by field, and what failed, by field."""
+        return await self.read_all(queries, at, parse_response)
+
+    async def read_all(
+        self, queries: Mapping[str, str], at: float | None, read: Callable[[bytes], T]
+    ) -> tuple[dict[str, T], dict[str, BaseException]]:
+        """:meth:`query_all`, each answer read by ``read`` as it arrives (:meth:`query_as`)."""
         fields = list(queries)
-        answers = await asyncio.gather(*(self.query(queries[f], at) for f in fields), return_exceptions=True)
+        answers = await asyncio.gather(
+            *(self.query_as(queries[f], at, read) for f in fields), return_exceptions=True
+        )
         return _split(fields, answers)
 
     async def query_range_all(

@@ -31,6 +31,7 @@ from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta,
 from tokenwatch.inputs.prometheus.fleet_history import FleetHistory
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.fleet_settings import FleetFocus, FleetSettings
+from tokenwatch.inputs.prometheus.gpu_answers import GpuColumn
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
@@ -116,15 +117,21 @@ class PrometheusFleetCollector(FleetHistory):
 
     async def _ask_all(
         self, api: PrometheusApi, queries: Mapping[str, str], at: float | None
-    ) -> tuple[dict[str, list[Sample]], list[Event]]:
-        """Every query at once; the answers by field, and a notice when what fails changes (an
-        unreachable server fails every query: one notice, not one per query)."""
-        results, errors = await api.query_all(queries, at)
-        self._failed_rounds = self._failed_rounds + 1 if errors and not results else 0
+    ) -> tuple[dict[str, list[Sample]], dict[str, GpuColumn], list[Event]]:
+        """Every query at once; the answers by field (the nodes' GPU fields, ``node <field>``, read into
+        columns by the node reader), and a notice when what fails changes (an unreachable server fails
+        every query: one notice, not one per query)."""
+        columns: dict[str, GpuColumn] = {}
+        if self.node_reader is not None:
+            results, columns, errors = await self.node_reader.ask(api, queries, at, prefix="node ")
+        else:
+            results, errors = await api.query_all(queries, at)
+        answered = bool(results or columns)
+        self._failed_rounds = self._failed_rounds + 1 if errors and not answered else 0
         failed: dict[str, list[str]] = {}  # error -> the fields it hit
         for field, error in errors.items():
             failed.setdefault(str(error), []).append(field)
-        return results, self._problems(failed)
+        return results, columns, self._problems(failed)
 
     def _problems(self, failed: Mapping[str, list[str]]) -> list[Event]:
         out: list[Event] = []
@@ -333,7 +340,7 @@ class PrometheusFleetCollector(FleetHistory):
         probe = detail and not figures.using_recorded and bool(self.racks)
         if probe:  # rules loaded since: found at the next alerting pass
             ask["recorded probe"] = figures.probe()
-        results, notices = await self._ask_all(api, ask, instant)
+        results, columns, notices = await self._ask_all(api, ask, instant)
         t = self.now()
         events: list[Event] = []
         answered = {f: results[f] for f in queries if f in results}
@@ -352,11 +359,12 @@ class PrometheusFleetCollector(FleetHistory):
         if node_queries and self.node_reader is not None:
             reader = self.node_reader
             node_results = {f[5:]: v for f, v in results.items() if f.startswith("node ")}
+            gpu_columns = {f[5:]: v for f, v in columns.items()}
             read_t = self._reading_time(instant)
             if self.node_states is not None:
                 events += self.node_states.events(read_t, node_results.get("status", []))
             with gc_paused():  # ~50,000 samples in an alerting pass
-                events += reader.node_events(read_t, node_results)
+                events += reader.node_events(read_t, node_results, gpu_columns)
         return events + notices
 
     async def _placed(

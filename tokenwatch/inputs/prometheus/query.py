@@ -21,6 +21,7 @@ the rack's generated-token counters grew.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
@@ -30,16 +31,15 @@ import numpy as np
 
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import (
-    GPU_METRICS,
     Emit,
     Event,
-    GpuBatch,
     LatencyBatch,
     LatencyMetric,
     Notice,
     ProgressBatch,
 )
 from tokenwatch.base.gc_pause import gc_paused
+from tokenwatch.inputs.prometheus.answers import parse_response
 from tokenwatch.inputs.prometheus.api import (
     MAX_RANGE_POINTS,
     PromApiError,
@@ -48,9 +48,9 @@ from tokenwatch.inputs.prometheus.api import (
     Sample,
     counters_start,
 )
+from tokenwatch.inputs.prometheus.gpu_answers import GpuColumn, GpuLabelKeys, compact_vector, gpu_batch
 from tokenwatch.inputs.prometheus.presets import GPU_FIELDS, LATENCY_FIELDS, build_queries
 from tokenwatch.sources.le_buckets import BucketRead, bucket_delta
-from tokenwatch.sources.metric_catalogue import throttle_masks
 
 MAX_NOTICES_PER_KIND = 20
 DEFAULT_LOOKBACK_S = 3 * 3600.0
@@ -102,6 +102,9 @@ class PrometheusQueryCollector:
         self.node_label, self.gpu_label = node_label, gpu_label
         self._index = {n: i for i, n in enumerate(self.nodes)}
         self._gpu_names = {str(g): g for g in range(gpus_per_node)}
+        # What the GPU answers' label sets mean, read once a series (room for each GPU's labels in a
+        # few forms: a relabelled or restarted exporter's)
+        self._gpu_labels = GpuLabelKeys(self._gpu_key, 4 * len(self.nodes) * gpus_per_node + 1024)
         self.baseline = baseline
         self.lookback_s = lookback_s
         # Per counter (tokens, samples, prompt tokens) and node: the last raw reading (-1 = none yet) and
@@ -132,7 +135,7 @@ class PrometheusQueryCollector:
     async def poll(self, api: PrometheusApi) -> list[Event]:
         """One round: every query at once (over the pooled client), then the events they make."""
         t = self.now()
-        results, failed = await api.query_all(self.queries)
+        results, columns, failed = await self.ask(api, self.queries)
         events: list[Event] = []
         for field in self.queries:
             if field in failed:
@@ -146,13 +149,34 @@ class PrometheusQueryCollector:
                     Notice(t, "info", f"prometheus query {field!r} answers again", source=self.name)
                 )
         with gc_paused():
-            return events + self.node_events(t, results)
+            return events + self.node_events(t, results, columns)
 
-    def node_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
-        """The events one instant's answers (field -> samples) make: GPU rows, counters, latency
-        deltas, and notices of labels that name no node of the run."""
+    async def ask(
+        self, api: PrometheusApi, queries: Mapping[str, str], at: float | None = None, prefix: str = ""
+    ) -> tuple[dict[str, list[Sample]], dict[str, GpuColumn], dict[str, BaseException]]:
+        """Every query at once (field -> PromQL; a GPU field is ``prefix`` + its name): the samples by
+        field, the GPU fields' columns (read from their bytes, :meth:`read_gpu_answer`), and what failed,
+        by field in the order asked."""
+        gpu = {f: q for f, q in queries.items() if f.startswith(prefix) and f[len(prefix) :] in GPU_FIELDS}
+        rest = {f: q for f, q in queries.items() if f not in gpu}
+        (results, failed), (columns, gpu_failed) = await asyncio.gather(
+            api.query_all(rest, at), api.read_all(gpu, at, self.read_gpu_answer)
+        )
+        errors = {**failed, **gpu_failed}
+        return results, columns, {f: errors[f] for f in queries if f in errors}
+
+    def node_events(
+        self,
+        t: float,
+        results: Mapping[str, list[Sample]],
+        gpu_columns: Mapping[str, GpuColumn] | None = None,
+    ) -> list[Event]:
+        """The events one instant's answers (field -> samples; the GPU fields as columns where they were
+        read so, :meth:`read_gpu_answer`) make: GPU rows, counters, latency deltas, and notices of labels
+        that name no node of the run."""
+        columns = self.gpu_columns(results) if gpu_columns is None else gpu_columns
         return [
-            *self._gpu_events(t, results),
+            *self._gpu_events(t, columns),
             *self.progress_events(t, results),
             *self.latency_events(t, results),
             *self._pending_notices(t),
@@ -200,7 +224,7 @@ class PrometheusQueryCollector:
                     at.setdefault(stamp, {}).setdefault(field, []).append((labels, value))
         for stamp in sorted(at):
             results = at[stamp]
-            events += self._gpu_events(stamp, results)
+            events += self._gpu_events(stamp, self.gpu_columns(results))
             events += self.progress_events(stamp, results)
             events += self.latency_events(stamp, results)
         problem = self._failing.pop("history", None)
@@ -270,36 +294,45 @@ class PrometheusQueryCollector:
             gpus[k] = -1 if g is None else g
         return np.where((nodes >= 0) & (gpus >= 0), nodes * self.gpus_per_node + gpus, -1)
 
-    def _gpu_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
-        columns: list[tuple[str, np.ndarray, np.ndarray]] = []  # field, keys, values
-        for field in GPU_FIELDS:
-            samples = results.get(field)
-            if samples:
-                keys = self._gpu_keys(samples)
-                values = np.fromiter((value for _, value in samples), np.float64, len(samples))
-                known = keys >= 0
-                columns.append((field, keys[known], values[known]))
-        if not any(len(keys) for _, keys, _ in columns):
-            return []
-        # One row per (node, GPU), in the order they first appear; a repeated one's last value wins.
-        every = np.concatenate([keys for _, keys, _ in columns])
-        unique, first = np.unique(every, return_index=True)
-        appearance = np.argsort(first, kind="stable")
-        ordered = unique[appearance]
-        row_of = np.empty(len(ordered), np.int64)  # a key's place in ``unique`` -> its row
-        row_of[appearance] = np.arange(len(ordered))
-        values = np.full((len(ordered), len(GPU_METRICS)), np.nan)
-        reasons = np.zeros(len(ordered), np.uint64)
-        for field, keys, column in columns:
-            rows = row_of[np.searchsorted(unique, keys)]
-            if field == "throttle_reasons":
-                reasons[rows] = throttle_masks(column)
-            else:
-                values[rows, GPU_METRICS.index(field)] = column
-        node_index, gpu = np.divmod(ordered, self.gpus_per_node)
-        for array in (node_index, gpu, values, reasons):
-            array.flags.writeable = False
-        return [GpuBatch(t, node_index, gpu, values, reasons)]
+    def _gpu_key(self, labels: Mapping[str, str]) -> int:
+        """One label set's ``node * gpus_per_node + gpu`` (-1: not a node or GPU of the run), by the
+        same matching as :meth:`_gpu_keys` (which notes an unknown name)."""
+        node_name, gpu_name = labels.get(self.node_label), labels.get(self.gpu_label)
+        node = self._index.get(node_name, -1) if node_name is not None else -1
+        if node < 0:
+            i = self.node_of(node_name)
+            node = -1 if i is None else i
+        gpu = self._gpu_names.get(gpu_name, -1) if gpu_name is not None else -1
+        if gpu < 0:
+            g = self._gpu_of(gpu_name)
+            gpu = -1 if g is None else g
+        return node * self.gpus_per_node + gpu if node >= 0 and gpu >= 0 else -1
+
+    def gpu_column(self, samples: list[Sample]) -> GpuColumn:
+        """A GPU field's samples (as :func:`parse_response` reads them) as one column."""
+        keys = self._gpu_keys(samples)
+        values = np.fromiter((value for _, value in samples), np.float64, len(samples))
+        known = keys >= 0
+        return GpuColumn(keys[known], values[known])
+
+    def read_gpu_answer(self, body: bytes) -> GpuColumn:
+        """A GPU field's answer (the bytes of an instant query's 200) as one column, read from its bytes
+        where it is a compact vector (:mod:`.gpu_answers`), else the exact way: the same column either
+        way, and a :class:`PromApiError` for an answer that is not a vector of samples."""
+        cut = compact_vector(body)
+        if cut is not None:
+            column = self._gpu_labels.column(*cut)
+            if column is not None:
+                return column
+        return self.gpu_column(parse_response(body))
+
+    def _gpu_events(self, t: float, columns: Mapping[str, GpuColumn]) -> list[Event]:
+        batch = gpu_batch(t, columns, self.gpus_per_node)
+        return [] if batch is None else [batch]
+
+    def gpu_columns(self, results: Mapping[str, list[Sample]]) -> dict[str, GpuColumn]:
+        """The GPU fields of one instant's answers (field -> samples) as columns."""
+        return {field: self.gpu_column(results[field]) for field in GPU_FIELDS if results.get(field)}
 
     def progress_events(self, t: float, results: Mapping[str, list[Sample]]) -> list[Event]:
         if "tokens" not in results:
