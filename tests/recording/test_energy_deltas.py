@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import unzstd
 from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch, Heartbeat
 from tokenwatch.recording import ReadPoint, RecordingReader, RecordingWriter
-from tokenwatch.recording.codec import Decoder, dumps
+from tokenwatch.recording.codec import CodecError, Decoder, dumps
 from tokenwatch.recording.writer import FRAME_BYTES
 
 ENERGY = GPU_METRICS.index("energy_j")
@@ -96,17 +96,17 @@ def test_a_reader_starting_at_any_frame_reads_exact_counters(tmp_path: Path) -> 
             assert np.array_equal(by_t[batch.t], batch.values, equal_nan=True)
 
 
-def test_a_difference_whose_base_was_lost_is_unknown_not_wrong(tmp_path: Path) -> None:
+def test_a_difference_whose_base_was_lost_is_skipped_not_read_wrong(tmp_path: Path) -> None:
+    """Batch 3 counts from batch 2, which this reader never saw: its energy and, since the GPU columns are
+    differences too (recording.gpu_int_columns), the whole batch are skipped with a reason, never wrong."""
     path = tmp_path / "lost.jsonl.zst"
     events = batches(5, gpus=8)
     write(path, events)
     lines = [line for line in unzstd(path.read_bytes()).splitlines()[1:] if line]
     decoder = Decoder()
-    kept = [decoder.loads(line) for i, line in enumerate(lines) if i != 2]  # batch 2 lost to damage
-    assert isinstance(kept[2], GpuBatch)
-    assert kept[2].t == 3.0
-    assert np.isnan(kept[2].values[:, ENERGY]).all()  # counted from batch 2, which this reader never saw
-    assert np.array_equal(kept[2].values[:, POWER], events[3].values[:, POWER])  # the rest of it is kept
+    kept = [decoder.loads(line) for line in lines[:2]]
+    with pytest.raises(CodecError, match="not read wrong"):
+        decoder.loads(lines[3])  # batch 2 lost to damage
     before = kept[1]
     assert isinstance(before, GpuBatch)
     assert np.array_equal(before.values, events[1].values, equal_nan=True)
