@@ -59,7 +59,8 @@ def events_in(content: bytes) -> list[bytes]:
 def framed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Server sample re-recorded with this writer: many frames."""
     path = tmp_path_factory.mktemp("frames") / "server.jsonl.zst"
-    with RecordingWriter(path) as writer:
+    # Flushed by size alone (as `sim --speed 0`): frames of 1 MiB whatever the machine's load.
+    with RecordingWriter(path, flush_interval_s=float("inf")) as writer:
         for event in RecordingReader(SERVER).events():
             writer.write(event)
     return path
@@ -68,7 +69,8 @@ def framed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_writer_writes_independent_checksummed_frames_ending_on_lines(framed: Path) -> None:
     data = framed.read_bytes()
     frames = frames_of(data)
-    assert len(frames) >= 5  # 6 MiB of lines since histograms are bucket numbers (20 before)
+    # 3.6 MiB of lines since GPU batches are whole numbers (6 MiB with histograms as bucket numbers)
+    assert len(frames) >= 4
     for start, _, content in frames:
         assert data[start : start + 4] == MAGIC
         assert zstandard.get_frame_parameters(data[start:]).has_checksum
