@@ -150,7 +150,9 @@ def test_real_readings_come_back_bit_for_bit_each_column_at_its_own_scale(tmp_pa
     assert_same_events(events, back)
     written = records(path)
     assert written[0][CODES_KEY] == {"power_w": 2, "util_pct": 0, "energy_j": 3}  # the first: whole
-    assert written[1][CODES_KEY] == {
+    # Batch 1 is whole too (its columns are not batch 0's: the energy's difference in place of the counter).
+    assert written[1][CODES_KEY] == {"power_w": 2, "util_pct": 0, "energy_j_delta": ENERGY_FROM_POWER}
+    assert written[2][CODES_KEY] == {
         "power_w": DIFFERENCE + 2,
         "util_pct": DIFFERENCE + 0,
         "energy_j_delta": ENERGY_FROM_POWER,
