@@ -6,9 +6,9 @@ temperatures, utilisation and memory as integers and power to 0.01 W, the simula
 recording therefore writes each such column as integers ``k`` with ``value = k / 10**scale`` (scale 0..3,
 the smallest that gives every value back bit for bit: IEEE division is correctly rounded, so ``k / 10**s``
 is the float nearest ``k``'s decimal, which the writer checks equals the reading), and where the batch before
-it of the same GPUs (within the zstd frame) had the column at the same scale, as the difference from those
-integers: a temperature that moves 0.1 a second is a run of small numbers zstd shrinks well, where the
-value itself (``32.7``) is not.
+it of the same GPUs (within the zstd frame) had the same columns, this one at the same scale, as the
+difference from those integers: a temperature that moves 0.1 a second is a run of small numbers zstd
+shrinks well, where the value itself (``32.7``) is not.
 
 The energy counter's difference (:mod:`tokenwatch.recording.energy_deltas`) is nearly the power times the
 time since its base: it is written as millijoules less ``rint(power_w * dt * 1000)``, the power read back
