@@ -150,13 +150,12 @@ def test_real_readings_come_back_bit_for_bit_each_column_at_its_own_scale(tmp_pa
     assert_same_events(events, back)
     written = records(path)
     assert written[0][CODES_KEY] == {"power_w": 2, "util_pct": 0, "energy_j": 3}  # the first: whole
-    # Batch 1 is whole too (its columns are not batch 0's: the energy's difference in place of the counter).
-    assert written[1][CODES_KEY] == {"power_w": 2, "util_pct": 0, "energy_j_delta": ENERGY_FROM_POWER}
-    assert written[2][CODES_KEY] == {
-        "power_w": DIFFERENCE + 2,
-        "util_pct": DIFFERENCE + 0,
-        "energy_j_delta": ENERGY_FROM_POWER,
-    }
+    for record in written[1:3]:  # then differences, the energy's less the power's
+        assert record[CODES_KEY] == {
+            "power_w": DIFFERENCE + 2,
+            "util_pct": DIFFERENCE,
+            "energy_j": ENERGY_FROM_POWER,
+        }
     assert "util_pct" not in written[3][CODES_KEY]  # its NaN: floats, null where missing
     assert written[4][CODES_KEY]["util_pct"] == 0  # no base at a scale the batch before had: whole again
     assert all("hbm_used_mib" not in r[CODES_KEY] for r in written)  # 1/16 MiB: floats as before
@@ -221,7 +220,18 @@ def test_a_recording_cut_mid_frame_gives_a_warning_and_the_events_before_the_cut
         ({CODES_KEY: ["power_w"]}, "must map"),
         ({CODES_KEY: {"power_w": 0}, "m": {"power_w": [1.5]}}, "whole numbers"),
         ({CODES_KEY: {"power_w": 10}, "gpu_base_t": 9.0}, "not read wrong"),
-        ({CODES_KEY: {"energy_j_delta": ENERGY_FROM_POWER}, "m": {"energy_j_delta": [5]}}, "power column"),
+        (
+            {CODES_KEY: {"energy_j": ENERGY_FROM_POWER}, "m": {"energy_j": [5], "power_w": [4.0]}},
+            "power column",
+        ),
+        ({CODES_KEY: {"power_w": ENERGY_FROM_POWER}}, "unknown code"),
+        (
+            {
+                CODES_KEY: {"power_w": 2, "energy_j": ENERGY_FROM_POWER},
+                "m": {"energy_j": [5], "power_w": [400]},
+            },
+            "not read wrong",
+        ),
     ],
 )
 def test_a_bad_column_code_is_one_clear_line(change: dict[str, object], why: str) -> None:
