@@ -247,3 +247,64 @@ def test_a_bad_column_code_is_one_clear_line(change: dict[str, object], why: str
     record.update(change)
     with pytest.raises(CodecError, match=why):
         Decoder().loads(orjson.dumps(record))
+
+
+def changing_batches(n: int, seed: int) -> list[GpuBatch]:
+    """A node's GPUs whose readings change form from batch to batch: a column's decimals (0 to 6), a reading
+    missing, an optional column that comes and goes, a value past any reading, the GPUs' order. Every
+    path of the writer (the batch before's scales kept, or searched afresh) is taken many times."""
+    rng = np.random.default_rng(seed)
+    gpus, out = 6, []
+    energy = rng.uniform(1e8, 2e8, gpus).round(3)
+    decimals = rng.integers(0, 3, len(GPU_METRICS))
+    order = np.arange(gpus)
+    for t in range(n):
+        if rng.random() < 0.15:
+            decimals[rng.integers(len(GPU_METRICS))] = rng.integers(0, 7)
+        values = rng.uniform(0, 2000, (gpus, len(GPU_METRICS)))
+        for column, places in enumerate(decimals):
+            values[:, column] = values[:, column].round(places)
+        energy = (energy + values[:, POWER] * rng.uniform(0.9, 1.1, gpus)).round(3)
+        values[:, ENERGY] = energy
+        if rng.random() < 0.3:
+            values[:, GPU_METRICS.index("xid")] = np.nan  # an optional column absent from this batch
+        if rng.random() < 0.1:
+            values[rng.integers(gpus), rng.integers(len(GPU_METRICS))] = np.nan
+        if rng.random() < 0.05:
+            order = rng.permutation(gpus)
+        out.append(
+            GpuBatch(
+                t * 0.7, np.zeros(gpus, np.int64), order.copy(), values[order], np.zeros(gpus, np.uint64)
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_readings_that_change_form_batch_to_batch_come_back_bit_for_bit(seed: int, tmp_path: Path) -> None:
+    events = changing_batches(300, seed)
+    path = tmp_path / "changing.jsonl.zst"
+    with RecordingWriter(path, flush_interval_s=float("inf")) as writer:
+        for event in events:
+            writer.write(event)
+    back, warnings = read_events(path)
+    assert warnings == []
+    assert_same_events(events, [e for e in back if isinstance(e, GpuBatch)])
+    codes = [r.get(CODES_KEY, {}) for r in records(path)]
+    assert sum(any(c >= DIFFERENCE for c in row.values()) for row in codes) > 100  # differences were written
+    assert sum(not any(c >= DIFFERENCE for c in row.values()) for row in codes) > 10  # ...and whole batches
+
+
+def test_a_value_past_any_reading_is_one_skipped_line_and_the_batches_after_it_read(tmp_path: Path) -> None:
+    events = smi_batches(6)
+    wild = events[2].values.copy()
+    wild[0, UTIL] = 1e300
+    events[2] = GpuBatch(2.0, events[2].node_index, events[2].gpu, wild, events[2].throttle_reasons)
+    path = tmp_path / "wild.jsonl.zst"
+    with RecordingWriter(path) as writer:
+        for event in events:
+            writer.write(event)
+    back, warnings = read_events(path)
+    assert len(warnings) == 1
+    assert "beyond any reading" in warnings[0]
+    assert_same_events(events[:2] + events[3:], [e for e in back if isinstance(e, GpuBatch)])
