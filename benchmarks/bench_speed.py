@@ -22,7 +22,8 @@ without the trailer (the full pass an older recording takes) and, with ``--befor
 checkout's code on those bytes, each against the same json.loads / orjson passes.
 
 ``--parts record``: the recorder alone, writing a rack's 10-minute Server and Offline runs (made in
-memory first) against a zstd pass over its lines, and the recording's size (``bench_record.py``).
+memory first) against a zstd pass over its lines, and the recording's size (``bench_record.py``); with
+``--code DIR``, of that checkout's tokenwatch (the code before, in the same session).
 
 Server runs of the same length, one that passes (llama2-70b) and one that fails early stopping
 (llama2-70b-interactive): ``summarize`` of the failing one against the passing one (<= 1.1x).
@@ -273,7 +274,15 @@ def main() -> None:
         help="which figures: ingest, tick, server, summarize (with and without the summary trailer), record",
     )
     parser.add_argument("--before", type=Path, help="summarize: also this checkout's code (the full pass)")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        help="the in-process parts (tick, record) import tokenwatch from this checkout (`git worktree add "
+        "DIR main`: the code before and after measured by one script)",
+    )
     args = parser.parse_args()
+    if args.code is not None:
+        sys.path.insert(0, str(args.code.resolve()))
     repeat = args.repeat or (1 if args.short else 3)
     ticks = args.ticks or (10 if args.short else 40)
     parts = set(args.parts.split(","))

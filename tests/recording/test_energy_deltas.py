@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import unzstd
 from tokenwatch.base.events import GPU_METRICS, Event, GpuBatch, Heartbeat
 from tokenwatch.recording import ReadPoint, RecordingReader, RecordingWriter
-from tokenwatch.recording.codec import Decoder, dumps
+from tokenwatch.recording.codec import CodecError, Decoder, dumps
+from tokenwatch.recording.gpu_int_columns import CODES_KEY, DIFFERENCE
 from tokenwatch.recording.writer import FRAME_BYTES
 
 ENERGY = GPU_METRICS.index("energy_j")
@@ -37,6 +38,13 @@ def batches(n: int, gpus: int = 72, decimals: int = 3, seed: int = 0) -> list[Gp
     return out
 
 
+def energy_code(line: bytes) -> int | None:
+    """How a GPU batch line writes its energy (recording.gpu_int_columns): None as floats, below
+    DIFFERENCE whole (in millijoules), from DIFFERENCE up as differences from the batch before."""
+    code: int | None = orjson.loads(line).get(CODES_KEY, {}).get("energy_j")
+    return code
+
+
 def write(path: Path, events: Sequence[Event]) -> None:
     with RecordingWriter(path) as writer:
         for event in events:
@@ -56,8 +64,9 @@ def test_every_counter_comes_back_exactly_and_the_file_is_smaller(tmp_path: Path
     for want, got in zip(events, back, strict=True):
         assert np.array_equal(want.values, got.values, equal_nan=True)
     lines = unzstd((tmp_path / "deltas.jsonl.zst").read_bytes()).splitlines()
-    assert sum(b'"energy_j_delta"' in line for line in lines) >= 590  # all but each frame's first
-    assert b"energy_j_delta" not in (tmp_path / "whole.jsonl").read_bytes()
+    codes = [energy_code(line) for line in lines[1:]]
+    assert sum(code is not None and code >= DIFFERENCE for code in codes) >= 590  # all but each frame's first
+    assert CODES_KEY.encode() not in (tmp_path / "whole.jsonl").read_bytes()
     whole_zst = tmp_path / "whole-compressed.zst"
     import zstandard
 
@@ -69,7 +78,7 @@ def test_a_counter_with_more_than_millijoule_digits_is_written_whole(tmp_path: P
     events = batches(50, gpus=8, decimals=6)
     write(tmp_path / "fine.jsonl.zst", events)
     lines = unzstd((tmp_path / "fine.jsonl.zst").read_bytes()).splitlines()
-    assert not any(b"energy_j_delta" in line for line in lines)
+    assert all(energy_code(line) is None for line in lines[1:])  # floats, as they were read
     for want, got in zip(events, read_batches(tmp_path / "fine.jsonl.zst"), strict=True):
         assert np.array_equal(want.values, got.values, equal_nan=True)
 
@@ -96,17 +105,17 @@ def test_a_reader_starting_at_any_frame_reads_exact_counters(tmp_path: Path) -> 
             assert np.array_equal(by_t[batch.t], batch.values, equal_nan=True)
 
 
-def test_a_difference_whose_base_was_lost_is_unknown_not_wrong(tmp_path: Path) -> None:
+def test_a_difference_whose_base_was_lost_is_skipped_not_read_wrong(tmp_path: Path) -> None:
+    """Batch 3 counts from batch 2, which this reader never saw: its energy and, since the GPU columns are
+    differences too (recording.gpu_int_columns), the whole batch are skipped with a reason, never wrong."""
     path = tmp_path / "lost.jsonl.zst"
     events = batches(5, gpus=8)
     write(path, events)
     lines = [line for line in unzstd(path.read_bytes()).splitlines()[1:] if line]
     decoder = Decoder()
-    kept = [decoder.loads(line) for i, line in enumerate(lines) if i != 2]  # batch 2 lost to damage
-    assert isinstance(kept[2], GpuBatch)
-    assert kept[2].t == 3.0
-    assert np.isnan(kept[2].values[:, ENERGY]).all()  # counted from batch 2, which this reader never saw
-    assert np.array_equal(kept[2].values[:, POWER], events[3].values[:, POWER])  # the rest of it is kept
+    kept = [decoder.loads(line) for line in lines[:2]]
+    with pytest.raises(CodecError, match="not read wrong"):
+        decoder.loads(lines[3])  # batch 2 lost to damage
     before = kept[1]
     assert isinstance(before, GpuBatch)
     assert np.array_equal(before.values, events[1].values, equal_nan=True)
@@ -143,7 +152,7 @@ def test_a_fleet_sized_batch_keeps_its_differences_across_eight_batches_a_frame(
     write(path, events)
     lines = [line for line in unzstd(path.read_bytes()).splitlines()[1:] if line]
     assert min(map(len, lines)) > 200_000  # four of them pass FRAME_BYTES
-    whole = sum(b'"energy_j":' in line for line in lines)
+    whole = sum((energy_code(line) or 0) < DIFFERENCE for line in lines)
     assert whole <= 5  # 40 batches, eight or more a frame
     for want, got in zip(events, read_batches(path), strict=True):
         assert np.array_equal(want.values, got.values, equal_nan=True)

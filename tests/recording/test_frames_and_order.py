@@ -71,7 +71,8 @@ def framed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_writer_writes_independent_checksummed_frames_ending_on_lines(framed: Path) -> None:
     data = framed.read_bytes()
     frames = frames_of(data)
-    assert len(frames) >= 5  # 6 MiB of lines since histograms are bucket numbers (20 before)
+    # 3.6 MiB of lines since GPU batches are whole numbers (6 MiB with histograms as bucket numbers)
+    assert len(frames) >= 4
     for start, _, content in frames:
         assert data[start : start + 4] == MAGIC
         assert zstandard.get_frame_parameters(data[start:]).has_checksum

@@ -19,6 +19,7 @@ from tokenwatch.recording.decoding import DECODERS, decode_gpu_batch, decode_lat
 from tokenwatch.recording.encoding import dumps, encode
 from tokenwatch.recording.energy_deltas import EnergyDeltaReader
 from tokenwatch.recording.gpu_columns_fast import GPU_BATCH_PREFIX, some_gpu_columns
+from tokenwatch.recording.gpu_int_columns import GpuIntColumnReader
 from tokenwatch.recording.latency_buckets import reference_values
 from tokenwatch.recording.record_checks import CodecError, IndexArrays
 
@@ -37,7 +38,7 @@ class Decoder:
     and decoding one column of nine is most of its speed.
     """
 
-    __slots__ = ("_counts", "_decoders", "_energy", "_index", "bucket_values", "gpu_metrics")
+    __slots__ = ("_counts", "_decoders", "_energy", "_gpu_ints", "_index", "bucket_values", "gpu_metrics")
 
     def __init__(self, gpu_metrics: tuple[str, ...] = GPU_METRICS) -> None:
         self.gpu_metrics = gpu_metrics
@@ -47,12 +48,13 @@ class Decoder:
         self._index = index = IndexArrays()
         self._energy = energy = EnergyDeltaReader()
         self._counts = counts = CounterDeltaReader()
+        self._gpu_ints = ints = GpuIntColumnReader()
         if "energy_j" in gpu_metrics:
             gpu_batch: Callable[[Mapping[str, Any]], Event] = lambda r: decode_gpu_batch(  # noqa: E731
-                energy.restore(r), index, gpu_metrics
+                energy.restore(ints.restore(r)), index, gpu_metrics
             )
         else:
-            gpu_batch = lambda r: decode_gpu_batch(r, index, gpu_metrics)  # noqa: E731
+            gpu_batch = lambda r: decode_gpu_batch(ints.restore(r), index, gpu_metrics)  # noqa: E731
         self._decoders: dict[str, Callable[[Mapping[str, Any]], Event]] = {
             **DECODERS,
             "gpu_batch": gpu_batch,
@@ -64,6 +66,7 @@ class Decoder:
         """The records that follow begin a zstd frame: energy and counter differences start afresh there."""
         self._energy.new_frame()
         self._counts.new_frame()
+        self._gpu_ints.new_frame()
 
     def decode(self, record: Any) -> Event:
         """The event in a parsed record; :class:`CodecError` says what is wrong with it."""

@@ -1,18 +1,13 @@
-"""GPU energy counters written as differences from the previous batch: recordings 1.5x smaller, exact.
+"""GPU energy counters written as float differences from the previous batch: the older form, read only.
 
-A cumulative counter (``energy_j``: ~4e8 J on a GPU that has run for weeks, to the millijoule) is a
-fresh 12-digit number in every batch for every GPU; zstd cannot shrink it, and it was a third of a
-recording's bytes. The difference from the same GPU's previous batch (~1,400 J at 1 s) is a few
-digits that repeat. A ``.zst`` recording's GPU batch therefore carries ``energy_j_delta`` in place of
-``energy_j`` when, and only when, the counter comes back bit for bit: ``round(previous + delta, 3)``
-equals the value read (a counter with more than millijoule digits, a first batch, a gap in the
-counter, or a new set of GPUs is written whole, as before). ``energy_base_t`` names the batch the
-difference is from, so a reader that lost that batch (damage) shows the energy as unknown rather
-than a wrong figure.
-
-A chain never crosses a zstd frame: the writer starts afresh with each frame, so a reader can begin
-at any frame (a replay's seek) and a damaged frame costs no more than itself. Plain ``.jsonl``
-recordings keep whole values (they are for reading, not for size).
+A cumulative counter (``energy_j``: ~4e8 J on a GPU that has run for weeks, to the millijoule) is a fresh
+12-digit number in every batch for every GPU; zstd cannot shrink it. ``.zst`` recordings written before the
+GPU batches' columns became whole numbers (:mod:`tokenwatch.recording.gpu_int_columns`, where the counter is
+one more integer column, in millijoules, its differences exact whatever their size) carry ``energy_j_delta``
+in place of ``energy_j`` wherever ``round(previous + delta, 3)`` gave the value read back bit for bit, and
+``energy_base_t`` names the batch the difference is from, so a reader that lost that batch (damage) shows the
+energy as unknown rather than a wrong figure. This module reads them as they always read. A chain never
+crosses a zstd frame.
 """
 
 from __future__ import annotations
@@ -22,54 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from tokenwatch.base.events import GpuBatch
-
 ABSOLUTE_KEY = "energy_j"
 DELTA_KEY = "energy_j_delta"
 BASE_T_KEY = "energy_base_t"
 _DECIMALS = 3  # millijoules: NVML's and DCGM's unit
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    equal = a == b
-    if equal.all():  # the usual case: no NaN, nothing more to look at
-        return True
-    return bool(np.all(equal | (np.isnan(a) & np.isnan(b))))
-
-
-class EnergyDeltaWriter:
-    """The writer's side: the last counters of each set of GPU rows, and the record rewritten."""
-
-    __slots__ = ("_last",)
-
-    def __init__(self) -> None:
-        self._last: dict[tuple[bytes, bytes], tuple[float, np.ndarray]] = {}
-
-    def new_frame(self) -> None:
-        self._last.clear()
-
-    def rewrite(self, event: GpuBatch, record: dict[str, Any]) -> dict[str, Any]:
-        """``record`` (the batch's encoding) with its energy column as differences where exact."""
-        columns = record["m"]
-        energy = columns.get(ABSOLUTE_KEY)
-        if energy is None:
-            return record
-        layout = (event.node_index.tobytes(), event.gpu.tobytes())
-        previous = self._last.get(layout)
-        self._last[layout] = (event.t, energy)
-        if previous is None:
-            return record
-        base_t, base = previous
-        delta = (energy - base).round(_DECIMALS)
-        if not _same((base + delta).round(_DECIMALS), energy):
-            return record
-        out = {key: value for key, value in record.items() if key != "m" and key != "throttle_reasons"}
-        out[BASE_T_KEY] = base_t
-        # The difference takes the counter's place among the columns.
-        out["m"] = {(DELTA_KEY if key == ABSOLUTE_KEY else key): value for key, value in columns.items()}
-        out["m"][DELTA_KEY] = delta
-        out["throttle_reasons"] = record["throttle_reasons"]  # stays last: the fast reader relies on it
-        return out
 
 
 class EnergyDeltaReader:

@@ -26,7 +26,8 @@ def some_gpu_columns(line: bytes, gpu_metrics: tuple[str, ...]) -> dict[str, Any
         return None
     record = orjson.loads(line[:columns_at] + b"}")
     columns = {}
-    for name in (*gpu_metrics, DELTA_KEY) if "energy_j" in gpu_metrics else gpu_metrics:
+    # The energy's difference may be written against the power (recording.gpu_int_columns): both are read.
+    for name in (*gpu_metrics, DELTA_KEY, "power_w") if "energy_j" in gpu_metrics else gpu_metrics:
         key = b'"' + name.encode() + b'":['
         start = line.find(key, columns_at, throttle_at)
         if start >= 0:

@@ -27,7 +27,7 @@ from tokenwatch import __version__
 from tokenwatch.base.events import Event, GpuBatch, LatencyBatch, ProgressBatch
 from tokenwatch.recording.codec import SCHEMA_VERSION, dumps, encode
 from tokenwatch.recording.counter_deltas import CounterDeltaWriter
-from tokenwatch.recording.energy_deltas import EnergyDeltaWriter
+from tokenwatch.recording.gpu_int_columns import GpuIntColumnWriter
 from tokenwatch.recording.latency_buckets import TABLE_KEY, bucket_records, table_differences
 
 if TYPE_CHECKING:
@@ -97,9 +97,9 @@ class RecordingWriter:
         self._zstd = self._compressor.compressobj() if self.path.suffix == ".zst" else None
         self._frame_bytes = 0  # lines in the open frame
         self._longest = 0  # the longest line written
-        # GPU energy counters and nodes' work counters as differences, chained within a frame (see
-        # recording.energy_deltas and recording.counter_deltas).
-        self._energy = EnergyDeltaWriter() if self._zstd is not None else None
+        # The GPU batches' columns as whole numbers (the energy counters' included) and nodes' work counters,
+        # most as differences, chained within a frame (recording.gpu_int_columns, recording.counter_deltas).
+        self._gpu_ints = GpuIntColumnWriter() if self._zstd is not None else None
         self._counts = CounterDeltaWriter() if self._zstd is not None else None
         self._buffer: list[bytes] = []
         self._histograms: list[LatencyBatch] = []  # a burst of latency histograms not yet written
@@ -129,8 +129,8 @@ class RecordingWriter:
             return
         if self._histograms and (type(event) is not LatencyBatch or len(self._histograms) >= _MAX_BURST):
             self._write_histograms()
-        if self._energy is not None and type(event) is GpuBatch:
-            record = self._energy.rewrite(event, encode(event))
+        if self._gpu_ints is not None and type(event) is GpuBatch:
+            record = self._gpu_ints.record(event)
             self._append(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif self._counts is not None and type(event) is ProgressBatch:
             record = self._counts.rewrite(event, encode(event))
@@ -179,8 +179,8 @@ class RecordingWriter:
                 data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
                 self._zstd = self._compressor.compressobj()
                 self._frame_bytes = 0
-                if self._energy is not None and self._counts is not None:
-                    self._energy.new_frame()
+                if self._gpu_ints is not None and self._counts is not None:
+                    self._gpu_ints.new_frame()
                     self._counts.new_frame()
             else:
                 data = self._zstd.compress(data) + self._zstd.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
