@@ -88,11 +88,14 @@ def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
 
 def recorded_until(path: Path) -> float | None:
     """The latest run time in a recording being written, read as it stands (None while it holds no event)."""
-    from tokenwatch.recording import read_events
+    from tokenwatch.recording import RecordingFormatError, read_events
 
     if not path.exists() or path.stat().st_size == 0:  # not created yet, or created and not yet written
         return None
-    events, _ = read_events(path)
+    try:
+        events, _ = read_events(path)
+    except RecordingFormatError:  # its header's block is on its way to the disk: nothing recorded yet
+        return None
     return max((e.t for e in events), default=None)
 
 

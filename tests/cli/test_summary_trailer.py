@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, RunCli, start_tokenwatch, unzstd, wait_until
+from tests.conftest import REPO_ROOT, RunCli, recorded_until, start_tokenwatch, unzstd, wait_until
 from tokenwatch import __version__
 from tokenwatch.base.build_stamp import code_digest
 from tokenwatch.base.events import Event
@@ -112,7 +112,7 @@ def test_an_interrupted_run_keeps_its_summary_too(run_cli: RunCli, tmp_path: Pat
     rec = tmp_path / "run.jsonl.zst"
     proc = start_tokenwatch("sim", "--speed", "120", "--headless", "--interval", "30s", "--record", str(rec))
     try:
-        wait_until(lambda: rec.exists() and any(e.t >= 30 for e in read_events(rec)[0]), "30 s recorded")
+        wait_until(lambda: (recorded_until(rec) or 0.0) >= 30, "30 s recorded")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -15,7 +15,7 @@ import re
 import pytest
 from textual.widgets import Static
 
-from tests.conftest import wait_until_async
+from tests.conftest import PATIENCE_S, wait_until_async
 from tests.frontends.tui.apps import NODE_FAILURE, end_of, replay_app, settle
 from tokenwatch.base import loading as loading_module
 from tokenwatch.base.formatting import format_clock
@@ -42,8 +42,12 @@ async def test_a_replay_started_at_its_end_says_what_it_loads_until_it_is_there(
             player = app.player
             return player is not None and not player.seeking and player.position_s >= end - 1
 
+        # The whole recording is loaded first: 41 s alone at load 20, so the ceiling is more than the usual.
         await wait_until_async(
-            note_progress, "the replay at its end, the loading said meanwhile", pause=pilot.pause
+            note_progress,
+            "the replay at its end, the loading said meanwhile",
+            timeout_s=2 * PATIENCE_S,
+            pause=pilot.pause,
         )
         await settle(pilot, app)
         assert seen, "the header never said what it was loading"
