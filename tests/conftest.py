@@ -257,6 +257,34 @@ def start_listening(
     raise AssertionError("unreachable: the last try returns or raises")
 
 
+def prometheus_argv(program: str, config: Path, data: Path, port: int) -> list[str]:
+    """A real Prometheus's command line: ``config``, its TSDB in ``data``, on 127.0.0.1 only."""
+    return [
+        program,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+
+
+def start_prometheus(
+    program: str, config: Path, data: Path, log: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A real Prometheus (``program``) on a free port, returned with its URL once its own process listens;
+    its stderr goes to ``log`` (dropped without one)."""
+
+    def launch(port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            prometheus_argv(program, config, data, port),
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "wb") if log is not None else subprocess.DEVNULL,
+        )
+
+    proc, port = start_listening(launch, "prometheus", log)
+    return proc, f"http://127.0.0.1:{port}"
+
+
 @pytest.fixture
 def run_cli() -> RunCli:
     """``run_cli("sim", "--headless", ...)`` -> CompletedProcess (text), never raising on exit status."""

@@ -23,7 +23,7 @@ from tests.conftest import (
     SAMPLE_RUNS,
     cli_env,
     prometheus_query,
-    start_listening,
+    start_prometheus,
     stop_process,
 )
 from tokenwatch.core import RackCore
@@ -195,27 +195,13 @@ def prom_fleet(tmp_path_factory: pytest.TempPathFactory, server_core: RackCore) 
         f"      - targets: ['127.0.0.1:{static_port}']\n        labels: {{node: vllm-node}}\n"
     )
 
-    def launch(port: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(tmp / "prometheus.log", "wb"),
-        )
-
     try:
-        proc, port = start_listening(launch, "prometheus", tmp / "prometheus.log")
+        proc, url = start_prometheus(PROMETHEUS, config, tmp / "data", tmp / "prometheus.log")
     except BaseException:
         exporter.close()
         static.shutdown()
         static.server_close()
         raise
-    url = f"http://127.0.0.1:{port}"
     try:
         _wait_for_targets(url, {"tokenwatch", "dcgm", "dcgm-v100", "vllm"}, proc)
         yield PromFleet(url, server_core, exporter)

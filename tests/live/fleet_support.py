@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import PATIENCE_S, start_listening, stop_process, wait_until
+from tests.conftest import PATIENCE_S, prometheus_argv, start_listening, stop_process, wait_until
 from tokenwatch.base.events import Event
 from tokenwatch.core import RackCore
 from tokenwatch.frontends.metrics import MetricsServer
@@ -131,13 +131,7 @@ class Prometheus:
 
     def command(self) -> list[str]:
         assert PROMETHEUS is not None
-        return [
-            PROMETHEUS,
-            f"--config.file={self.tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={self.tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-            "--log.level=warn",
-        ]
+        return prometheus_argv(PROMETHEUS, self.tmp / "prometheus.yml", self.tmp / "data", self.port)
 
     @property
     def url(self) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from live_support import LiveRun, attached_at
 
-from tests.conftest import PATIENCE_S, start_listening, stop_process
+from tests.conftest import PATIENCE_S, start_prometheus, stop_process
 from tokenwatch.base.events import LatencyBatch, ProgressBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.inputs.config import load_watch_config
@@ -103,21 +103,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     )
     (tmp / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n")
 
-    def launch(port: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [
-                str(PROMETHEUS),
-                f"--config.file={tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(tmp / "prometheus.log", "wb"),
-        )
-
-    proc, port = start_listening(launch, "prometheus", tmp / "prometheus.log")
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_prometheus(str(PROMETHEUS), tmp / "prometheus.yml", data, tmp / "prometheus.log")
     try:
         deadline = time.monotonic() + PATIENCE_S
         while True:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 from live_support import DATA, LiveRun, gpu_rows
 
-from tests.conftest import PATIENCE_S, prometheus_query, start_listening, stop_process
+from tests.conftest import PATIENCE_S, prometheus_query, start_prometheus, stop_process
 from tokenwatch.inputs.config import load_watch_config
 from tokenwatch.inputs.live.supervisor import LiveOptions
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
@@ -49,15 +48,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         f"  - job_name: dcgm\n    static_configs: [{{targets: ['127.0.0.1:{static.server_address[1]}']}}]\n"
     )
 
-    def launch(port: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "wb"),
-        )  # fmt: skip
-
-    proc, port = start_listening(launch, "prometheus", tmp / "prometheus.log")
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_prometheus(PROMETHEUS, tmp / "prometheus.yml", tmp / "data", tmp / "prometheus.log")
     try:
         deadline = time.monotonic() + PATIENCE_S
         while True:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from fleet_support import PROMETHEUS
 
-from tests.conftest import prometheus_query, start_listening, stop_process, wait_until
+from tests.conftest import prometheus_query, start_prometheus, stop_process, wait_until
 
 PROMTOOL = shutil.which("promtool")
 GPUS_PER_NODE = 4
@@ -131,21 +131,7 @@ def written_fleet(
     assert made.returncode == 0, made.stderr
     (tmp / "prometheus.yml").write_text("global:\n  scrape_interval: 1s\n")
 
-    def launch(port: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(tmp / "prometheus.log", "wb"),
-        )
-
-    proc, port = start_listening(launch, "prometheus", tmp / "prometheus.log")
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_prometheus(PROMETHEUS, tmp / "prometheus.yml", data, tmp / "prometheus.log")
     try:
 
         def answers() -> bool:

@@ -19,6 +19,7 @@ from tests.conftest import (
     prometheus_query,
     run_tokenwatch,
     start_listening,
+    start_prometheus,
     start_tokenwatch,
     stop_process,
     wait_until,
@@ -171,24 +172,10 @@ def test_a_node_down_in_the_simulator_fires_in_a_real_prometheus_and_a_stopped_r
     )
     assert PROMETHEUS is not None
     try:
-        prom, port = start_listening(
-            lambda port: subprocess.Popen(
-                [
-                    PROMETHEUS,
-                    f"--config.file={tmp_path / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp_path / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                    "--log.level=warn",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            ),
-            "prometheus",
-        )
+        prom, url = start_prometheus(PROMETHEUS, tmp_path / "prometheus.yml", tmp_path / "data")
     except BaseException:
         stop_process(sim)
         raise
-    url = f"http://127.0.0.1:{port}"
     try:
         wait_until(
             lambda: bool(_firing(url, "TokenwatchNodeDown")), "TokenwatchNodeDown firing in Prometheus"
