@@ -122,8 +122,8 @@ def exposition() -> None:
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import generate_latest
 
-    sys.path.insert(0, str(REPO / "tests" / "report"))
-    from test_exporter_metrics import _Mirror
+    sys.path.insert(0, str(REPO))
+    from tests.frontends.metrics.test_exporter_metrics import _Mirror
 
     view = take_view(fleet_core())
     assert view is not None
