@@ -14,10 +14,6 @@ import numpy as np
 from tokenwatch.base.events import FloatArray
 from tokenwatch.mlperf.pace import Assumptions, Pace, measure_pace, with_peers
 
-# A reading this many typical intervals late is a node gone quiet, not a late scrape (the core calls a
-# node stale at the same multiple): its end is not timed by that gap.
-STALE_FACTOR = 3.0
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeProgress:
@@ -34,7 +30,8 @@ class NodeProgress:
     ``timing_s``: how closely each node's work is timed, its sources' typical interval between reports (a
     start first seen in a sample lies up to one interval from LoadGen's, an end seen as the last change up
     to one from LoadGen's); None where the times are exact. ``end_gap_s``: the gap between the reading
-    that last saw each node's tokens grow and the one before (NaN = none), where its work's end lies.
+    that last saw each node's tokens grow and the one before (NaN = none), where its work's end lies; the
+    caller caps it where a gap that long is a node gone quiet, not a late reading.
     ``pace``: the nodes' pace at ``now_s`` where
     the caller measured it already (a fleet's racks share the fleet's); None: measured here.
     """
@@ -303,8 +300,7 @@ def rack_band(nodes: NodeProjection) -> tuple[float, float, float]:
 def _interval_timed(typical_s: FloatArray, end_gap_s: FloatArray | None) -> FloatArray:
     """The interval each node's start and end are timed to: its sources' typical interval, or the gap in
     which its tokens last grew where that was longer (a loaded machine's late scrape put a real engine's
-    end 2.2 s from LoadGen's over a 20-s run, where the 1-s interval allowed two), up to the
-    :data:`STALE_FACTOR` typical intervals past which the node would have been stale, not late."""
+    end 2.2 s from LoadGen's over a 20-s run, where the 1-s interval allowed two)."""
     if end_gap_s is None:
         return typical_s
-    return np.fmax(typical_s, np.fmin(end_gap_s, STALE_FACTOR * typical_s))
+    return np.fmax(typical_s, end_gap_s)

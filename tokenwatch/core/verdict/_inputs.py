@@ -16,6 +16,7 @@ import numpy as np
 
 from tokenwatch.base.events import FloatArray, LatencyMetric
 from tokenwatch.core._state import RackState
+from tokenwatch.core.cadence import STALE_CADENCE_FACTOR
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.verdict._node_quantiles import node_quantile
 from tokenwatch.core.verdict._pace_memo import node_pace
@@ -139,6 +140,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     latency = latency_quantile(state, "e2e", 0.5)
     latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
     every = bool(keep.all())
+    typical = np.nan_to_num(state.cadence.typical_s[keep], nan=0.0)
     progress = NodeProgress(
         run.scenario,
         now,
@@ -153,8 +155,9 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         None if schedule is None else start + schedule[keep],
         None,
         latency,
-        np.nan_to_num(state.cadence.typical_s[keep], nan=0.0),
-        end_gap_s=state.change_gap_s[keep],
+        typical,
+        # A gap of the stale multiple of its cadence is a node gone quiet, not a late reading: no timing.
+        end_gap_s=np.fmin(state.change_gap_s[keep], STALE_CADENCE_FACTOR * typical),
     )
     # A fleet's pace over every node is kept for its racks' forecasts at the same tick to slice.
     share = every and state.fleet is not None
