@@ -4,6 +4,7 @@ five gaps between events), for the node states and its GPUs' freshness alike (do
 from __future__ import annotations
 
 import statistics
+import warnings
 
 import numpy as np
 import pytest
@@ -80,3 +81,37 @@ def test_gpus_stay_fresh_for_their_node_s_limit_and_the_alert_names_it() -> None
     snap = core.snapshot()
     assert snap.gpus.freshness[0].tolist() == [1, 1]
     assert any(a.kind == "stale" and a.node == "slow" and f"{limit:g} s" in a.message for a in snap.alerts)
+
+
+def test_the_learnt_cadence_is_numpys_nan_median_of_the_last_gaps_bit_for_bit() -> None:
+    """A live watch's GPU and log lines arrive in turn, so most events move the median: it is taken
+    without numpy's masked path, and must still be np.nanmedian's own number, for every count of gaps."""
+    from tokenwatch.core.cadence import CADENCE_GAPS, NodeCadence
+
+    rng = np.random.default_rng(7)
+    nodes = 400
+    cadence = NodeCadence.for_nodes(nodes, STALE_AFTER_S)
+    gaps = rng.choice([0.3, 0.7, 1.0, 10.0], size=(nodes, CADENCE_GAPS)) + rng.exponential(
+        1.0, (nodes, CADENCE_GAPS)
+    )
+    gaps[rng.random((nodes, CADENCE_GAPS)) < 0.3] = np.nan  # nodes with fewer gaps so far, some none
+    cadence.gaps[:] = gaps
+    cadence.note_rows(slice(None), 1e6, np.full(nodes, 1e6 - 1e5))  # a far gap each: every median moves
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "All-NaN slice"
+        expected = np.nanmedian(cadence.gaps, axis=1)
+    assert np.isnan(expected).sum() == 0  # the new gap is in every row
+    assert np.array_equal(cadence.typical_s, expected)
+    assert np.array_equal(cadence.stale_limit_s, np.maximum(STALE_AFTER_S, 3 * expected))
+    lone = NodeCadence.for_nodes(1, STALE_AFTER_S)
+    for t, last in ((1.0, 0.0), (3.5, 1.0), (3.9, 3.5), (13.9, 3.9)):  # gaps 1.0, 2.5, 0.4, 10.0
+        lone.note_one(0, t, last)
+    assert lone.typical_s[0] == statistics.median([1.0, 2.5, 0.4, 10.0])
+    t = 13.9
+    for gap in rng.choice([0.3, 0.7, 1.0, 10.0], size=300) + rng.exponential(0.5, 300):
+        before = float(lone.typical_s[0])
+        lone.note_one(0, t + gap, t)
+        t += gap
+        if abs(gap - before) > 0.1 * before:  # a gap that may move the median: it is numpy's, exactly
+            assert lone.typical_s[0] == np.median(lone.gaps[0])
+            assert lone.stale_limit_s[0] == np.maximum(STALE_AFTER_S, 3 * np.median(lone.gaps[0]))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.column_median import nanmedian_columns
 from tokenwatch.base.events import FloatArray, IntArray
 
 CADENCE_GAPS = 5
@@ -55,7 +56,12 @@ class NodeCadence:
         typical = float(self.typical_s[i])
         if abs(gap - typical) <= _RECOMPUTE_BEYOND * typical:
             return
-        self._recompute(np.array([i]))
+        # One node's five gaps in plain Python: numpy's calls cost more than the median of five.
+        known = sorted(g for g in self.gaps[i].tolist() if g == g)
+        middle = len(known) // 2  # at least the gap just noted
+        median = known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+        self.typical_s[i] = median
+        self.stale_limit_s[i] = max(self.stale_after_s, STALE_CADENCE_FACTOR * median)
 
     def note_rows(self, rows: IntArray | slice, t: float, last_seen: FloatArray) -> None:
         """Nodes ``rows`` (indices, or a slice for all) sent events at ``t``; ``last_seen`` holds their
@@ -78,6 +84,9 @@ class NodeCadence:
             self._recompute(np.unique(index[far]))
 
     def _recompute(self, index: IntArray) -> None:
-        typical = np.nanmedian(self.gaps[index], axis=1)
+        # numpy's nanmedian takes a masked-array path for five values (~0.5 ms a call): in a live watch
+        # whose GPU and log lines arrive in turn, most events move the median, and it was most of the
+        # watch's CPU. The column median is the same number, bit for bit.
+        typical = nanmedian_columns(self.gaps[index].T)
         self.typical_s[index] = typical
         self.stale_limit_s[index] = np.maximum(self.stale_after_s, STALE_CADENCE_FACTOR * typical)
