@@ -56,12 +56,15 @@ def at_scrape_times(
     with no scrape time keeps the batch's own time."""
     if not times:
         return events
+    # One conversion per scrape time (a rack's nodes share one), not per node: 18,000 in a fleet's pass.
+    converted = {stamp: run_time(stamp) for stamp in set(times.values())}
+    run_times = {i: converted[stamp] for i, stamp in times.items()}
     out: list[Event] = []
     for event in events:
         if not isinstance(event, ProgressBatch):
             out.append(event)
             continue
-        stamps = np.array([run_time(times[i]) if i in times else event.t for i in event.node_index.tolist()])
+        stamps = np.array([run_times.get(i, event.t) for i in event.node_index.tolist()])
         for t in np.unique(stamps).tolist():
             rows = np.flatnonzero(stamps == t)
             prompt = event.prompt_tokens_done
