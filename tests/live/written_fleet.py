@@ -10,7 +10,9 @@ two whole-second instants is the node's rate to the last digit, and the rack's f
 of the nodes' rates) is the sum of them, so a test can hold the two to the rounding of the sum.
 
 A rack can begin later than the others (``starts_s``): its series have no sample before then, as when
-its exporter first appears; each rack can carry ``site`` and ``row`` labels, as a real fleet's do.
+its exporter first appears; each rack can carry ``site`` and ``row`` labels, as a real fleet's do. A rack
+can miss scrapes (``missed``): no sample of its series at those seconds of every :data:`MISS_CYCLE_S`, as
+when a loaded server's scrapes come late, so a grid instant's last sample is 0, 1 or 2 s old.
 """
 
 from __future__ import annotations
@@ -31,18 +33,21 @@ from tests.conftest import prometheus_query, start_prometheus, stop_process, wai
 
 PROMTOOL = shutil.which("promtool")
 GPUS_PER_NODE = 4
+MISS_CYCLE_S = 7  # a rack's missed scrapes repeat every 7 s: at a 2-s grid, every phase comes round
 
 
 @dataclass(frozen=True)
 class WrittenRack:
     """One rack: its nodes' tokens/s (whole numbers, so every counter is a whole number of tokens),
-    when its series begin (seconds after the fleet's start) and where it stands."""
+    when its series begin (seconds after the fleet's start), where it stands, and the seconds (after the
+    fleet's start, modulo :data:`MISS_CYCLE_S`) at which none of its series has a sample."""
 
     name: str
     rates: Sequence[int]
     starts_s: float = 0.0
     site: str = ""
     row: str = ""
+    missed: tuple[int, ...] = ()
 
     def node(self, n: int) -> str:
         return f"node{n + 1:02d}"
@@ -101,7 +106,9 @@ def openmetrics(racks: Sequence[WrittenRack], began: int, until: int) -> str:
             labels = f'{{rack="{rack.name}",node="{rack.node(n)}"{place}{more}}}'
             lines = families.setdefault((family, kind), [])
             lines += [
-                f"{name}{labels} {_value(family, rack.rates[n], s - began)} {s}" for s in range(first, until)
+                f"{name}{labels} {_value(family, rack.rates[n], s - began)} {s}"
+                for s in range(first, until)
+                if (s - began) % MISS_CYCLE_S not in rack.missed
             ]
     out: list[str] = []
     for (family, kind), lines in families.items():

@@ -34,6 +34,12 @@ from tokenwatch.inputs.prometheus.fleet_settings import FleetFocus, FleetSetting
 from tokenwatch.inputs.prometheus.gpu_answers import GpuColumn
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
+from tokenwatch.inputs.prometheus.scrape_times import (
+    SCRAPED_AT,
+    at_scrape_times,
+    scrape_time_query,
+    scrape_times,
+)
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
 from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
@@ -252,6 +258,9 @@ class PrometheusFleetCollector(FleetHistory):
             clock=self.clock,
             baseline=not self.preset.since_run_start,
         )
+        scraped_at = scrape_time_query(self.preset.progress_preset)
+        if scraped_at is not None:  # each node's counters stamped when scraped (scrape_times.py)
+            reader.queries[SCRAPED_AT] = scraped_at.replace("{node}", reader.node_label)
         reader.queries = {
             field: f'label_join({promql}, "{FLEET_NODE_LABEL}", "/", "{s.rack_label}", "{s.node_label}")'
             for field, promql in reader.queries.items()
@@ -364,7 +373,9 @@ class PrometheusFleetCollector(FleetHistory):
             if self.node_states is not None:
                 events += self.node_states.events(read_t, node_results.get("status", []))
             with gc_paused():  # ~50,000 samples in an alerting pass
-                events += reader.node_events(read_t, node_results, gpu_columns)
+                read = reader.node_events(read_t, node_results, gpu_columns)
+            scraped = scrape_times(node_results.get(SCRAPED_AT, ()), reader.node_of, reader.node_label)
+            events += at_scrape_times(read, scraped, lambda stamp: self._run_time(stamp, 0.0))
         return events + notices
 
     async def _placed(
@@ -393,13 +404,17 @@ class PrometheusFleetCollector(FleetHistory):
         theirs (the clocks' offset is read once: read at every round, the microseconds between the
         two readings would move each rate in its fifth digit). Never later than now, nor more than
         :data:`MAX_READING_LAG_S` before it."""
+        return self._run_time(instant, self._settle_s())
+
+    def _run_time(self, unix: float, after_s: float) -> float:
+        """The run time ``after_s`` after the Unix time ``unix`` (also a counter's scrape time), bounded."""
         now = self.now()
         if self._wall_at_run_zero is None:
             self._wall_at_run_zero = self.clock.wall() - now
         # Unix seconds in a float are 2.4e-7 s apart: the whole seconds are taken apart before the
         # fraction, so two readings' span is the instants' to the last digit.
         whole = math.floor(self._wall_at_run_zero)
-        due = (instant - whole) + (self._settle_s() - (self._wall_at_run_zero - whole))
+        due = (unix - whole) + (after_s - (self._wall_at_run_zero - whole))
         # Nor before the run's start: the first round's instant is the grid's last before the watch began,
         # and a reading stamped before the run began is no reading of it (the core drops it, and the
         # first alerting pass would leave every node unread until it was next asked).
