@@ -26,6 +26,7 @@ from tokenwatch.core.energy import (
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet._board import fleet_table
 from tokenwatch.core.fleet._snapshot import racks_projection, with_fleet, with_groups
+from tokenwatch.core.fleet._state import fleet_table as fleet_racks_table
 from tokenwatch.core.histogram import bucket_value, quantiles_of
 from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.run_clock import no_clock, run_clock
@@ -183,8 +184,10 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     # A fleet known rack by rack projects the sum of its racks' own forecasts (every surface shows it:
     # the header's figure and clock, the energy to finish, the baseline), never one of the nodes fetched.
     racks_fc = None
-    if state.fleet_figures is not None and not state.ended:
-        racks_fc = racks_projection(state.fleet_figures, now)
+    # One table of a fleet known rack by rack per snapshot: its projection and its board read it.
+    racks_table = fleet_racks_table(state.fleet_figures, now) if state.fleet_figures is not None else None
+    if state.fleet_figures is not None and racks_table is not None and not state.ended:
+        racks_fc = racks_projection(state.fleet_figures, racks_table, now)
     verdict = verdict_view(state, now, power_w, racks_fc)
     # A fleet known rack by rack takes its table, and its timeline once it has one, from the racks'
     # figures (with_fleet): the node-level ones, over every node of 1,000 racks, are not made to be dropped.
@@ -219,8 +222,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         power_limit_changes=tuple(state.gpu_evidence.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
-    if state.fleet_figures is not None:
-        snap = with_fleet(snap, state.fleet_figures, now, steady_mean)
+    if state.fleet_figures is not None and racks_table is not None:
+        snap = with_fleet(snap, state.fleet_figures, racks_table, steady_mean)
     kept = state.fleet_figures if state.fleet_figures is not None else state.fleet
     return with_groups(snap, kept.places if kept is not None else None)
 
