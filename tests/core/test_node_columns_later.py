@@ -7,19 +7,29 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
+from tests.core.fleet.fleet_runs import fleet_events
 from tokenwatch.base.events import GPU_METRICS, NODE_STATES
 from tokenwatch.core import RackCore
 from tokenwatch.core.snapshot import FRESH, RackSnapshot
 
-from .fleet.fleet_runs import fleet_events
-
 FAULTS = "node06:down@40-70,node03:throttle@20-90"
 
 
-def made_at_once(core: RackCore, snap: RackSnapshot) -> dict[str, object]:
+@dataclass(frozen=True, slots=True, eq=False)
+class AtOnce:
+    state: tuple[str, ...]
+    sm_clock_mhz: np.ndarray
+    hbm_used_mib: np.ndarray
+    temp_c: np.ndarray
+    delta_vs_median_pct: np.ndarray
+    cause_text: tuple[str, ...]
+
+
+def made_at_once(core: RackCore, snap: RackSnapshot) -> AtOnce:
     """The columns from the core's state at the snapshot's time, each computed here on its own."""
     state = core.state
     codes = state.effective_state(snap.t)
@@ -34,26 +44,26 @@ def made_at_once(core: RackCore, snap: RackSnapshot) -> dict[str, object]:
     running = (codes == NODE_STATES.index("up")) & (state.tokens > 0) & np.isfinite(rates)
     median = float(np.median(rates[running])) if running.sum() >= 2 else math.nan
     delta = np.where(running, (rates - median) / median * 100.0, np.nan)
-    return {
-        "state": tuple(NODE_STATES[c] for c in codes),
-        "sm_clock_mhz": sm,
-        "hbm_used_mib": np.where(np.isfinite(hbm).any(axis=1), np.nansum(hbm, axis=1), np.nan),
-        "temp_c": temp,
-        "delta_vs_median_pct": delta,
-        "cause_text": tuple(c.text if c is not None else "" for c in state.causes.causes),
-    }
+    return AtOnce(
+        state=tuple(NODE_STATES[c] for c in codes),
+        sm_clock_mhz=sm,
+        hbm_used_mib=np.where(np.isfinite(hbm).any(axis=1), np.nansum(hbm, axis=1), np.nan),
+        temp_c=temp,
+        delta_vs_median_pct=delta,
+        cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
+    )
 
 
 def test_columns_read_later_are_the_snapshots() -> None:
     events = fleet_events(1, 12, duration_s=120.0, faults=FAULTS)  # one rack: no fleet board reads them
     core = RackCore()
     rest = iter(events)
-    read_at = (30.0, 45.0, 60.0, 95.0)
+    taken_at = [30.0, 45.0, 60.0, 95.0]
     snaps, at_once = [], []
     for ev in rest:
         core.ingest(ev)
-        if read_at and ev.t >= read_at[0]:
-            read_at = read_at[1:]
+        if taken_at and ev.t >= taken_at[0]:
+            taken_at.pop(0)
             snap = core.snapshot()
             assert not snap.nodes.later.made  # nothing read yet
             snaps.append(snap)
@@ -62,11 +72,11 @@ def test_columns_read_later_are_the_snapshots() -> None:
     now = core.snapshot()
     for snap, want in zip(snaps, at_once, strict=True):
         nodes = snap.nodes  # read only now, the core at the run's end
-        assert nodes.state == want["state"]
-        assert nodes.cause_text == want["cause_text"]
+        assert nodes.state == want.state
+        assert nodes.cause_text == want.cause_text
         for name in ("sm_clock_mhz", "hbm_used_mib", "temp_c"):
-            np.testing.assert_array_equal(getattr(nodes, name), want[name], err_msg=name)
-        np.testing.assert_allclose(nodes.delta_vs_median_pct, want["delta_vs_median_pct"], rtol=1e-12)
+            np.testing.assert_array_equal(getattr(nodes, name), getattr(want, name), err_msg=name)
+        np.testing.assert_allclose(nodes.delta_vs_median_pct, want.delta_vs_median_pct, rtol=1e-12)
         assert len(nodes.energy_source) == len(nodes.names)
         assert nodes.later.made
     # what the core holds now is not what those snapshots showed: a read of it would have been caught

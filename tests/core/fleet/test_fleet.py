@@ -17,8 +17,8 @@ from tests.core.fleet.fleet_runs import GPUS, expected_rack, facts_at, fleet_eve
 from tokenwatch.base.events import Event, RunStarted
 from tokenwatch.core import Alert, RackCore
 from tokenwatch.core._run_info import RunInfo
-from tokenwatch.core.snapshot import Later
 from tokenwatch.core.fleet.rack_groups import rack_groups
+from tokenwatch.core.snapshot import Later
 
 PER_RACK = 4
 RACKS = 3
