@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tokenwatch.base.events import GPU_METRICS, NODE_STATES
-from tokenwatch.core._node_columns import energy_source_names, gpu_sums, sparklines, state_names
+from tokenwatch.core._node_columns import energy_source_names, gpu_sums, power_sums, sparklines, state_names
 from tokenwatch.core._ring import RecentRing
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import rack_sum
@@ -78,6 +78,8 @@ def test_gpu_sums_are_numpys_nan_sums_and_mean() -> None:
             assert bits_equal(got.sums[:, column], want), name
         sm_mean = np.nanmean(gpu[:, :, GPU_METRICS.index("sm_clock_mhz")], axis=1)
     assert bits_equal(got.sm_mean, sm_mean)
+    # the power and its limit alone (what a snapshot sums at once): the same bits
+    assert bits_equal(power_sums(gpu), got.sums[:, :2])
 
 
 def test_labels_by_code() -> None:

@@ -13,12 +13,16 @@ import numpy as np
 
 from tokenwatch.base.events import GPU_METRICS, NODE_STATES, FloatArray, NodeState
 from tokenwatch.core._state import RackState
+from tokenwatch.core.causes._cause import Cause
 from tokenwatch.core.config import STATE_CODE
+from tokenwatch.core.node_spread import below_median_pct
+from tokenwatch.core.snapshot import Later, NodeColumns
 
 _POWER = GPU_METRICS.index("power_w")
 _LIMIT = GPU_METRICS.index("power_limit_w")
 _SM = GPU_METRICS.index("sm_clock_mhz")
 _HBM = GPU_METRICS.index("hbm_used_mib")
+_TEMP = GPU_METRICS.index("temp_c")
 _STALE, _DOWN = STATE_CODE["stale"], STATE_CODE["down"]
 _STATE_NAMES = np.array(NODE_STATES, dtype=object)
 _ENERGY_SOURCE_NAMES = np.array(["", "", "power", "counter"], dtype=object)  # 2 x has energy + from counter
@@ -78,3 +82,42 @@ def sparklines(state: RackState, points: int) -> np.ndarray:
     np.copyto(rates, np.nan, where=silent)
     by_node: np.ndarray = rates.T
     return by_node
+
+
+def power_sums(gpu: FloatArray) -> FloatArray:
+    """Per node, (power, power limit) summed over its GPUs: the first two of :func:`gpu_sums`' sums, to
+    the bit (the same reduction over the same GPUs), without the SM clock's and HBM's."""
+    picked = gpu[:, :, [_POWER, _LIMIT]]
+    summed: FloatArray = np.where(~np.isnan(picked), picked, 0.0).sum(axis=1)
+    return summed
+
+
+def later_columns(
+    codes: np.ndarray,
+    rates: FloatArray,
+    running: np.ndarray,
+    gpu: FloatArray,
+    energy: tuple[np.ndarray, np.ndarray],
+    causes: tuple[Cause | None, ...],
+) -> Later:
+    """The node table's :class:`NodeColumns`, made when first read from these private copies taken with
+    the snapshot (state ``codes``, windowed ``rates``, the ``running`` nodes, the fresh ``gpu`` values,
+    ``energy`` = (has energy, from its counter), the straggler ``causes``): none is the core's own
+    array, so the figures are the snapshot's whenever they are read."""
+
+    def make() -> NodeColumns:
+        per_node = gpu_sums(gpu)
+        has_energy, from_counter = energy
+        return NodeColumns(
+            state=state_names(codes),
+            delta_vs_median_pct=-below_median_pct(rates, running),
+            sm_clock_mhz=per_node.sm_mean,
+            hbm_used_mib=np.where(np.isfinite(gpu[:, :, _HBM]).any(axis=1), per_node.sums[:, 3], np.nan),
+            temp_c=np.fmax.reduce(gpu[:, :, _TEMP], axis=1),  # what np.nanmax does, without its warning
+            energy_source=energy_source_names(has_energy, from_counter),
+            cause_text=("",) * len(causes)
+            if causes.count(None) == len(causes)
+            else tuple(c.text if c is not None else "" for c in causes),
+        )
+
+    return Later(make)

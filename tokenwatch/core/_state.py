@@ -24,6 +24,7 @@ from tokenwatch.core._batch_layout import BatchLayout
 from tokenwatch.core._engine_queue import EngineQueues
 from tokenwatch.core._ring import DownsampledSeries, RecentRing
 from tokenwatch.core._run_info import RunInfo
+from tokenwatch.core._window_bases import bases_elsewhere
 from tokenwatch.core.alerts import AlertLog
 from tokenwatch.core.cadence import NodeCadence
 from tokenwatch.core.causes._cause import CauseMemory
@@ -262,49 +263,12 @@ class RackState:
             gap = reporting & ((ring.times[slot] - base_t > self.stale_limit_s) | np.isnan(base_t))
             elsewhere = ~never & (gap | (reporting & ~(base_t < self.t_read)))
         if elsewhere.any():
-            self._bases_elsewhere(np.flatnonzero(elsewhere), gap, after, (base_tokens, base_samples, base_t))
+            bases_elsewhere(self, np.flatnonzero(elsewhere), gap, after, (base_tokens, base_samples, base_t))
         end_t = np.where(reporting, self.t_read, t)
         with np.errstate(invalid="ignore", divide="ignore"):
             span = end_t - base_t
             span = np.where(span > 0, span, np.nan)
             return (self.tokens - base_tokens) / span, (self.samples - base_samples) / span
-
-    def _bases_elsewhere(
-        self,
-        nodes: np.ndarray,
-        gap: np.ndarray,
-        after: FloatArray,
-        bases: tuple[FloatArray, FloatArray, FloatArray],
-    ) -> None:
-        """Where the window's start holds no usable reading for ``nodes``: after a gap (or before a first
-        reading), the first reading after ``after``; with no reading since the window began, the one
-        before the newest, unless a gap lies between them. NaN where none is left (one reading bounds no
-        span). ``bases``: (tokens, samples, reading time), written in place."""
-        base_tokens, base_samples, base_t = bases
-        order = self.recent_tokens.ordered_slots()
-        if not len(order):
-            base_t[nodes] = math.nan
-            return
-        reads = self.recent_read_t.values[np.ix_(order, nodes)]  # (ticks, nodes), oldest tick first
-        newest, gaps = self.t_read[nodes], gap[nodes]
-        # One pass over every node at once (a fleet's 18,000 nodes read every 30 s are all here).
-        with np.errstate(invalid="ignore"):
-            older = reads < newest[None, :]  # ticks holding a reading older than the newest
-            usable = np.where(gaps[None, :], older & (reads > after[nodes][None, :]), older)
-        found = usable.any(axis=0)
-        first = np.argmax(usable, axis=0)
-        last = len(order) - 1 - np.argmax(usable[::-1], axis=0)
-        k = np.where(gaps, first, last)
-        cols = np.arange(len(nodes))
-        read_at = reads[k, cols]
-        with np.errstate(invalid="ignore"):
-            too_old = ~gaps & (newest - read_at > self.stale_limit_s[nodes])
-        ok = found & ~too_old
-        at = order[k[ok]]
-        base_tokens[nodes[ok]] = self.recent_tokens.values[at, nodes[ok]]
-        base_samples[nodes[ok]] = self.recent_samples.values[at, nodes[ok]]
-        base_t[nodes[ok]] = read_at[ok]
-        base_t[nodes[~ok]] = math.nan
 
     def measured_means(self) -> tuple[FloatArray, FloatArray]:
         """Per-node (tokens/s, samples/s): the figures the node's LoadGen wrote in its result where it has

@@ -9,7 +9,7 @@ import numpy as np
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, LatencyMetric
 from tokenwatch.core._loadgen_latency import loadgen_latency
-from tokenwatch.core._node_columns import energy_source_names, gpu_sums, sparklines, state_names
+from tokenwatch.core._node_columns import later_columns, power_sums, sparklines
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import RackState
 from tokenwatch.core._summarize_state import interrupted_status, summarize_state
@@ -26,8 +26,9 @@ from tokenwatch.core.energy import (
 from tokenwatch.core.final_figure import rack_sum
 from tokenwatch.core.fleet._board import fleet_table
 from tokenwatch.core.fleet._snapshot import racks_projection, with_fleet, with_groups
+from tokenwatch.core.fleet._state import fleet_table as fleet_racks_table
 from tokenwatch.core.histogram import bucket_value, quantiles_of
-from tokenwatch.core.node_spread import NodeSpread, below_median_pct
+from tokenwatch.core.node_spread import NodeSpread
 from tokenwatch.core.run_clock import no_clock, run_clock
 from tokenwatch.core.run_history import node_tokens_history
 from tokenwatch.core.snapshot import (
@@ -35,6 +36,8 @@ from tokenwatch.core.snapshot import (
     Aggregate,
     GpuTable,
     LatencyStats,
+    Later,
+    NodeColumns,
     NodeTable,
     RackSnapshot,
     RunFigures,
@@ -46,10 +49,6 @@ from tokenwatch.core.verdict._inputs import shown_limits
 from tokenwatch.core.verdict._tick import verdict_view
 
 _POWER = GPU_METRICS.index("power_w")
-_LIMIT = GPU_METRICS.index("power_limit_w")
-_SM = GPU_METRICS.index("sm_clock_mhz")
-_HBM = GPU_METRICS.index("hbm_used_mib")
-_TEMP = GPU_METRICS.index("temp_c")
 _ALERTS_IN_SNAPSHOT = 200
 # The node-level timeline's place in a snapshot that takes the fleet's (with_fleet replaces it).
 _NO_TIMELINE = Timeline(np.zeros(0), np.zeros(0), np.zeros(0), math.nan)
@@ -73,7 +72,19 @@ def empty_snapshot(now: float = 0.0, said: AlertLog | None = None) -> RackSnapsh
         node_spread=NodeSpread.of(z),
         stragglers=(),
         nodes=NodeTable(
-            (), (), (), z, z, z, z, z, zi, zi, z, z, z, z, z.astype(bool), z.astype(bool), np.zeros((0, 0))
+            names=(),
+            reason=(),
+            tokens_per_s=z,
+            mean_tokens_per_s=z,
+            mean_samples_per_s=z,
+            progress_pct=z,
+            samples_done=zi,
+            tokens_done=zi,
+            power_w=z,
+            straggler=z.astype(bool),
+            throttling=z.astype(bool),
+            sparkline_tokens_per_s=np.zeros((0, 0)),
+            later=Later.now(NodeColumns((), z, z, z, z, (), ())),
         ),
         gpus=GpuTable(
             np.zeros((0, 0, len(GPU_METRICS))), np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.int8)
@@ -91,7 +102,6 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     cfg = state.config
     n = len(run.nodes)
     state_codes = state.effective_state(now)
-    states = state_names(state_codes)
     up = state_codes == _UP
     stopped = (state_codes == _STALE) | (state_codes == _DOWN)
     rates, sample_rates = state.window_rates(now)
@@ -105,9 +115,9 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     freshness = state.gpu_freshness(now, state_codes)
     gpu = np.where((freshness == FRESH)[:, :, None], state.gpu_values, np.nan)
     fresh_power = np.isfinite(gpu[:, :, _POWER])
-    per_node = gpu_sums(gpu)
-    node_power = np.where(fresh_power.any(axis=1), per_node.sums[:, 0], np.nan)
-    node_limit = per_node.sums[:, 1]
+    per_node = power_sums(gpu)
+    node_power = np.where(fresh_power.any(axis=1), per_node[:, 0], np.nan)
+    node_limit = per_node[:, 1]
     gpus_reporting = int((freshness == FRESH).sum())
     power_w = float(np.nansum(node_power)) if fresh_power.any() else math.nan
     power_limit_w = float(np.nansum(node_limit)) if np.isfinite(node_limit).any() else math.nan
@@ -150,38 +160,34 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     progress_pct = _progress(state, elapsed, samples_done, state_codes)
     node_progress = _node_progress(state, elapsed, state_codes)
     running = up & (state.tokens > 0)
-    delta = -below_median_pct(rates, running)
     spark = sparklines(state, cfg.sparkline_points)
 
+    causes = tuple(state.causes.causes)
     nodes = NodeTable(
         names=run.nodes,
-        state=states,
         reason=tuple(state.state_reason),
         tokens_per_s=rates,
         mean_tokens_per_s=means,
         mean_samples_per_s=sample_means,
-        delta_vs_median_pct=delta,
         progress_pct=node_progress,
         samples_done=state.samples.copy(),
         tokens_done=state.tokens.copy(),
         power_w=node_power,
-        sm_clock_mhz=per_node.sm_mean,
-        hbm_used_mib=np.where(np.isfinite(gpu[:, :, _HBM]).any(axis=1), per_node.sums[:, 3], np.nan),
-        temp_c=np.fmax.reduce(gpu[:, :, _TEMP], axis=1),  # what np.nanmax does, without its warning
         straggler=state.rules.straggling.copy(),
         throttling=np.asarray(state.rules.throttling.any(axis=1)),
         sparkline_tokens_per_s=spark,
+        later=later_columns(state_codes, rates, running, gpu, (has_energy, from_counter), causes),
         tokens_per_joule=node_tpj,
-        energy_source=energy_source_names(has_energy, from_counter),
-        causes=tuple(state.causes.causes),
-        cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
+        causes=causes,
     )
     summary = summarize_state(state) if state.ended else None
     # A fleet known rack by rack projects the sum of its racks' own forecasts (every surface shows it:
     # the header's figure and clock, the energy to finish, the baseline), never one of the nodes fetched.
     racks_fc = None
-    if state.fleet_figures is not None and not state.ended:
-        racks_fc = racks_projection(state.fleet_figures, now)
+    # One table of a fleet known rack by rack per snapshot: its projection and its board read it.
+    racks_table = fleet_racks_table(state.fleet_figures, now) if state.fleet_figures is not None else None
+    if state.fleet_figures is not None and racks_table is not None and not state.ended:
+        racks_fc = racks_projection(state.fleet_figures, racks_table, now)
     verdict = verdict_view(state, now, power_w, racks_fc)
     # A fleet known rack by rack takes its table, and its timeline once it has one, from the racks'
     # figures (with_fleet): the node-level ones, over every node of 1,000 racks, are not made to be dropped.
@@ -216,8 +222,8 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         power_limit_changes=tuple(state.gpu_evidence.power_limits.changes),
     )
     # A fleet known rack by rack (watched through Prometheus): its board, header and timeline.
-    if state.fleet_figures is not None:
-        snap = with_fleet(snap, state.fleet_figures, now, steady_mean)
+    if state.fleet_figures is not None and racks_table is not None:
+        snap = with_fleet(snap, state.fleet_figures, racks_table, steady_mean)
     kept = state.fleet_figures if state.fleet_figures is not None else state.fleet
     return with_groups(snap, kept.places if kept is not None else None)
 

@@ -7,7 +7,7 @@ afterwards), so a snapshot stays valid while the core keeps ingesting.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,35 +98,110 @@ class StoppedNode:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class NodeColumns:
+    """The node table's columns no fleet board draws: made when first read (:class:`Later`), from private
+    copies taken with the snapshot, so they are the figures of its time whenever they are read."""
+
+    state: tuple[NodeState, ...]
+    delta_vs_median_pct: FloatArray
+    sm_clock_mhz: FloatArray
+    hbm_used_mib: FloatArray
+    temp_c: FloatArray
+    energy_source: tuple[str, ...]
+    cause_text: tuple[str, ...]
+
+
+class Later:
+    """:class:`NodeColumns` made on first read by ``make`` (which reads only what the snapshot holds, never
+    the core's state: that goes on changing). At 1,000 racks a snapshot's 18,000 nodes' labels and GPU
+    columns were ~8 ms of a board refresh that draws none of them. Safe to read from two threads (each
+    may make them; both get the same figures)."""
+
+    __slots__ = ("_columns", "_make")
+
+    def __init__(self, make: Callable[[], NodeColumns]) -> None:
+        self._make: Callable[[], NodeColumns] | None = make
+        self._columns: NodeColumns | None = None
+
+    @classmethod
+    def now(cls, columns: NodeColumns) -> Later:
+        later = cls(lambda: columns)
+        later._columns, later._make = columns, None
+        return later
+
+    @property
+    def made(self) -> bool:
+        return self._make is None
+
+    def get(self) -> NodeColumns:
+        make = self._make
+        if make is None:
+            assert self._columns is not None
+            return self._columns
+        columns = make()
+        self._columns = columns  # before _make is dropped: a reader that finds it dropped finds these
+        self._make = None
+        return columns
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class NodeTable:
-    """One row per node, columnar. Throughput in tokens/s, power in W, clocks in MHz."""
+    """One row per node, columnar. Throughput in tokens/s, power in W, clocks in MHz. The columns of
+    :class:`NodeColumns` (state, delta, SM clock, HBM, temperature, energy source, cause text) are made
+    when first read (``later``)."""
 
     names: tuple[str, ...]
-    state: tuple[NodeState, ...]
     reason: tuple[str, ...]
     tokens_per_s: FloatArray  # over the window; NaN for a down or stale node (no live figure)
     mean_tokens_per_s: FloatArray  # generated tokens / own measured duration (a stopped node's last)
     mean_samples_per_s: FloatArray
-    delta_vs_median_pct: FloatArray  # windowed rate vs the median of running nodes (negative = slower)
     progress_pct: FloatArray
     samples_done: IntArray
     tokens_done: IntArray
     power_w: FloatArray  # sum over the node's fresh GPUs (NaN when none is fresh: down, stale)
-    sm_clock_mhz: FloatArray  # mean over fresh GPUs
-    hbm_used_mib: FloatArray  # sum over fresh GPUs
-    temp_c: FloatArray  # hottest fresh GPU
     straggler: np.ndarray  # bool
     throttling: np.ndarray  # bool
     sparkline_tokens_per_s: FloatArray  # (nodes, points) recent per-tick rates, oldest first; NaN while
     # the node was down or stale
-    # Generated tokens so far over the node's GPU energy so far, and where that energy comes from
-    # ("counter" / "power", "" none: core/energy.py).
+    later: Later
+    # Generated tokens so far over the node's GPU energy so far (core/energy.py).
     tokens_per_joule: FloatArray = field(default_factory=lambda: np.zeros(0))
-    energy_source: tuple[str, ...] = ()
     # A straggler's cause hint (None: nothing to explain; core/causes/_judge.py), and its text ("" none): what
     # the node table, the JSONL and the fleet table's worst_cause show.
     causes: tuple[Cause | None, ...] = ()
-    cause_text: tuple[str, ...] = ()
+
+    @property
+    def state(self) -> tuple[NodeState, ...]:
+        return self.later.get().state
+
+    @property
+    def delta_vs_median_pct(self) -> FloatArray:
+        """The windowed rate vs the median of running nodes (negative = slower)."""
+        return self.later.get().delta_vs_median_pct
+
+    @property
+    def sm_clock_mhz(self) -> FloatArray:
+        """Mean over fresh GPUs."""
+        return self.later.get().sm_clock_mhz
+
+    @property
+    def hbm_used_mib(self) -> FloatArray:
+        """Sum over fresh GPUs."""
+        return self.later.get().hbm_used_mib
+
+    @property
+    def temp_c(self) -> FloatArray:
+        """The hottest fresh GPU."""
+        return self.later.get().temp_c
+
+    @property
+    def energy_source(self) -> tuple[str, ...]:
+        """Where each node's energy comes from: "counter" / "power", "" none (core/energy.py)."""
+        return self.later.get().energy_source
+
+    @property
+    def cause_text(self) -> tuple[str, ...]:
+        return self.later.get().cause_text
 
     def index(self, name: str) -> int:
         return self.names.index(name)

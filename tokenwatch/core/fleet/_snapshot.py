@@ -15,17 +15,18 @@ from tokenwatch.base.events import FloatArray
 from tokenwatch.core.fleet._forecast import racks_forecast
 from tokenwatch.core.fleet._state import FleetState, fleet_table, nansum
 from tokenwatch.core.fleet.groups import RackPlaces
+from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.snapshot import RackSnapshot, Timeline
 from tokenwatch.mlperf.forecast import Forecast
 
 
 def with_fleet(
-    snap: RackSnapshot, fleet: FleetState, now: float, steady_mean: Callable[[FloatArray], float]
+    snap: RackSnapshot, fleet: FleetState, table: FleetTable, steady_mean: Callable[[FloatArray], float]
 ) -> RackSnapshot:
-    """The snapshot of a run known rack by rack: its fleet table, and a header and timeline that are the
-    fleet's sums (the node-level state holds only the nodes fetched for the screen and for alerts).
-    ``steady_mean`` is the timeline's steady-state rule (the node-level timeline's own)."""
-    table = fleet_table(fleet, now)
+    """The snapshot of a run known rack by rack: its fleet table (``table``, the fleet's
+    :func:`fleet_table` at the snapshot's time), and a header and timeline that are the fleet's sums
+    (the node-level state holds only the nodes fetched for the screen and for alerts). ``steady_mean``
+    is the timeline's steady-state rule (the node-level timeline's own)."""
     if not len(table):
         return dataclasses.replace(snap, fleet=table)
     tokens = nansum(table.tokens_per_s)
@@ -54,13 +55,12 @@ def with_fleet(
     return dataclasses.replace(snap, fleet=table, aggregate=agg, timeline=timeline, verdict=verdict)
 
 
-def racks_projection(fleet: FleetState, now: float) -> Forecast:
+def racks_projection(fleet: FleetState, table: FleetTable, now: float) -> Forecast:
     """The projection of a fleet known rack by rack while it runs: the sum of its racks' published
-    projections (:func:`racks_forecast` over every row of its table), with no projected end. Made in
-    place of the node-level forecast, never from it: over the 18,000 nodes of 1,000 racks that forecast
-    was ~70 % of a snapshot's time, for figures :func:`with_fleet` then replaced."""
+    projections (:func:`racks_forecast` over every row of its ``table`` at ``now``), with no projected
+    end. Made in place of the node-level forecast, never from it: over the 18,000 nodes of 1,000 racks
+    that forecast was ~70 % of a snapshot's time, for figures :func:`with_fleet` then replaced."""
     blank = Forecast(t=now, tokens_per_s=None, end_s=None, rules=(), valid=None)
-    table = fleet_table(fleet, now)
     return racks_forecast(blank, fleet, table, list(range(len(table))))
 
 
