@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -59,7 +60,7 @@ class FooterApp(App[None]):
         self.push_screen(KeyScreen(self.footer_type))
 
 
-def keys_shown(screen: Screen[None]) -> list[tuple[str, str, bool]]:
+def keys_shown(screen: DOMNode) -> list[tuple[str, str, bool]]:
     """What the footer draws: each key's name, description and whether it is disabled."""
     return [(key.key, key.description, key.has_class("-disabled")) for key in screen.query(FooterKey)]
 
