@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer
 
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
@@ -19,6 +18,7 @@ from tokenwatch.frontends.tui.screens.replay_screen import ReplayScreen
 from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
 from tokenwatch.frontends.tui.widgets.end_banner import EndBanner
 from tokenwatch.frontends.tui.widgets.gpu_heatmap import GpuHeatmap
+from tokenwatch.frontends.tui.widgets.kept_footer import KeptFooter
 from tokenwatch.frontends.tui.widgets.latency_histogram import LatencyHistogram
 from tokenwatch.frontends.tui.widgets.node_spread import NodeSpreadPanel
 from tokenwatch.frontends.tui.widgets.node_table import NodeTable
@@ -83,7 +83,7 @@ class DashboardScreen(ReplayScreen):
             yield NodeSpreadPanel(id="spread")
             yield GpuHeatmap(id="heatmap")
             yield LatencyHistogram(id="latency")
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self.query_one(RunHeader).badge = self.badge

@@ -18,7 +18,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.widget import AwaitMount
-from textual.widgets import Footer
 
 from tokenwatch.core.fleet.groups import FleetGroups, GroupTable
 from tokenwatch.core.fleet.table import FleetTable
@@ -29,6 +28,7 @@ from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
 from tokenwatch.frontends.tui.widgets.end_banner import EndBanner
 from tokenwatch.frontends.tui.widgets.fleet_board import FleetBoard
 from tokenwatch.frontends.tui.widgets.group_board import GroupBoard
+from tokenwatch.frontends.tui.widgets.kept_footer import KeptFooter
 from tokenwatch.frontends.tui.widgets.replay_bar import ReplayBar, ReplayState
 from tokenwatch.frontends.tui.widgets.run_header import RunHeader
 from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline
@@ -100,7 +100,7 @@ class FleetScreen(ReplayScreen):
                 yield FleetBoard(id="board")
             yield ThroughputTimeline(id="fleet-timeline")
             yield AlertsPanel(id="fleet-alerts")
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self.query_one(RunHeader).badge = self.badge

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Log, Static
+from textual.widgets import Log, Static
 
 from tokenwatch.base import throttle
 from tokenwatch.base.formatting import DASH, format_clock, group, printable
@@ -21,6 +21,7 @@ from tokenwatch.core.views import scale_reference
 from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.screens.replay_screen import ReplayScreen
 from tokenwatch.frontends.tui.widgets.gpu_timelines import SERIES, GpuTimelines, TimelineMark
+from tokenwatch.frontends.tui.widgets.kept_footer import KeptFooter
 from tokenwatch.frontends.tui.widgets.node_table import STATUS_LABEL, node_condition, tokens_per_joule_cell
 
 
@@ -46,7 +47,7 @@ class NodeScreen(ReplayScreen):
                 yield GpuTimelines(id="timelines")
             with Vertical(id="node-log-panel"):
                 yield Log(id="node-log", max_lines=500)
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self.query_one("#node-log-panel").border_title = "Log"

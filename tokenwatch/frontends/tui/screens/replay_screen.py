@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
@@ -29,6 +30,19 @@ class ReplayScreen(Screen[None]):
         Binding("minus,underscore", "replay_speed(-1)", "Slower", show=False, priority=True),
         Binding("g", "replay_goto", "Go to"),
     ]
+
+    _styled_theme: str | None = None  # the theme this screen's styles were last worked out under
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Before Textual's own: a screen shown again under the theme it was styled in keeps its styles.
+        Textual works out every widget's styles again at each push (a rack's dashboard is ~60 widgets:
+        about a fifth of an Enter's CPU on the 64-rack board), though only a theme change while the
+        screen was away (it is restyled then only while in the stack) can have changed them; classes
+        set meanwhile restyle their widgets as they are set."""
+        theme = self.app.theme
+        if event.refresh_styles and self._styled_theme == theme:
+            event.refresh_styles = False
+        self._styled_theme = theme
 
     @property
     def player(self) -> ReplayPlayer | None:
