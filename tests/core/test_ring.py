@@ -142,3 +142,57 @@ def test_the_columns_of_a_ring_with_no_storage_read_as_empty() -> None:
     assert values.shape == (3, 2, 3)
     assert np.isnan(values).all()
     assert not ring.has_storage  # reading the view made the view's, not the ring's
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64])
+def test_pushes_of_nothing_but_empties_make_no_storage_and_read_as_pushed(dtype: type) -> None:
+    """A ring pushed only empties (NaN; 0 in an integer ring: a fleet whose exporters count no samples,
+    GPUs that never throttled) holds no storage, reads as what was pushed, and makes its storage at the
+    first other value, every slot read as before."""
+    empty = np.nan if dtype is np.float64 else 0
+    shape = (3, 2)
+    ring = RecentRing(4, shape, dtype)
+    for t in range(6):
+        ring.push(float(t), np.full(shape, empty, dtype))
+    assert not ring.has_storage
+    times, values = ring.view()
+    assert times.tolist() == [2.0, 3.0, 4.0, 5.0]
+    assert values.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(values, np.full((4, *shape), empty, dtype))
+    slot = ring.slot_at_or_before(3.5)
+    assert slot is not None
+    np.testing.assert_array_equal(ring.values[slot], np.full(shape, empty, dtype))
+    value = np.arange(6, dtype=dtype).reshape(shape) + 1
+    ring.push(6.0, value)
+    assert ring.has_storage
+    times, values = ring.view()
+    assert times.tolist() == [3.0, 4.0, 5.0, 6.0]
+    np.testing.assert_array_equal(values[:3], np.full((3, *shape), empty, dtype))
+    np.testing.assert_array_equal(values[3], value)
+
+
+def test_a_ring_with_no_storage_cannot_be_written_through_its_values() -> None:
+    ring = RecentRing(3, (2,))
+    ring.push_blank(0.0)
+    with pytest.raises(ValueError, match="read-only"):
+        ring.values[0] = 1.0
+    assert not ring.has_storage
+
+
+@pytest.mark.parametrize("samples_a_point", [65_535, 65_536, 140_000])
+def test_mean_counts_past_what_uint16_holds_keep_every_mean_exact(samples_a_point: int) -> None:
+    """A mean's counts start as uint16 and become float32 before a point holds more samples than uint16
+    counts: the means equal the raw samples' own, NaN samples left out of the count."""
+    series = DownsampledSeries(4, (2,), 1.0, "mean")
+    rng = np.random.default_rng(samples_a_point)
+    ticks = 2 * samples_a_point  # two points' worth at width 1 s: halvings until each point is that wide
+    values = rng.integers(0, 1000, (ticks, 2)).astype(np.float64)
+    values[rng.random((ticks, 2)) < 0.25] = np.nan
+    for t in range(ticks):
+        series.add(float(t), values[t])
+    times, means = series.view()
+    width = series.width_s
+    assert width >= samples_a_point / 2
+    for k, t in enumerate(times.tolist()):
+        point = values[int(t // width) * int(width) : int(t) + 1]
+        np.testing.assert_array_equal(means[k], np.nanmean(point, axis=0))

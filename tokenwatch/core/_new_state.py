@@ -111,7 +111,7 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
         latency_max=dict.fromkeys(LATENCY_METRICS, math.nan),
         log_lines=[[] for _ in range(n)],
         recent_tokens=RecentRing(r, (n,)),
-        recent_samples=RecentRing(r, (n,)),
+        recent_samples=RecentRing(r, (n,), np.int64),  # counts, as state.samples
         recent_read_t=RecentRing(r, (n,)),
         recent_state=RecentRing(r, (n,), np.int8),
         recent_gpu=RecentRing(gpu_recent, gpu_shape),

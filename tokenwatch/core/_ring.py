@@ -13,6 +13,8 @@ import numpy as np
 
 from tokenwatch.base.events import FloatArray
 
+_COUNT_MAX = int(np.iinfo(np.uint16).max)  # samples a point's uint16 counts hold
+
 
 class RecentRing:
     """The last ``capacity`` samples of a fixed-shape value, with their times.
@@ -21,10 +23,12 @@ class RecentRing:
     Times are written twice (at i and i + capacity) so the newest ``capacity`` of them are always one
     contiguous, sorted slice: finding "the sample at or before t" is one binary search, no reordering.
 
-    The values' storage is made when a value is first pushed or the values are first read: a ring that
-    only ever measured nothing (:meth:`push_blank`: a fleet's GPUs before any was read, the engines'
-    queues of a fleet whose sources report none) holds no memory for them. At 18,000 nodes those rings
-    were ~180 MB of NaN made at the run's start.
+    The values' storage is made when a value other than the empty one is first pushed: a ring that only
+    ever measured nothing (:meth:`push_blank`, or a push of nothing but empties: a fleet's GPUs before
+    any was read, the engines' queues of a fleet whose sources report none, the sample counters of a
+    fleet whose exporters count none, GPUs that never throttled) holds no memory for them, and reads as
+    empties. At 18,000 nodes those rings were ~180 MB of NaN made at the run's start, and a fleet's
+    sample counters and throttle reasons another 44 MB of zeros once its nodes were read.
     """
 
     __slots__ = ("_dtype", "_next", "_size", "_times2", "_values", "capacity", "times", "value_shape")
@@ -41,23 +45,41 @@ class RecentRing:
 
     @property
     def has_storage(self) -> bool:
-        """Whether the values' storage was made (a value pushed, or the values read)."""
+        """Whether the values' storage was made (a value other than the empty one pushed)."""
         return self._values is not None
 
     @property
     def values(self) -> np.ndarray:
-        """(capacity, *value_shape) storage, indexed by slot; empty (NaN, or 0 for an integer ring) where
-        nothing was measured."""
+        """(capacity, *value_shape) values, indexed by slot, for reading; empty (NaN, or 0 for an integer
+        ring) where nothing was measured. A ring that holds no storage reads as a read-only array of
+        empties that takes no memory (one element seen at every index)."""
         if self._values is None:
-            empty = np.nan if np.issubdtype(self._dtype, np.floating) else 0
-            self._values = np.full((self.capacity, *self.value_shape), empty, dtype=self._dtype)
+            return np.broadcast_to(np.array(self._empty(), self._dtype), (self.capacity, *self.value_shape))
+        return self._values
+
+    def _empty(self) -> float:
+        return np.nan if np.issubdtype(self._dtype, np.floating) else 0
+
+    def _storage(self) -> np.ndarray:
+        if self._values is None:
+            self._values = np.full((self.capacity, *self.value_shape), self._empty(), dtype=self._dtype)
         return self._values
 
     def __len__(self) -> int:
         return self._size
 
     def push(self, t: float, value: FloatArray | float) -> None:
-        self.values[self._advance(t)] = value
+        """The sample ``value`` at ``t``; while the ring holds no storage, one of nothing but empties is
+        :meth:`push_blank` (one pass over the value to tell)."""
+        if self._values is None and self._all_empty(value):
+            self.push_blank(t)
+            return
+        self._storage()[self._advance(t)] = value
+
+    def _all_empty(self, value: FloatArray | float) -> bool:
+        if np.issubdtype(self._dtype, np.floating):
+            return bool(np.isnan(value).all())
+        return not np.any(value)
 
     def push_blank(self, t: float) -> None:
         """A sample that measured nothing at ``t`` (NaN, or 0 for an integer ring): what ``push(t, NaN)``
@@ -120,7 +142,7 @@ class RecentRing:
         view = RecentRing.__new__(RecentRing)
         view.capacity, view.times, view._times2 = self.capacity, self.times, self._times2
         view._dtype = self._dtype
-        # A ring with no storage yet holds nothing but empties: its view makes its own when read.
+        # A ring with no storage yet holds nothing but empties: so does its view.
         view._values = None if self._values is None else self._values[:, index]
         view.value_shape = np.empty((0, *self.value_shape), self._dtype)[:, index].shape[1:]
         view._next, view._size = self._next, self._size
@@ -142,12 +164,14 @@ class DownsampledSeries:
     ``mode="mean"`` averages the samples in a point (NaN ignored); ``mode="last"`` keeps the
     newest, which is what cumulative counters need so rates can be taken between points.
 
-    A mean's per-element sample counts are float32 (exact to 16.7 M samples a point); a "last" series
-    keeps none (a filled point holds its value whole). At 4,608 GPUs the counts were a quarter of the
-    core's bytes, restored on every replay seek.
+    A mean's per-element sample counts are uint16 while no point can hold more than 65,535 samples, then
+    float32 (exact to 16.7 M samples a point); a "last" series keeps none (a filled point holds its value
+    whole). At 4,608 GPUs float32 counts were a quarter of the core's bytes, restored on every replay
+    seek; at 72,000 GPUs the uint16 ones are 16 MB less (a point of 1-s ticks holds 65,535 samples once
+    it is 18 hours wide).
     """
 
-    __slots__ = ("_blank", "_count", "_points", "capacity", "mode", "sums", "times", "width_s")
+    __slots__ = ("_adds", "_blank", "_count", "_points", "capacity", "mode", "sums", "times", "width_s")
 
     def __init__(
         self,
@@ -167,7 +191,9 @@ class DownsampledSeries:
         self.width_s = base_width_s
         self.times: FloatArray = np.full(capacity, np.nan)  # time of the newest sample in the point
         self.sums: FloatArray = np.zeros((capacity, *shape), dtype)
-        self._count: np.ndarray | None = np.zeros((capacity, *shape), np.float32) if mode == "mean" else None
+        self._count: np.ndarray | None = np.zeros((capacity, *shape), np.uint16) if mode == "mean" else None
+        # Samples added to each point: the most any of its elements can count (when counts outgrow uint16).
+        self._adds = np.zeros(capacity, np.int64)
         self._points = 0
         self._blank = True  # no value added yet (only times): halving then merges the times alone
 
@@ -200,7 +226,15 @@ class DownsampledSeries:
             v = np.asarray(value, dtype=np.float64)
             ok = ~np.isnan(v)
             self.sums[k] += np.where(ok, v, 0.0)
+            self._adds[k] += 1
+            self._count_up_to(int(self._adds[k]))
+            assert self._count is not None
             self._count[k] += ok
+
+    def _count_up_to(self, most: int) -> None:
+        """Counts of up to ``most`` samples a point fit their dtype: past uint16's, float32 from now on."""
+        if self._count is not None and most > _COUNT_MAX and self._count.dtype != np.float32:
+            self._count = self._count.astype(np.float32)
 
     def _halve(self) -> None:
         half = self.capacity // 2
@@ -214,8 +248,11 @@ class DownsampledSeries:
             sums = np.where(newer_b.reshape(shape), self.sums[b], self.sums[a])
         else:
             sums = self.sums[a] + self.sums[b]
+            self._count_up_to(int((self._adds[a] + self._adds[b]).max()))
             count = self._count[a] + self._count[b]
-            self._count[:half], self._count[half:] = count, 0.0
+            self._count[:half], self._count[half:] = count, 0
+        adds = self._adds[a] + self._adds[b]
+        self._adds[:half], self._adds[half:] = adds, 0
         self.times[:half], self.times[half:] = times, np.nan
         if not self._blank:
             self.sums[:half], self.sums[half:] = sums, 0.0
@@ -234,6 +271,7 @@ class DownsampledSeries:
         )
         view.sums = self.sums[:, index]
         view._count = None if self._count is None else self._count[:, index]
+        view._adds = self._adds
         view._points = self._points
         return view
 

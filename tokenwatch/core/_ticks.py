@@ -105,7 +105,7 @@ def _sample_to_forecasts(state: RackState, t: float) -> bool:
     recent = t >= state.attach_s - state.recent_tokens.capacity * state.config.tick_s
     if recent:
         state.recent_tokens.push(t, tokens)
-        state.recent_samples.push(t, state.samples.astype(np.float64))
+        state.recent_samples.push(t, state.samples)  # int64 counts: a fleet that counts none makes no storage
         state.recent_read_t.push(t, state.t_read)  # in lockstep with recent_tokens: same slot, same time
         state.recent_state.push(t, codes)
     state.history_tokens.add(t, tokens)

@@ -65,6 +65,8 @@ def test_unmeasured_rings_hold_no_storage_and_read_as_nothing_measured() -> None
     core.ingest(figures(ATTACH_S + 15.0))
     assert state.recent_gpu.has_storage
     assert not state.engine.recent.has_storage  # no source reported a queue
+    assert not state.recent_throttle.has_storage  # no GPU throttled: nothing but zeros pushed
+    assert not state.recent_samples.has_storage  # no node counted samples
     history = core.node_history("rack02/node03")
     assert history is not None
     shown = history.gpu_series["power_w"]  # (gpus, points)
