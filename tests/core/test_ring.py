@@ -162,7 +162,7 @@ def test_pushes_of_nothing_but_empties_make_no_storage_and_read_as_pushed(dtype:
     slot = ring.slot_at_or_before(3.5)
     assert slot is not None
     np.testing.assert_array_equal(ring.values[slot], np.full(shape, empty, dtype))
-    value = np.arange(6, dtype=dtype).reshape(shape) + 1
+    value: np.ndarray = np.arange(6, dtype=dtype).reshape(shape) + 1
     ring.push(6.0, value)
     assert ring.has_storage
     times, values = ring.view()

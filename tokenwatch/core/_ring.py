@@ -68,7 +68,7 @@ class RecentRing:
     def __len__(self) -> int:
         return self._size
 
-    def push(self, t: float, value: FloatArray | float) -> None:
+    def push(self, t: float, value: np.ndarray | float) -> None:
         """The sample ``value`` at ``t``; while the ring holds no storage, one of nothing but empties is
         :meth:`push_blank` (one pass over the value to tell)."""
         if self._values is None and self._all_empty(value):
@@ -76,7 +76,7 @@ class RecentRing:
             return
         self._storage()[self._advance(t)] = value
 
-    def _all_empty(self, value: FloatArray | float) -> bool:
+    def _all_empty(self, value: np.ndarray | float) -> bool:
         if np.issubdtype(self._dtype, np.floating):
             return bool(np.isnan(value).all())
         return not np.any(value)

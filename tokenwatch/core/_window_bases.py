@@ -14,14 +14,32 @@ The bases are the same as the whole search's (``tests/core/test_window_bases.py`
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
+from tokenwatch.core._ring import RecentRing
+from tokenwatch.core.config import CoreConfig
 
-if TYPE_CHECKING:
-    from tokenwatch.core._state import RackState
+
+class RackState(Protocol):
+    """What the search reads of the core's state (``core._state.RackState``, which calls it: named by
+    what it reads rather than imported, so the two modules do not import each other)."""
+
+    @property
+    def config(self) -> CoreConfig: ...
+    @property
+    def t_read(self) -> FloatArray: ...
+    @property
+    def stale_limit_s(self) -> FloatArray: ...
+    @property
+    def recent_tokens(self) -> RecentRing: ...
+    @property
+    def recent_samples(self) -> RecentRing: ...
+    @property
+    def recent_read_t(self) -> RecentRing: ...
+
 
 # The newest ticks searched first: a node read every 30 s (a fleet's alerting pass) has the reading
 # before its newest within its last 31.
