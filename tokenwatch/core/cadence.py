@@ -12,6 +12,7 @@ node and its GPUs go stale together. Replays learn the same limits from the same
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,10 +57,9 @@ class NodeCadence:
         typical = float(self.typical_s[i])
         if abs(gap - typical) <= _RECOMPUTE_BEYOND * typical:
             return
-        # One node's five gaps in plain Python: numpy's calls cost more than the median of five.
-        known = sorted(g for g in self.gaps[i].tolist() if g == g)
-        middle = len(known) // 2  # at least the gap just noted
-        median = known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+        # One node's five gaps in plain Python: numpy's calls cost more than the median of five (the
+        # standard library's median is numpy's number: the middle one, or the mean of the middle two).
+        median = statistics.median(g for g in self.gaps[i].tolist() if g == g)  # the new gap at least
         self.typical_s[i] = median
         self.stale_limit_s[i] = max(self.stale_after_s, STALE_CADENCE_FACTOR * median)
 
