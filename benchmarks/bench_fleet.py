@@ -176,7 +176,7 @@ async def part_rounds(url: str, rounds: int) -> None:
             asked = figures + list(c._node_queries(None if detail else c.focus.racks).values())
             for _ in range(rounds):
                 at = math.floor(time.time() / 5.0) * 5.0
-                c._last_detail = -math.inf if detail else at
+                c.alerting_pass.counted_from = -math.inf if detail else at
                 floors.append(await floor_round(url, asked, at))
                 began = time.perf_counter()
                 await c.poll(api, at)

@@ -385,7 +385,7 @@ async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, floa
             asked += list(c._node_queries(None if detail else c.focus.racks).values())
             ours, floors = [], []
             for _ in range(count):
-                c._last_detail = -math.inf if detail else at
+                c.alerting_pass.counted_from = -math.inf if detail else at
                 floors.append(await floor_round(url, asked, at))
                 began = time.perf_counter()
                 await c.poll(api, at)

@@ -165,7 +165,7 @@ def test_drill_down_fetches_one_racks_nodes(fleet: HeldFleet) -> None:
         """A round with rack05's series in it: on a loaded machine a scrape can miss its timeout, and the
         server then drops that rack's series from its answers until the next scrape."""
         nonlocal events
-        c._last_detail = time.time()  # the whole-fleet pass has just been done
+        c.alerting_pass.counted_from = time.time()  # the whole-fleet pass has just been done
         events = asyncio.run(one_round(c))
         return any(isinstance(e, GpuBatch) for e in events)
 
@@ -195,7 +195,7 @@ def test_the_alerting_pass_reads_every_node(fleet: HeldFleet) -> None:
         """An alerting pass (each round made the first again) that reached every node: on a loaded
         machine a scrape can miss its timeout and leave a rack's series out of one round."""
         nonlocal progress
-        c._last_detail = -math.inf
+        c.alerting_pass.counted_from = -math.inf
         events = asyncio.run(one_round(c))
         progress = next(e for e in events if isinstance(e, ProgressBatch))
         return len(progress.node_index) == RACKS * NODES

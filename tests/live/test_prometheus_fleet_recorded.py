@@ -342,7 +342,7 @@ def test_a_watch_started_before_the_rules_finds_them_at_its_alerting_pass(ruled:
     assert c._figures_note is not None
     assert "rack figures from the raw queries" in c._figures_note.message
     c.node_reader = None  # the rack figures alone
-    c._last_detail = -math.inf  # the alerting pass is due
+    c.alerting_pass.counted_from = -math.inf  # the alerting pass is due
 
     async def round_() -> list[object]:
         async with PrometheusApi(ruled.url) as api:

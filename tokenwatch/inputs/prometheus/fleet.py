@@ -26,6 +26,7 @@ from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.base.formatting import natural_key
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.inputs.discovery import Discovered
+from tokenwatch.inputs.prometheus.alerting_pass import AlertingPassSchedule
 from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi, Sample
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta, rack_places_of
 from tokenwatch.inputs.prometheus.fleet_history import FleetHistory
@@ -107,7 +108,8 @@ class PrometheusFleetCollector(FleetHistory):
         self._said: dict[str, str] = {}  # problems found before the run started, said when it starts
         self._last_instant = -math.inf  # Unix time of the last grid instant read (history or live)
         self._failed_rounds = 0  # rounds in a row in which no query was answered
-        self._last_detail = -math.inf
+        self.alerting_pass = AlertingPassSchedule(settings.interval_s, settings.detail_interval_s)
+        self._unanswered: set[str] = set()  # the fields the last round's queries failed for
         self._wall_at_run_zero: float | None = None  # Unix time at run time 0, for the readings' times
 
     # ------------------------------------------------------------ queries
@@ -134,6 +136,7 @@ class PrometheusFleetCollector(FleetHistory):
             results, errors = await api.query_all(queries, at)
         answered = bool(results or columns)
         self._failed_rounds = self._failed_rounds + 1 if errors and not answered else 0
+        self._unanswered = set(errors)
         failed: dict[str, list[str]] = {}  # error -> the fields it hit
         for field, error in errors.items():
             failed.setdefault(str(error), []).append(field)
@@ -338,18 +341,18 @@ class PrometheusFleetCollector(FleetHistory):
         self._last_instant = instant
         figures = self.figure_queries
         queries = figures.queries
-        detail = instant - self._last_detail >= self.settings.detail_interval_s - 1e-6
+        detail = self.alerting_pass.due(instant)
         focus = self.focus.racks
         node_queries: dict[str, str] = {}
         if self.node_reader is not None and (detail or focus):
             node_queries = self._node_queries(None if detail else focus)
-            if detail:
-                self._last_detail = instant
         ask = {**queries, **{f"node {f}": q for f, q in node_queries.items()}}
         probe = detail and not figures.using_recorded and bool(self.racks)
         if probe:  # rules loaded since: found at the next alerting pass
             ask["recorded probe"] = figures.probe()
         results, columns, notices = await self._ask_all(api, ask, instant)
+        if detail and node_queries:
+            self.alerting_pass.asked(instant, not any(f.startswith("node ") for f in self._unanswered))
         t = self.now()
         events: list[Event] = []
         answered = {f: results[f] for f in queries if f in results}
