@@ -214,3 +214,24 @@ def test_a_window_opened_by_a_catch_up_counts_its_tokens_and_energy_between_the_
     assert summary.tokens_per_joule == pytest.approx(true_tpj, rel=0.002)
     assert summary.power_mean_w == pytest.approx(gpu_w, rel=0.002)
     assert summary.energy_since_s == pytest.approx(61.0, abs=0.01)  # the catch-up's read
+
+
+def test_a_node_first_read_in_a_batch_after_the_attach_counts_its_tokens_from_then() -> None:
+    """A fleet's drill-down: attached at 01:00, a node's counters and GPUs are first read through the
+    server at 01:10 (its counters then hold every token since the run began), then every second. Its
+    tokens per joule is its rate over its power (300 / 1,400), not 01:10's tokens over a minute's energy."""
+    rate, gpu_w, attach, first, end = 300.0, 700.0, 60.0, 70, 130
+    core = RackCore()
+    core.ingest(
+        RunStarted(0.0, "e", "Offline", ("node00",), 2, None, None, "live", 0.0, {"attached_at_s": attach})
+    )
+    core.ingest(NodeStatus(0.0, "node00", "up"))
+    for k in range(first, end + 1):
+        t = float(k)
+        core.ingest(ProgressBatch(t - 0.3, np.array([0]), np.array([k]), np.array([round(rate * (t - 0.3))])))
+        values = np.full((2, len(GPU_METRICS)), np.nan)
+        values[:, _POWER] = gpu_w
+        core.ingest(GpuBatch(t, np.zeros(2, np.int64), np.arange(2), values, np.zeros(2, np.uint64)))
+    snap = core.snapshot()
+    assert snap.nodes.tokens_per_joule[0] == pytest.approx(rate / (2 * gpu_w), rel=0.03)
+    assert snap.aggregate.run_tokens_per_joule == pytest.approx(rate / (2 * gpu_w), rel=0.03)

@@ -152,6 +152,7 @@ def _apply_counters(
         state.t_read[:] = t
         if arrival:
             _seen_all(state, t)
+            _catch_up(state, t)
         return
     state.change_gap_s[i[grew]] = t - state.t_read[i[grew]]
     state.t_last_change[i[grew]] = t
@@ -162,6 +163,20 @@ def _apply_counters(
     state.t_read[i] = t
     if arrival:
         _seen(state, i, t)
+        _catch_up(state, t, i)
+
+
+def _catch_up(state: RackState, t: float, rows: np.ndarray | None = None) -> None:
+    """Nodes ``rows`` (None: all) read at ``t``: the first reading after a mid-run attach is each one's
+    catch-up (:meth:`EnergyCounters.catch_up`), as a single node's progress is. Without it a node whose
+    counters come in batches (a fleet's drill-down, read through the server) divided every token since
+    the run's start by the energy since its first GPU reading: twice its tok/J a minute after the attach."""
+    energy = state.energy
+    if t <= energy.attach_s or energy.caught_up.all():
+        return
+    nodes = np.arange(len(energy.caught_up)) if rows is None else np.unique(rows)
+    for node in nodes[~energy.caught_up[nodes]].tolist():  # each node once in a run
+        energy.catch_up(node, t, int(state.tokens[node]))
 
 
 def on_progress(state: RackState, ev: Progress) -> None:
