@@ -102,6 +102,18 @@ def _points(values: list[Any]) -> tuple[FloatArray, FloatArray]:
     return stamps, numbers
 
 
+def within_range(series: list[RangeSeries], start: float, end: float, step_s: float) -> list[RangeSeries]:
+    """``series`` with only the points a range query from ``start`` to ``end`` can have (to half a step
+    either side): a broken or hostile server's point at 1e300 s (or +Inf) made a backfill size its
+    arrays to that many steps."""
+    low, high = start - step_s / 2, end + step_s / 2
+    kept: list[RangeSeries] = []
+    for labels, stamps, numbers in series:
+        inside = (stamps >= low) & (stamps <= high)  # NaN compares False
+        kept.append((labels, stamps, numbers) if inside.all() else (labels, stamps[inside], numbers[inside]))
+    return kept
+
+
 def parse_range_response(body: bytes) -> list[RangeSeries]:
     """Parses an /api/v1/query_range answer (a matrix); anything unexpected is a :class:`PromApiError`.
     A compact answer's points are read from its bytes (:mod:`.matrix_bytes`), the rest the exact way."""

@@ -35,6 +35,7 @@ from tokenwatch.inputs.prometheus.answers import (
     parse_range_response,
     parse_response,
     status_error,
+    within_range,
 )
 from tokenwatch.inputs.prometheus.matrix_bytes import RangeSeries as RangeSeries  # where callers find it
 
@@ -123,7 +124,7 @@ class PrometheusApi:
         if status != 200:
             raise status_error(status, body)
         with gc_paused():
-            return parse_range_response(body)
+            return within_range(parse_range_response(body), start, end, step_s)
 
     async def status(self, what: str) -> dict[str, Any]:
         """``/api/v1/status/<what>`` (``config``, ``flags``): the server's own settings, as its JSON says."""

@@ -364,6 +364,8 @@ class PrometheusFleetCollector(FleetHistory):
             events += [note] if note is not None else []
         known = len(self.racks)
         batch = self.figures(t, answered)
+        if (impossible := self.board.newly_impossible()) is not None:
+            events.append(Notice(t, "warning", f"prometheus fleet: {impossible}", source=self.name))
         if batch is not None:
             if len(self.racks) > known:  # racks that appeared since the start: where they stand
                 batch = await self._placed(api, batch, self.racks[known:], instant)

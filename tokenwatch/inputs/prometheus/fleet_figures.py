@@ -20,6 +20,10 @@ from tokenwatch.base.formatting import natural_key
 from tokenwatch.inputs.prometheus.api import RangeSeries, Sample
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
+# The figures that count (nodes, GPUs) and the most a rack can hold of them: an answer outside 0..this
+# (+Inf, a negative, 1e300 from a broken recording rule or a hostile server) is no count.
+_COUNTS = [_COL[name] for name in ("nodes_total", "nodes_up", "nodes_running", "gpus")]
+MAX_RACK_COUNT = 1_000_000
 
 
 class RackFigures:
@@ -30,6 +34,17 @@ class RackFigures:
         self.rack_label, self.node_label = rack_label, node_label
         self.racks: list[str] = []
         self.rack_nodes: dict[str, int] = {}
+        self.impossible: set[str] = set()  # racks whose counts were no counts
+        self._said_impossible: set[str] = set()
+
+    def newly_impossible(self) -> str | None:
+        """One line naming the racks whose counts were first found to be no counts since last asked."""
+        new = sorted(self.impossible - self._said_impossible, key=natural_key)
+        if not new:
+            return None
+        self._said_impossible.update(new)
+        shown = ", ".join(new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+        return f"{shown}: a node or GPU count outside 0..{MAX_RACK_COUNT:,} (shown as unknown)"
 
     def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
         """One batch from one instant's answers; None when the server could not say which racks are
@@ -67,13 +82,21 @@ class RackFigures:
         down, and a rack's size is what the server counts now, or what it had when last listed."""
         total = _COL["nodes_total"]
         down = np.isnan(values[:, total])
+        counts_given = values[:, _COUNTS]
+        with np.errstate(invalid="ignore"):
+            impossible = ~np.isnan(counts_given) & ~((counts_given >= 0) & (counts_given <= MAX_RACK_COUNT))
+        if impossible.any():  # unknown, never a number: the rack keeps the size it was listed with
+            counts_given[impossible] = np.nan
+            values[:, _COUNTS] = counts_given
+            self.impossible.update(self.racks[row] for row in np.flatnonzero(impossible.any(axis=1)).tolist())
         # Whole columns at once (1,000 racks a batch, 320 batches in an 80-minute backfill); -1: never listed.
         listed = np.fromiter(map(self.rack_nodes.get, self.racks, repeat(-1)), np.float64, len(self.racks))
         known = np.maximum(listed, 0.0)
         counts = values[:, total]
         with np.errstate(invalid="ignore"):
-            counts[(down | (counts < known)) & (known > 0)] = known[(down | (counts < known)) & (known > 0)]
-            grown = np.flatnonzero(~down & ((listed < 0) | (counts > known)))
+            unknown = down | np.isnan(counts) | (counts < known)
+            counts[unknown & (known > 0)] = known[unknown & (known > 0)]
+            grown = np.flatnonzero(~np.isnan(counts) & ((listed < 0) | (counts > known)))
         for row in grown.tolist():  # a rack listed for the first time, or larger than it was
             self.rack_nodes[self.racks[row]] = max(int(known[row]), int(counts[row]))
         return RackFiguresBatch(t, tuple(self.racks), values, down, names, causes)
