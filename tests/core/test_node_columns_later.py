@@ -1,7 +1,7 @@
 """A node table's columns made when first read (``NodeColumns``: states, delta to the median, SM clock,
-HBM, temperature, energy source, cause text) are the snapshot's figures whenever they are read: read
-after the core has gone on (nodes down and back, GPUs read again, stragglers judged), they equal the
-same columns made at once from the core's state at the snapshot's time, to the bit."""
+HBM, temperature, energy source, cause text, sparklines) are the snapshot's figures whenever they are
+read: read after the core has gone on (nodes down and back, GPUs read again, stragglers judged), they
+equal the same columns made at once from the core's state at the snapshot's time, to the bit."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 from tests.core.fleet.fleet_runs import fleet_events
 from tokenwatch.base.events import GPU_METRICS, NODE_STATES
 from tokenwatch.core import RackCore
+from tokenwatch.core._state import RackState
 from tokenwatch.core.snapshot import FRESH, RackSnapshot
 
 FAULTS = "node06:down@40-70,node03:throttle@20-90"
@@ -27,6 +28,7 @@ class AtOnce:
     temp_c: np.ndarray
     delta_vs_median_pct: np.ndarray
     cause_text: tuple[str, ...]
+    sparklines: np.ndarray
 
 
 def made_at_once(core: RackCore, snap: RackSnapshot) -> AtOnce:
@@ -51,7 +53,22 @@ def made_at_once(core: RackCore, snap: RackSnapshot) -> AtOnce:
         temp_c=temp,
         delta_vs_median_pct=delta,
         cause_text=tuple(c.text if c is not None else "" for c in state.causes.causes),
+        sparklines=plain_sparklines(state, core.config.sparkline_points),
     )
+
+
+def plain_sparklines(state: RackState, points: int) -> np.ndarray:
+    """Per node, its per-tick rates over the newest ``points`` ticks of the rings, read tick by tick;
+    NaN at ticks it was down or stale."""
+    times, cum = state.recent_tokens.view()
+    _, codes = state.recent_state.view()
+    times, cum, codes = times[-(points + 1) :], cum[-(points + 1) :], codes[-(points + 1) :]
+    out = np.full((len(state.run.nodes), max(len(times) - 1, 0)), np.nan)
+    for k in range(1, len(times)):
+        for i in range(len(state.run.nodes)):
+            if codes[k, i] not in (NODE_STATES.index("stale"), NODE_STATES.index("down")):
+                out[i, k - 1] = (cum[k, i] - cum[k - 1, i]) / (times[k] - times[k - 1])
+    return out
 
 
 def test_columns_read_later_are_the_snapshots() -> None:
@@ -77,9 +94,13 @@ def test_columns_read_later_are_the_snapshots() -> None:
         for name in ("sm_clock_mhz", "hbm_used_mib", "temp_c"):
             np.testing.assert_array_equal(getattr(nodes, name), getattr(want, name), err_msg=name)
         np.testing.assert_allclose(nodes.delta_vs_median_pct, want.delta_vs_median_pct, rtol=1e-12)
+        np.testing.assert_array_equal(nodes.sparkline_tokens_per_s, want.sparklines)
         assert len(nodes.energy_source) == len(nodes.names)
         assert nodes.later.made
     # what the core holds now is not what those snapshots showed: a read of it would have been caught
     assert any(s.nodes.state != now.nodes.state for s in snaps)
+    assert not any(
+        np.array_equal(s.nodes.sparkline_tokens_per_s, now.nodes.sparkline_tokens_per_s) for s in snaps
+    )
     assert "down" in snaps[2].nodes.state
     assert any(text for s in snaps for text in s.nodes.cause_text)

@@ -9,7 +9,7 @@ import numpy as np
 from tokenwatch.base.durations import format_clock
 from tokenwatch.base.events import GPU_METRICS, LATENCY_METRICS, LatencyMetric
 from tokenwatch.core._loadgen_latency import loadgen_latency
-from tokenwatch.core._node_columns import later_columns, power_sums, sparklines
+from tokenwatch.core._node_columns import later_columns, power_sums, sparkline_maker
 from tokenwatch.core._run_info import RunInfo
 from tokenwatch.core._state import RackState
 from tokenwatch.core._summarize_state import interrupted_status, summarize_state
@@ -83,8 +83,7 @@ def empty_snapshot(now: float = 0.0, said: AlertLog | None = None) -> RackSnapsh
             power_w=z,
             straggler=z.astype(bool),
             throttling=z.astype(bool),
-            sparkline_tokens_per_s=np.zeros((0, 0)),
-            later=Later.now(NodeColumns((), z, z, z, z, (), ())),
+            later=Later.now(NodeColumns((), z, z, z, z, (), (), np.zeros((0, 0)))),
         ),
         gpus=GpuTable(
             np.zeros((0, 0, len(GPU_METRICS))), np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.int8)
@@ -160,7 +159,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
     progress_pct = _progress(state, elapsed, samples_done, state_codes)
     node_progress = _node_progress(state, elapsed, state_codes)
     running = up & (state.tokens > 0)
-    spark = sparklines(state, cfg.sparkline_points)
+    spark = sparkline_maker(state, cfg.sparkline_points)
 
     causes = tuple(state.causes.causes)
     nodes = NodeTable(
@@ -175,8 +174,7 @@ def build_snapshot(state: RackState, now: float) -> RackSnapshot:
         power_w=node_power,
         straggler=state.rules.straggling.copy(),
         throttling=np.asarray(state.rules.throttling.any(axis=1)),
-        sparkline_tokens_per_s=spark,
-        later=later_columns(state_codes, rates, running, gpu, (has_energy, from_counter), causes),
+        later=later_columns(state_codes, rates, running, gpu, (has_energy, from_counter), causes, spark),
         tokens_per_joule=node_tpj,
         causes=causes,
     )
