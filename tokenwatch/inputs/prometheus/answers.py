@@ -138,42 +138,20 @@ def parse_range_response(body: bytes) -> list[RangeSeries]:
     return series
 
 
-def _metrics_of(result: list[Any]) -> list[dict[str, str]] | None:
-    """Each element's labels as they came, where every element has labels of strings; else None."""
-    try:
-        metrics = [item["metric"] for item in result]
-    except (TypeError, KeyError, IndexError):
-        return None
-    if set(map(type, metrics)) - {dict}:
-        return None
-    if set(map(type, chain.from_iterable(map(dict.values, metrics)))) - {str}:
-        return None
-    return metrics
-
-
-def vector_labels(data: dict[str, Any]) -> list[dict[str, str]] | None:
-    """Each sample's labels, in order, of a well-formed instant vector's ``data``; None for anything else
-    (:mod:`.vector_bytes` reads the values from the answer's bytes)."""
-    result = data.get("result")
-    if data.get("resultType") != "vector" or not isinstance(result, list):
-        return None
-    return _metrics_of(result)
-
-
 def _vector_columns(result: list[Any]) -> list[Sample] | None:
     """A well-formed vector (what Prometheus sends) read a column at a time: its labels as they came,
     its values in one vectorised conversion, NaN left out. None where anything is off: the element by
     element reading below then says what (an alerting round is ~50,000 samples; this is ~4x quicker).
     The shape checks run over whole columns in C (``map``), not per sample in Python."""
-    metrics = _metrics_of(result)
-    if metrics is None:
-        return None
     try:
+        metrics = [item["metric"] for item in result]
         pairs = [item["value"] for item in result]
-        if set(map(type, pairs)) - {list} or set(map(len, pairs)) - {2}:
+        if set(map(type, metrics)) - {dict} or set(map(type, pairs)) - {list} or set(map(len, pairs)) - {2}:
             return None
         texts = [pair[1] for pair in pairs]
         if set(map(type, texts)) - {str}:
+            return None
+        if set(map(type, chain.from_iterable(map(dict.values, metrics)))) - {str}:
             return None
         values = np.array(texts, dtype=np.float64)
     except (TypeError, KeyError, IndexError, ValueError):

@@ -144,15 +144,9 @@ class PrometheusApi:
         self, queries: Mapping[str, str], at: float | None, read: Callable[[bytes], T]
     ) -> tuple[dict[str, T], dict[str, BaseException]]:
         """:meth:`query_all`, each answer read by ``read`` as it arrives (:meth:`query_as`)."""
-        return await self.read_each(queries, at, dict.fromkeys(queries, read))
-
-    async def read_each(
-        self, queries: Mapping[str, str], at: float | None, readers: Mapping[str, Callable[[bytes], T]]
-    ) -> tuple[dict[str, T], dict[str, BaseException]]:
-        """:meth:`read_all`, each field's answer read by its own reader (``readers``, by field)."""
         fields = list(queries)
         answers = await asyncio.gather(
-            *(self.query_as(queries[f], at, readers[f]) for f in fields), return_exceptions=True
+            *(self.query_as(queries[f], at, read) for f in fields), return_exceptions=True
         )
         return _split(fields, answers)
 

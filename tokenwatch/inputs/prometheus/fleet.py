@@ -42,7 +42,6 @@ from tokenwatch.inputs.prometheus.scrape_times import (
     scrape_times,
 )
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
-from tokenwatch.inputs.prometheus.vector_bytes import VectorReader
 from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
     FleetPreset,
@@ -111,7 +110,6 @@ class PrometheusFleetCollector(FleetHistory):
         self._failed_rounds = 0  # rounds in a row in which no query was answered
         self.alerting_pass = AlertingPassSchedule(settings.interval_s, settings.detail_interval_s)
         self._unanswered: set[str] = set()  # the fields the last round's queries failed for
-        self._vector_readers: dict[str, VectorReader] = {}  # by PromQL: each rack-figure query's reader
         self._wall_at_run_zero: float | None = None  # Unix time at run time 0, for the readings' times
 
     # ------------------------------------------------------------ queries
@@ -132,18 +130,10 @@ class PrometheusFleetCollector(FleetHistory):
         columns by the node reader), and a notice when what fails changes (an unreachable server fails
         every query: one notice, not one per query)."""
         columns: dict[str, GpuColumn] = {}
-        # The rack figures' answers: values read from their bytes, labels parsed when they change.
-        figures = {f: q for f, q in queries.items() if not f.startswith("node ")}
-        readers = {f: self._vector_readers.setdefault(q, VectorReader()) for f, q in figures.items()}
         if self.node_reader is not None:
-            nodes = {f: q for f, q in queries.items() if f.startswith("node ")}
-            (results, errors), (node_results, columns, node_errors) = await asyncio.gather(
-                api.read_each(figures, at, readers), self.node_reader.ask(api, nodes, at, prefix="node ")
-            )
-            results.update(node_results)
-            errors = {f: e for f in queries if (e := errors.get(f) or node_errors.get(f)) is not None}
+            results, columns, errors = await self.node_reader.ask(api, queries, at, prefix="node ")
         else:
-            results, errors = await api.read_each(figures, at, readers)
+            results, errors = await api.query_all(queries, at)
         answered = bool(results or columns)
         self._failed_rounds = self._failed_rounds + 1 if errors and not answered else 0
         self._unanswered = set(errors)
