@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
 import orjson
@@ -71,8 +70,8 @@ class RackAnswerReader:
         if not keep.all():
             labels = [one for one, ok in zip(labels, keep.tolist(), strict=True) if ok]
             values = values[keep]
-        named = list(map(self._known.get, labels, repeat(None)))
-        missed = [k for k, pair in enumerate(named) if pair is None]
+        named = list(map(self._known.get, labels))
+        missed = [k for k, pair in enumerate(named) if pair is None] if None in named else []
         read: list[tuple[str, str]] = []
         for k in missed:  # every label set read before any is remembered: a declined answer adds none
             try:
@@ -86,6 +85,5 @@ class RackAnswerReader:
             self._known.clear()
         for k, pair in zip(missed, read, strict=True):
             named[k] = self._known[labels[k]] = pair
-        racks = tuple(pair[0] for pair in named if pair is not None)
-        nodes = tuple(pair[1] for pair in named if pair is not None)
+        racks, nodes = zip(*named, strict=True) if named else ((), ())  # each a (rack, node) pair now
         return RackColumn(racks, nodes, values)
