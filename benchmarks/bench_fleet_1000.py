@@ -1,7 +1,9 @@
 """A 1,000-rack fleet (18 nodes x 4 GPUs a rack: 72,000 GPUs) watched through a real VictoriaMetrics.
 
     python benchmarks/bench_fleet_1000.py [--racks 1000] [--nodes 18] [--minutes 80] [--rounds 10]
-                                          [--gpu-minutes 3] [--short] [--compare CHECKOUT [--pairs N]]
+                                          [--gpu-minutes 3] [--short] [--started]
+                                          [--recorded-only]
+                                          [--compare CHECKOUT [--pairs N]]
 
 1. The history: every node's series as the racks' tokenwatch exporters serve them (``site``, ``row``,
    ``rack`` and ``node`` labels; a few nodes down, a few throttling), one point every 30 s over
@@ -20,6 +22,14 @@
    alerting pass into its core, and at the end).
 3. The alerting pass alone, in a process of its own that holds no core and read no history: the peak RSS
    it adds and its CPU (what reading 72,000 GPUs' answers takes, with no freed heap of a backfill to reuse).
+
+``--started``: also a watch started with the run (not attached at its end), in a process of its own:
+no backfill, a round every 5 s with one rack on screen and two alerting passes 30 s apart, each into
+its core as the live watch feeds it; its peak RSS after the second pass, target < 500 MB (the core's
+per-node rings and series, filled by the passes, on top of the answers read).
+
+``--recorded-only``: of the rounds, only the live board's every-5-s round (the rack figures from the
+recorded series, one rack on screen): the raw and alerting rounds take minutes at 1,000 racks.
 
 ``--short``: 20 racks x 10 minutes, a quick pass that only shows the script still runs. ``--compare
 CHECKOUT``: the watch part also run with another checkout's tokenwatch (such as ``git worktree add --detach
@@ -350,6 +360,43 @@ async def pass_alone(url: str, at: float) -> tuple[float, float, float, int]:
     return peak_rss_mb() - before, took, cpu, rows
 
 
+async def started_with_run(url: str, end: float, passes: int) -> tuple[int, float]:
+    """A watch started with the run (``--started``): no backfill, its core fed as the live watch feeds
+    it from the run's start, a round every 5 s with one rack on screen, the alerting pass (every node
+    and GPU) every 30 s, ``passes`` of them, the last at the instant ``end``. Returns (the events, its
+    peak RSS in MB after the last pass into the core and a snapshot)."""
+    first = end - (passes - 1) * 30.0
+    run_start = first - INTERVAL_S  # the run began a round before the watch's first instant
+    run_s = 0.0
+    c = PrometheusFleetCollector(fleet_settings(url), now=lambda: run_s)
+    found = await c.discover()
+    assert found is not None, c._said
+    c.focus.show({c.racks[0]})
+    core = RackCore()
+    meta = {**found.meta, "attached_at_s": 0.0}
+    core.ingest(RunStarted(0.0, "fleet", "Offline", found.nodes, GPUS, None, None, "live", run_start, meta))
+    events = 0
+    async with PrometheusApi(url, 120.0) as api:
+        instant = first
+        while instant <= end + 1e-6:
+            run_s = instant - run_start
+            alerting = c.alerting_pass.due(instant)
+            polled = await c.poll(api, instant)
+            for event in polled:
+                if isinstance(event, Notice) and event.level == "warning":
+                    print(f"  round at {instant - end:+.0f} s: {event.message}", flush=True)
+                core.ingest(event)
+            core.snapshot()
+            events += len(polled)
+            if alerting:
+                print(
+                    f"  after the alerting pass at {instant - end:+.0f} s into the core: {memory()}",
+                    flush=True,
+                )
+            instant += INTERVAL_S
+    return events, peak_rss_mb()
+
+
 def peak_rss_mb() -> float:
     fields = dict(
         line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
@@ -366,8 +413,11 @@ def memory() -> str:
     return f"RSS {now:.0f} MB, peak {peak:.0f} MB"
 
 
-async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, float, int]]:
-    """(kind, ours median s, floor median s, queries) per round kind at the instant ``at``."""
+async def rounds(
+    url: str, at: float, count: int, recorded_only: bool
+) -> list[tuple[str, float, float, int, float]]:
+    """(kind, ours median s, floor median s, queries, our CPU median s) per round kind at the instant
+    ``at`` (only the live board's round, from the recorded series, with ``recorded_only``)."""
     c = PrometheusFleetCollector(fleet_settings(url), now=lambda: 0.0)
     found = await c.discover()
     assert found is not None
@@ -377,24 +427,35 @@ async def rounds(url: str, at: float, count: int) -> list[tuple[str, float, floa
         "rack figures (raw queries) + one rack on screen": ("raw", False),
         "alerting pass: rack figures (recorded) + every node and GPU": ("recorded", True),
     }
+    if recorded_only:
+        kinds = dict(list(kinds.items())[:1])
     out = []
     async with PrometheusApi(url, 120.0) as api:
         for kind, (figures, detail) in kinds.items():
             c.figure_queries.using_recorded = figures == "recorded"
             asked = list(c.figure_queries.queries.values())
             asked += list(c._node_queries(None if detail else c.focus.racks).values())
-            ours, floors = [], []
+            ours, floors, cpus = [], [], []
             for _ in range(count):
                 c.alerting_pass.counted_from = -math.inf if detail else at
                 floors.append(await floor_round(url, asked, at))
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 await c.poll(api, at)
                 ours.append(time.perf_counter() - began)
-            out.append((kind, statistics.median(ours), statistics.median(floors), len(asked)))
+                cpus.append(time.process_time() - cpu)
+            out.append(
+                (
+                    kind,
+                    statistics.median(ours),
+                    statistics.median(floors),
+                    len(asked),
+                    statistics.median(cpus),
+                )
+            )
     return out
 
 
-def watch_part(url: str, end: float, begin: float, count: int) -> None:
+def watch_part(url: str, end: float, begin: float, count: int, recorded_only: bool) -> None:
     """(child process) The backfill, then the rounds; prints one line of figures per part."""
     seconds, batches, kind, core, run_s = asyncio.run(backfill(url, end, begin))
     print(f"BACKFILL {seconds:.3f} {batches} {kind}", flush=True)
@@ -406,8 +467,8 @@ def watch_part(url: str, end: float, begin: float, count: int) -> None:
     print(f"  ... after its first alerting pass ({events:,} events) into the core: {peak:.0f} MB", flush=True)
     print(f"ALERTING {peak:.0f} {polled:.3f} {ingested:.3f}", flush=True)
     if count:
-        for name, mine, floor, queries in asyncio.run(rounds(url, end, count)):
-            print(f"ROUND {mine:.4f} {floor:.4f} {queries} {name}", flush=True)
+        for name, mine, floor, queries, cpu in asyncio.run(rounds(url, end, count, recorded_only)):
+            print(f"ROUND {mine:.4f} {floor:.4f} {queries} {cpu:.4f} {name}", flush=True)
     print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", flush=True)
 
 
@@ -429,18 +490,37 @@ def main() -> None:
         "--watch", nargs=3, type=float, metavar=("PORT", "END", "BEGIN"), help=argparse.SUPPRESS
     )
     parser.add_argument("--pass-alone", nargs=2, type=float, metavar=("PORT", "END"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--started",
+        action="store_true",
+        help="also a watch started with the run: its RSS after two alerting passes",
+    )
+    parser.add_argument(
+        "--recorded-only",
+        action="store_true",
+        help="of the rounds, only the live board's (the rack figures from the recorded series)",
+    )
+    parser.add_argument(
+        "--started-part", nargs=2, type=float, metavar=("PORT", "END"), help=argparse.SUPPRESS
+    )
     add_short_option(parser)
     args = parser.parse_args()
     if args.watch:
         print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
         port, end, begin = args.watch
-        watch_part(f"http://127.0.0.1:{port:.0f}", end, begin, args.rounds)
+        watch_part(f"http://127.0.0.1:{port:.0f}", end, begin, args.rounds, args.recorded_only)
         return
     if args.pass_alone:
         print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
         port, end = args.pass_alone
         added, took, cpu, rows = asyncio.run(pass_alone(f"http://127.0.0.1:{port:.0f}", end))
         print(f"PASS {added:.0f} {took:.3f} {cpu:.3f} {rows}", flush=True)
+        return
+    if args.started_part:
+        print(f"  tokenwatch from {Path(tokenwatch.__file__).parent}", flush=True)
+        port, end = args.started_part
+        events, peak = asyncio.run(started_with_run(f"http://127.0.0.1:{port:.0f}", end, 2))
+        print(f"STARTED {peak:.0f} {events}", flush=True)
         return
     if args.short:
         args.racks, args.minutes, args.rounds = 20, 10.0, 3
@@ -483,16 +563,20 @@ def main() -> None:
             )
             codes = [REPO] if args.compare is None else [REPO, args.compare.resolve()] * args.pairs
             for code in codes:
-                for part in (
+                parts = [
                     ["--watch", str(vm.port), f"{end:.3f}", f"{begin:.3f}"],
                     ["--pass-alone", str(vm.port), f"{end:.3f}"],
-                ):
+                ]
+                if args.started:
+                    parts.append(["--started-part", str(vm.port), f"{end:.3f}"])
+                for part in parts:
                     print(
                         f"{part[0][2:]} with the code at {code}; load average {os.getloadavg()[0]:.2f}",
                         flush=True,
                     )
                     child = subprocess.run(
-                        [sys.executable, __file__, *part, "--rounds", str(args.rounds)],
+                        [sys.executable, __file__, *part, "--rounds", str(args.rounds),
+                         *(["--recorded-only"] if args.recorded_only else [])],
                         cwd=REPO, capture_output=True, text=True, check=False,
                         env={**os.environ, "BENCH_FLEET_CODE": str(code)},
                     )  # fmt: skip
@@ -507,7 +591,7 @@ def main() -> None:
 
 def judge(out: str, racks: int, minutes: float) -> None:
     for line in out.splitlines():
-        word, *rest = line.split(maxsplit=4)
+        word, *rest = line.split(maxsplit=5 if line.startswith("ROUND ") else 4)
         if word == "BACKFILL":
             seconds, batches, kind = float(rest[0]), rest[1], rest[2]
             target(
@@ -517,10 +601,11 @@ def judge(out: str, racks: int, minutes: float) -> None:
                 seconds < 10,
             )
         elif word == "ROUND":
-            mine, floor, queries, kind = float(rest[0]), float(rest[1]), rest[2], rest[3]
+            mine, floor, queries, cpu, kind = float(rest[0]), float(rest[1]), rest[2], float(rest[3]), rest[4]
             target(
                 f"round, {kind} ({queries} queries at once) against the bare-socket floor",
-                f"ours {mine * 1000:.1f} ms median, floor {floor * 1000:.1f} ms -> {mine / floor:.2f}x",
+                f"ours {mine * 1000:.1f} ms median ({cpu * 1000:.1f} ms of the watch's CPU), floor "
+                f"{floor * 1000:.1f} ms -> {mine / floor:.2f}x",
                 "<= 1.2x the floor",
                 mine / floor <= 1.2,
             )
@@ -538,6 +623,14 @@ def judge(out: str, racks: int, minutes: float) -> None:
                 f"        the alerting pass alone ({rows:,} GPU rows): {added:.0f} MB of peak RSS added, "
                 f"{took:.2f} s ({cpu:.2f} s of the watch's CPU)",
                 flush=True,
+            )
+        elif word == "STARTED":
+            rss, events = float(rest[0]), int(rest[1])
+            target(
+                "a watch started with the run: its peak RSS after two alerting passes (every node and GPU)",
+                f"{rss:.0f} MB ({events:,} events into its core)",
+                "< 500 MB",
+                rss < 500,
             )
         elif word == "RSS":
             rss = float(rest[0])

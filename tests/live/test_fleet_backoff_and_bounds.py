@@ -217,7 +217,7 @@ def test_answers_read_together_are_bounded_together(monkeypatch: pytest.MonkeyPa
         async with PrometheusApi(url, PATIENCE_S) as api:
             original = api._get
 
-            async def watched(path: str, params: dict[str, str]) -> tuple[int, bytes]:
+            async def watched(path: str, params: dict[str, str] | str) -> tuple[int, bytes]:
                 try:
                     return await original(path, params)
                 finally:

@@ -35,6 +35,7 @@ from tokenwatch.inputs.prometheus.fleet_settings import FleetFocus, FleetSetting
 from tokenwatch.inputs.prometheus.gpu_answers import GpuColumn
 from tokenwatch.inputs.prometheus.node_states import NodeStates
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
+from tokenwatch.inputs.prometheus.rack_answers import RackAnswerReader, RackColumn
 from tokenwatch.inputs.prometheus.scrape_times import (
     SCRAPED_AT,
     at_scrape_times,
@@ -99,6 +100,7 @@ class PrometheusFleetCollector(FleetHistory):
         )
         self._figures_note: Notice | None = None  # which queries make the rack figures, said at the start
         self.board = RackFigures(settings.rack_label, settings.node_label)
+        self.rack_reader = RackAnswerReader(settings.rack_label, settings.node_label)
         self.nodes: tuple[str, ...] = ()
         self.node_reader: PrometheusQueryCollector | None = None
         self.node_states: NodeStates | None = None
@@ -124,23 +126,30 @@ class PrometheusFleetCollector(FleetHistory):
         )
 
     async def _ask_all(
-        self, api: PrometheusApi, queries: Mapping[str, str], at: float | None
-    ) -> tuple[dict[str, list[Sample]], dict[str, GpuColumn], list[Event]]:
-        """Every query at once; the answers by field (the nodes' GPU fields, ``node <field>``, read into
-        columns by the node reader), and a notice when what fails changes (an unreachable server fails
-        every query: one notice, not one per query)."""
+        self, api: PrometheusApi, queries: Mapping[str, str], at: float | None, figures: Mapping[str, str]
+    ) -> tuple[dict[str, list[Sample]], dict[str, GpuColumn], dict[str, RackColumn], list[Event]]:
+        """``queries`` and the rack ``figures`` at once; the answers by field (the nodes' GPU fields,
+        ``node <field>``, read into columns by the node reader; the figures into columns by the rack
+        reader), and a notice when what fails changes (an unreachable server fails every query: one
+        notice, not one per query)."""
         columns: dict[str, GpuColumn] = {}
+        asked = api.read_all(figures, at, self.rack_reader.read)
         if self.node_reader is not None:
-            results, columns, errors = await self.node_reader.ask(api, queries, at, prefix="node ")
+            (results, columns, errors), (rack_columns, figure_errors) = await asyncio.gather(
+                self.node_reader.ask(api, queries, at, prefix="node "), asked
+            )
         else:
-            results, errors = await api.query_all(queries, at)
-        answered = bool(results or columns)
+            (results, errors), (rack_columns, figure_errors) = await asyncio.gather(
+                api.query_all(queries, at), asked
+            )
+        errors = {**figure_errors, **errors}
+        answered = bool(results or columns or rack_columns)
         self._failed_rounds = self._failed_rounds + 1 if errors and not answered else 0
         self._unanswered = set(errors)
         failed: dict[str, list[str]] = {}  # error -> the fields it hit
         for field, error in errors.items():
             failed.setdefault(str(error), []).append(field)
-        return results, columns, self._problems(failed)
+        return results, columns, rack_columns, self._problems(failed)
 
     def _problems(self, failed: Mapping[str, list[str]]) -> list[Event]:
         out: list[Event] = []
@@ -166,7 +175,7 @@ class PrometheusFleetCollector(FleetHistory):
         """The nodes each rack had when last listed."""
         return self.board.rack_nodes
 
-    def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
+    def figures(self, t: float, results: Mapping[str, RackColumn | list[Sample]]) -> RackFiguresBatch | None:
         """One batch from one instant's answers (see :meth:`RackFigures.figures`)."""
         return self.board.figures(t, results)
 
@@ -346,19 +355,19 @@ class PrometheusFleetCollector(FleetHistory):
         node_queries: dict[str, str] = {}
         if self.node_reader is not None and (detail or focus):
             node_queries = self._node_queries(None if detail else focus)
-        ask = {**queries, **{f"node {f}": q for f, q in node_queries.items()}}
+        ask = {f"node {f}": q for f, q in node_queries.items()}
         probe = detail and not figures.using_recorded and bool(self.racks)
         if probe:  # rules loaded since: found at the next alerting pass
             ask["recorded probe"] = figures.probe()
-        results, columns, notices = await self._ask_all(api, ask, instant)
+        results, columns, answered, notices = await self._ask_all(api, ask, instant, queries)
         if detail and node_queries:
             self.alerting_pass.asked(instant, not any(f.startswith("node ") for f in self._unanswered))
         t = self.now()
         events: list[Event] = []
-        answered = {f: results[f] for f in queries if f in results}
-        if figures.using_recorded and answered.get("nodes_total") == []:
+        counted = answered.get("nodes_total")
+        if figures.using_recorded and counted is not None and not len(counted.values):
             events.append(figures.lost(t))  # the rules unloaded: this instant asked again, raw
-            answered, _ = await api.query_all(figures.raw, instant)
+            answered, _ = await api.read_all(figures.raw, instant, self.rack_reader.read)
         elif probe and "recorded probe" in results:
             note = figures.found(t, results["recorded probe"], self.racks)
             events += [note] if note is not None else []

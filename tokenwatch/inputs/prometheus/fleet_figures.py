@@ -9,7 +9,7 @@ whose series are gone is shown down with the size it last had.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from itertools import repeat
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy.typing as npt
 from tokenwatch.base.events import RACK_FIGURES, FloatArray, RackFiguresBatch
 from tokenwatch.base.formatting import natural_key
 from tokenwatch.inputs.prometheus.api import RangeSeries, Sample
+from tokenwatch.inputs.prometheus.rack_answers import RackColumn
 
 _COL = {name: i for i, name in enumerate(RACK_FIGURES)}
 # The figures that count (nodes, GPUs) and the most a rack can hold of them: an answer outside 0..this
@@ -46,13 +47,21 @@ class RackFigures:
         shown = ", ".join(new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
         return f"{shown}: a node or GPU count outside 0..{MAX_RACK_COUNT:,} (shown as unknown)"
 
-    def figures(self, t: float, results: Mapping[str, list[Sample]]) -> RackFiguresBatch | None:
-        """One batch from one instant's answers; None when the server could not say which racks are
-        there (then nothing is known to be down, and the racks simply go stale)."""
+    def figures(
+        self, t: float, results: Mapping[str, RackColumn | Sequence[Sample]]
+    ) -> RackFiguresBatch | None:
+        """One batch from one instant's answers (field -> its column, or its samples read the exact
+        way); None when the server could not say which racks are there (then nothing is known to be
+        down, and the racks simply go stale)."""
         if "nodes_total" not in results:
             return None
-        label = self.rack_label
-        present = {rack for labels, _ in results["nodes_total"] if (rack := labels.get(label))}
+        columns = {
+            field: answer
+            if isinstance(answer, RackColumn)
+            else RackColumn.of_samples(answer, self.rack_label, self.node_label)
+            for field, answer in results.items()
+        }
+        present = {rack for rack in columns["nodes_total"].racks if rack}
         for rack in sorted(present - set(self.racks), key=natural_key):
             self.racks.append(rack)  # a rack that appeared since the watch began
         row_of = {rack: row for row, rack in enumerate(self.racks)}
@@ -60,19 +69,21 @@ class RackFigures:
         names, causes = [""] * len(self.racks), [""] * len(self.racks)
         # A column per field (1,000 racks' samples each at 1,000 racks): the racks' rows looked up in C;
         # where a rack has several samples, the last one counts.
-        for field, samples in results.items():
+        for field, column in columns.items():
             col = _COL.get("worst_tokens_per_s" if field == "worst" else field)
-            if not samples or (col is None and field != "worst_throttling") or field == "worst_tokens_per_s":
+            if not len(column.values) or (col is None and field != "worst_throttling"):
                 continue
-            rows, last = _last_rows(samples, label, row_of)
+            if field == "worst_tokens_per_s":
+                continue
+            rows, last = _last_rows(column.racks, row_of)
             if field == "worst_throttling":
                 for row in rows.tolist():
                     causes[row] = "throttling"
                 continue
-            values[rows, col] = np.array([samples[i][1] for i in last.tolist()])
+            values[rows, col] = column.values[last]
             if field == "worst":
                 for row, i in zip(rows.tolist(), last.tolist(), strict=True):
-                    names[row] = samples[i][0].get(self.node_label, "")
+                    names[row] = column.nodes[i]
         return self._batch(t, values, tuple(names), tuple(causes))
 
     def _batch(
@@ -163,11 +174,11 @@ class RackFigures:
 
 
 def _last_rows(
-    samples: list[Sample], label: str, row_of: Mapping[str, int]
+    racks: Sequence[str], row_of: Mapping[str, int]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """(the rows of the racks the samples name, each rack's last sample's position): samples of a
     rack not on the board, or with no rack label, left out."""
-    rows = np.array([row_of.get(labels.get(label) or "", -1) for labels, _ in samples], np.intp)
+    rows = np.fromiter(map(row_of.get, racks, repeat(-1)), np.intp, len(racks))
     at = np.flatnonzero(rows >= 0)
     rows = rows[at]
     if len(np.unique(rows)) < len(rows):  # a rack twice: its last sample, as one by one would
