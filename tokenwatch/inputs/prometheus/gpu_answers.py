@@ -87,6 +87,29 @@ def compact_vector(body: bytes) -> tuple[list[bytes], FloatArray] | None:
     return labels, values
 
 
+def without_gaps(labels: list[bytes], values: FloatArray) -> tuple[list[bytes], FloatArray]:
+    """A compact answer's samples less its NaN ones (gaps, as the exact reading leaves them out)."""
+    keep = ~np.isnan(values)
+    if keep.all():
+        return labels, values
+    return [one for one, ok in zip(labels, keep.tolist(), strict=True) if ok], values[keep]
+
+
+def label_sets(labels: list[bytes], which: list[int]) -> list[dict[str, str]] | None:
+    """The label sets at ``which``, each read as JSON; None where one is not a JSON object of strings
+    (the exact reading then reads the answer, or says what is wrong)."""
+    read: list[dict[str, str]] = []
+    for k in which:
+        try:
+            doc = orjson.loads(labels[k])
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(doc, dict) or not _STR.issuperset(map(type, doc.values())):
+            return None
+        read.append(doc)
+    return read
+
+
 def _values(pairs: list[bytes]) -> FloatArray | None:
     """The values of the samples' ``T,"V`` (each exactly one comma and one quote, numbers only), or None."""
     for mark in (b",", b'"', b',"'):
@@ -119,21 +142,13 @@ class GpuLabelKeys:
     def column(self, labels: list[bytes], values: FloatArray) -> GpuColumn | None:
         """The column of one compact answer's samples, or None where a label set is not a JSON object
         of strings (the exact reading then reads it, or says what is wrong)."""
-        keep = ~np.isnan(values)
-        if not keep.all():
-            labels = [one for one, ok in zip(labels, keep.tolist(), strict=True) if ok]
-            values = values[keep]
+        labels, values = without_gaps(labels, values)
         keys = np.fromiter(map(self._known.get, labels, repeat(-1)), np.int64, len(labels))
         missed = np.flatnonzero(keys < 0).tolist()
-        read: list[dict[str, str]] = []
-        for k in missed:  # every label set read before any name is noted: a declined answer notes none
-            try:
-                doc = orjson.loads(labels[k])
-            except orjson.JSONDecodeError:
-                return None
-            if not isinstance(doc, dict) or not _STR.issuperset(map(type, doc.values())):
-                return None
-            read.append(doc)
+        # every label set read before any name is noted: a declined answer notes none
+        read = label_sets(labels, missed)
+        if read is None:
+            return None
         if len(self._known) + len(missed) > self.limit:
             self._known.clear()
         for k, doc in zip(missed, read, strict=True):

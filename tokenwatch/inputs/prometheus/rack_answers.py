@@ -18,13 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 
 from tokenwatch.base.events import FloatArray
 from tokenwatch.inputs.prometheus.answers import Sample, parse_response
-from tokenwatch.inputs.prometheus.gpu_answers import compact_vector
+from tokenwatch.inputs.prometheus.gpu_answers import compact_vector, label_sets, without_gaps
 
-_STR = frozenset({str})
 # Label sets remembered (a few per rack: its figures' series and its slowest node's): more means labels
 # that keep changing, and the memory starts afresh rather than grows.
 MAX_LABEL_SETS = 100_000
@@ -66,21 +64,14 @@ class RackAnswerReader:
     def _column(self, labels: list[bytes], values: FloatArray) -> RackColumn | None:
         """The column of one compact answer, or None where a label set is not a JSON object of
         strings (the exact reading then reads it, or says what is wrong)."""
-        keep = ~np.isnan(values)
-        if not keep.all():
-            labels = [one for one, ok in zip(labels, keep.tolist(), strict=True) if ok]
-            values = values[keep]
+        labels, values = without_gaps(labels, values)
         named = list(map(self._known.get, labels))
         missed = [k for k, pair in enumerate(named) if pair is None] if None in named else []
-        read: list[tuple[str, str]] = []
-        for k in missed:  # every label set read before any is remembered: a declined answer adds none
-            try:
-                doc = orjson.loads(labels[k])
-            except orjson.JSONDecodeError:
-                return None
-            if not isinstance(doc, dict) or not _STR.issuperset(map(type, doc.values())):
-                return None
-            read.append((doc.get(self.rack_label, ""), doc.get(self.node_label, "")))
+        # every label set read before any is remembered: a declined answer adds none
+        docs = label_sets(labels, missed)
+        if docs is None:
+            return None
+        read = [(doc.get(self.rack_label, ""), doc.get(self.node_label, "")) for doc in docs]
         if len(self._known) + len(missed) > MAX_LABEL_SETS:
             self._known.clear()
         for k, pair in zip(missed, read, strict=True):
