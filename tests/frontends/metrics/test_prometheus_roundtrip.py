@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import wait_until
 from tests.frontends.conftest import DATA, SERVER_RUN, PromFleet
 from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import (
@@ -87,28 +88,38 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
     source = prom_fleet.core
     run = source.run
     assert run is not None
-    collector = PrometheusQueryCollector(
-        url=prom_fleet.url,
-        nodes=run.nodes,
-        gpus_per_node=4,
-        node_label="node",
-        interval_s=1.0,
-        gpu=True,
-        progress=True,
-        now=lambda: 1.0,
-        clock=ManualClock(),
-        gpu_preset="tokenwatch",
-        progress_preset="tokenwatch",
-        polls=1,
-        baseline=False,  # the fleet's totals as they stand, not the growth since this poll
-    )
-    events = _collect(collector)
-    assert not [e for e in events if isinstance(e, Notice)], events
-    core = RackCore()
-    core.ingest(RunStarted(0.0, "via prometheus", run.scenario, run.nodes, 4, None, None, "live", 0.0))
-    for event in events:
-        core.ingest(event)
-    assert (core.state.tokens == source.state.tokens).all()
+    rebuilt: list[RackCore] = []
+
+    def rebuild() -> bool:
+        """One poll into a new core: True when its counters are the source's. A scrape that timed out
+        on a loaded machine leaves the series stale at the poll's instant, so a poll is asked again
+        until one falls on a good scrape; a collector that reads them wrong never gets there."""
+        collector = PrometheusQueryCollector(
+            url=prom_fleet.url,
+            nodes=run.nodes,
+            gpus_per_node=4,
+            node_label="node",
+            interval_s=1.0,
+            gpu=True,
+            progress=True,
+            now=lambda: 1.0,
+            clock=ManualClock(),
+            gpu_preset="tokenwatch",
+            progress_preset="tokenwatch",
+            polls=1,
+            baseline=False,  # the fleet's totals as they stand, not the growth since this poll
+        )
+        events = _collect(collector)
+        assert not [e for e in events if isinstance(e, Notice)], events
+        core = RackCore()
+        core.ingest(RunStarted(0.0, "via prometheus", run.scenario, run.nodes, 4, None, None, "live", 0.0))
+        for event in events:
+            core.ingest(event)
+        rebuilt[:] = [core]
+        return bool((core.state.tokens == source.state.tokens).all())
+
+    wait_until(rebuild, "a poll whose counters are the source's", poll_s=1.0)
+    core = rebuilt[0]
     assert (core.state.samples == source.state.samples).all()
     for metric in ("power_w", "power_limit_w", "sm_clock_mhz", "hbm_used_mib", "temp_c", "util_pct"):
         k = GPU_METRICS.index(metric)
