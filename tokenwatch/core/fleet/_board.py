@@ -63,9 +63,12 @@ def fleet_tick_steps(state: RackState, t: float) -> Iterator[None]:
         return  # nothing to project yet
     prime_latency_quantiles(state)  # read once for the fleet; each rack's view slices them
     rows = np.full((len(memo.groups), 5), math.nan)
-    for r in range(len(memo.groups)):
-        rows[r] = _history_row(rack_forecast(state, r, t))
-        yield
+    try:
+        for r in range(len(memo.groups)):
+            rows[r] = _history_row(rack_forecast(state, r, t))
+            yield
+    finally:
+        state.verdict.joined_memo.forget()  # the fleet's joined series: only its racks at this tick read them
     memo.valid, memo.tokens_per_s = rows[:, 4].copy(), rows[:, 0].copy()
     memo.history.add(t, rows)
 

@@ -131,15 +131,24 @@ def never_ran(state: RackState, now: float) -> np.ndarray:
 def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgress:
     """The forecast's inputs for the nodes ``keep`` selects."""
     run = state.run
-    times, tokens = joined_tokens(state, now)
-    starts = start_times(state, now, (times, tokens))
+    every = bool(keep.all())
+    # A fleet's series over every node are kept for its racks' forecasts at the same tick to slice (only a
+    # fleet that knows every node makes them: one known rack by rack takes its racks' own projections).
+    share = every and state.fleet is not None
+    joined = state.verdict.joined_memo.found(state.version, now)
+    if joined is not None:
+        times, tokens, starts = joined
+    else:
+        times, tokens = joined_tokens(state, now)
+        starts = start_times(state, now, (times, tokens))
+        if share and state.fleet_figures is None and state.config.rack_forecasts:
+            state.verdict.joined_memo.keep(state.version, now, times, tokens, starts)
     start = starts[keep]
     last = np.where(np.isnan(state.t_last_change), starts, state.t_last_change)[keep]
     finished = (state.effective_state(now) == _FINISHED)[keep]
     total, schedule = planned_totals(state)
     latency = latency_quantile(state, "e2e", 0.5)
     latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
-    every = bool(keep.all())
     typical = np.nan_to_num(state.cadence.typical_s[keep], nan=0.0)
     progress = NodeProgress(
         run.scenario,
@@ -159,8 +168,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         # A gap of the stale multiple of its cadence is a node gone quiet, not a late reading: no timing.
         end_gap_s=np.fmin(state.change_gap_s[keep], STALE_CADENCE_FACTOR * typical),
     )
-    # A fleet's pace over every node is kept for its racks' forecasts at the same tick to slice.
-    share = every and state.fleet is not None
+    # A fleet's pace over every node is kept likewise.
     pace = node_pace(state.verdict.pace_memo, state.version, progress, state.config.forecast, keep=share)
     return dataclasses.replace(progress, pace=pace)
 

@@ -21,6 +21,7 @@ from tokenwatch.base.events import FloatArray, IntArray, LatencyMetric, RunStart
 from tokenwatch.core._ring import DownsampledSeries
 from tokenwatch.core.config import CoreConfig
 from tokenwatch.core.histogram import N_BUCKETS, LogHistogram, bucket_index, bucket_upper
+from tokenwatch.core.verdict._joined_memo import JoinedMemo
 from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo
 from tokenwatch.core.verdict._pace_memo import PaceMemo
 from tokenwatch.core.verdict.view import HISTORY_COLUMNS
@@ -161,6 +162,9 @@ class VerdictState:
     # A fleet's pace of every node at its latest forecast, which its racks' forecasts at the same tick
     # slice instead of measuring again (core/verdict/_pace_memo.py).
     pace_memo: PaceMemo = field(default_factory=PaceMemo)
+    # ...and its joined token series and starts, through its racks' forecasts at that tick
+    # (core/verdict/_joined_memo.py).
+    joined_memo: JoinedMemo = field(default_factory=JoinedMemo)
 
     @property
     def scenario_label(self) -> str:
