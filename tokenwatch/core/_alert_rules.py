@@ -15,7 +15,7 @@ from tokenwatch.base import throttle
 from tokenwatch.base.events import GPU_METRICS, LatencyMetric
 from tokenwatch.core._state import RackState
 from tokenwatch.core.causes._judge import update_causes
-from tokenwatch.core.node_spread import below_median_pct, eligible_median
+from tokenwatch.core.node_spread import below_median_pct, eligible_median, median_of
 from tokenwatch.core.verdict._inputs import shown_limits
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
@@ -203,6 +203,6 @@ def _reference_clock(state: RackState) -> float:
     memory = state.rules
     if state.ticks_sampled >= memory.reference_due_tick:
         finite = state.sm_clock_max[np.isfinite(state.sm_clock_max)]
-        memory.reference_clock_mhz = float(np.median(finite)) if finite.size else math.nan
+        memory.reference_clock_mhz = median_of(finite) if finite.size else math.nan
         memory.reference_due_tick = state.ticks_sampled + _REFERENCE_EVERY_TICKS
     return memory.reference_clock_mhz
