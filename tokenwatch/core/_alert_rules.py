@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tokenwatch.base import throttle
+from tokenwatch.base.column_median import median_columns
 from tokenwatch.base.events import GPU_METRICS, LatencyMetric
 from tokenwatch.core._state import RackState
 from tokenwatch.core.causes._judge import update_causes
@@ -118,8 +119,8 @@ def own_noise(state: RackState, t: float) -> np.ndarray:
         return memory.noise
     times, tokens = ring.times[order], ring.values[order]
     rates = np.diff(tokens, axis=0) / np.diff(times)[:, None]
-    # median |X - Y| of two independent normals of sd s is 0.954 s
-    sd = np.median(np.abs(np.diff(rates, axis=0)), axis=0) / 0.954
+    # median |X - Y| of two independent normals of sd s is 0.954 s (absolute values: no negative zero)
+    sd = median_columns(np.abs(np.diff(rates, axis=0))) / 0.954
     memory.noise = np.asarray(sd / np.sqrt(len(rates)))
     return memory.noise
 
