@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tokenwatch.base.column_median import nanmedian_columns
+from tokenwatch.base.column_median import median_columns, nanmedian_columns
 
 _VALUES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True, width=64),
@@ -58,3 +58,35 @@ def test_a_pace_shaped_block_of_rates() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert _same(got, np.nanmedian(rates, axis=0))
+
+
+_NOT_NEGATIVE = st.one_of(
+    st.floats(min_value=0.0, allow_infinity=True, width=64).filter(
+        lambda v: not np.signbit(v)  # a negative zero: outside what median_columns takes
+    ),
+    st.sampled_from([0.0, np.nan, 1.0, 2.0, np.inf]),  # gaps and ties come often
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(1, 30).flatmap(
+        lambda rows: st.integers(1, 6).flatmap(
+            lambda cols: arrays(np.float64, (rows, cols), elements=_NOT_NEGATIVE)
+        )
+    )
+)
+def test_median_columns_equals_numpys_median(values: np.ndarray) -> None:
+    """The straggler rule's noise: absolute differences of rates, a column NaN where one of them is."""
+    with np.errstate(all="ignore"):  # the middle two's sum may overflow, in numpy's median as in ours
+        expected = np.median(values, axis=0)
+        ours = median_columns(values)
+    assert _same(ours, expected)
+
+
+def test_median_columns_of_signed_rate_differences() -> None:
+    rng = np.random.default_rng(3)
+    differences = np.abs(np.diff(rng.normal(1_000.0, 30.0, (13, 72)), axis=0))
+    differences[4, 10] = np.nan
+    for rows in (12, 11, 2, 1):
+        assert _same(median_columns(differences[:rows]), np.median(differences[:rows], axis=0))

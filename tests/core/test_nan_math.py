@@ -8,9 +8,11 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenwatch.base.formatting import seconds_label, si
-from tokenwatch.core.nan_math import finite_range, nan_quiet
+from tokenwatch.core.nan_math import finite_range, nan_quiet, nanmean_first_axis
 
 NAN, INF = math.nan, math.inf
 
@@ -67,3 +69,26 @@ def test_si_labels(value: float, digits: int, fixed: bool, expected: str) -> Non
 )
 def test_seconds_labels(seconds: float, space: str, expected: str) -> None:
     assert seconds_label(seconds, space) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shape=st.tuples(st.integers(0, 6), st.integers(0, 5), st.integers(1, 3)),
+    seed=st.integers(0, 2**32 - 1),
+    nan_share=st.floats(0.0, 1.0),
+)
+def test_nanmean_first_axis_is_numpys_nanmean_bit_for_bit(
+    shape: tuple[int, int, int], seed: int, nan_share: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=shape) * 10.0 ** rng.integers(-3, 6, size=shape)
+    values[rng.random(shape) < nan_share] = NAN
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a slice of nothing but NaN: NaN
+        expected = np.nanmean(values, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ...without a warning here
+        got = nanmean_first_axis(values.copy())
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
+    assert np.array_equal(got, expected, equal_nan=True)

@@ -163,6 +163,8 @@ def run_session(
     config = options.core_config(core_config)
     if not options.reads_rack_forecasts():  # nothing but the dashboard shows them: work nobody reads
         config = dataclasses.replace(config, rack_forecasts=False)
+    if not options.wants_dashboard():  # only a report or export reads them, from a core of its own
+        config = dataclasses.replace(config, whole_run_gpu_series=False)
     core = RackCore(config)
     holder: list[Session] = []
     # Before the recording is created: a port in use must not leave an empty recording behind. The

@@ -12,10 +12,11 @@ import math
 import numpy as np
 
 from tokenwatch.base import throttle
+from tokenwatch.base.column_median import median_columns
 from tokenwatch.base.events import GPU_METRICS, LatencyMetric
 from tokenwatch.core._state import RackState
 from tokenwatch.core.causes._judge import update_causes
-from tokenwatch.core.node_spread import below_median_pct, eligible_median
+from tokenwatch.core.node_spread import below_median_pct, eligible_median, median_of
 from tokenwatch.core.verdict._inputs import shown_limits
 
 _SM_CLOCK = GPU_METRICS.index("sm_clock_mhz")
@@ -118,8 +119,8 @@ def own_noise(state: RackState, t: float) -> np.ndarray:
         return memory.noise
     times, tokens = ring.times[order], ring.values[order]
     rates = np.diff(tokens, axis=0) / np.diff(times)[:, None]
-    # median |X - Y| of two independent normals of sd s is 0.954 s
-    sd = np.median(np.abs(np.diff(rates, axis=0)), axis=0) / 0.954
+    # median |X - Y| of two independent normals of sd s is 0.954 s (absolute values: no negative zero)
+    sd = median_columns(np.abs(np.diff(rates, axis=0))) / 0.954
     memory.noise = np.asarray(sd / np.sqrt(len(rates)))
     return memory.noise
 
@@ -203,6 +204,6 @@ def _reference_clock(state: RackState) -> float:
     memory = state.rules
     if state.ticks_sampled >= memory.reference_due_tick:
         finite = state.sm_clock_max[np.isfinite(state.sm_clock_max)]
-        memory.reference_clock_mhz = float(np.median(finite)) if finite.size else math.nan
+        memory.reference_clock_mhz = median_of(finite) if finite.size else math.nan
         memory.reference_due_tick = state.ticks_sampled + _REFERENCE_EVERY_TICKS
     return memory.reference_clock_mhz

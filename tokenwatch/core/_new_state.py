@@ -79,6 +79,8 @@ def new_state(ev: RunStarted, config: CoreConfig, alerts: AlertLog, skips: SkipL
     per_point = max(1, n * g * len(GPU_SERIES_METRICS))
     gpu_recent = int(min(r, max(16, cfg.gpu_series_floats // 2 // per_point)))
     gpu_hist = int(min(h, max(16, cfg.gpu_series_floats // 2 // per_point)))
+    if not cfg.whole_run_gpu_series:
+        gpu_hist = 4  # never added to: the smallest series there is
     gpu_shape = (n, g, len(GPU_SERIES_METRICS))
     return RackState(
         config=cfg,

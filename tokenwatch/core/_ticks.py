@@ -113,14 +113,17 @@ def _sample_to_forecasts(state: RackState, t: float) -> bool:
     state.history_state.add(t, codes)
     # Series hold what was measured: a silent GPU's last reading is not carried on as a flat line. No GPU
     # read yet (a log's history, a fleet's backfill of rack figures): NaN, written without an array of it.
+    keep_gpu_history = state.config.whole_run_gpu_series
     if no_gpu_yet:
-        state.history_gpu.add_blank(t)
+        if keep_gpu_history:
+            state.history_gpu.add_blank(t)
         if recent:
             state.recent_gpu.push_blank(t)  # no storage made while no GPU was ever read
             state.recent_throttle.push_blank(t)
-    else:
+    elif keep_gpu_history or recent:
         gpu_now = np.where(fresh[:, :, None], state.gpu_values[:, :, _SERIES_COLS], np.nan)
-        state.history_gpu.add(t, gpu_now)
+        if keep_gpu_history:
+            state.history_gpu.add(t, gpu_now)
         if recent:
             state.recent_gpu.push(t, gpu_now)
             state.recent_throttle.push(t, np.where(fresh, state.gpu_throttle, np.uint64(0)))

@@ -70,6 +70,10 @@ class CoreConfig:
     # the core's cost. Off, the fleet table projects no rack until the run has ended (its final figures
     # are made when read); ``core.fleet.rack_forecast`` makes one on demand.
     rack_forecasts: bool = True
+    # The GPUs' whole-run series (``history_gpu``, a quarter of a 64-rack tick's work: 32,000 values a
+    # tick, halved as the run grows): read only by ``RackCore.history()`` (a report, an export), which
+    # builds its own core from the recording. Off where nothing asks the core for it (headless).
+    whole_run_gpu_series: bool = True
     # The MLPerf verdict: the benchmark judged by (None: the run's own, if it names one), how
     # often the forecast is recorded and its alerts judged, and what the projection assumes.
     benchmark: str | None = None

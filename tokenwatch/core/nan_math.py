@@ -29,3 +29,16 @@ def finite_range(*arrays: FloatArray) -> tuple[float, float]:
     if values.size == 0:
         return math.nan, math.nan
     return float(values.min()), float(values.max())
+
+
+def nanmean_first_axis(fresh: FloatArray) -> FloatArray:
+    """``np.nanmean(fresh, axis=0)``, the same numbers bit for bit (the same sums over the same zeroed
+    copy, divided by the same counts; NaN where a slice has no value, without a warning), for an array
+    the caller has just made and no longer needs: its NaNs are zeroed in place, saving numpy's copy of
+    it (a dozen points of 4,608 GPUs' series, 3 MB, at every cause judgement)."""
+    missing = np.isnan(fresh)
+    np.copyto(fresh, 0.0, where=missing)
+    counts = np.sum(~missing, axis=0, dtype=np.intp)
+    totals = np.sum(fresh, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(np.true_divide(totals, counts, out=totals, casting="unsafe"))

@@ -118,6 +118,8 @@ def spread_increases(times: FloatArray, cumulative: FloatArray) -> FloatArray:
 
 def run_history(state: RackState) -> RunHistory:
     """The whole-run series of everything ingested so far, and the alert log."""
+    if not state.config.whole_run_gpu_series:
+        raise ValueError("the core was made without the GPUs' whole-run series (whole_run_gpu_series)")
     run = state.run
     times, cumulative = node_tokens_history(state)
     _, power = state.history_power.view()

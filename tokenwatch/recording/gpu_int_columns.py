@@ -372,7 +372,8 @@ def _all_differences(
         return None
     if block.shape != before.shape or block.dtype.kind not in "iu":
         return None
-    ints = before + block.astype(np.int64)
+    ints = block.astype(np.int64, copy=False)  # block is this call's own: added to in place
+    ints += before
     floats = ints / divisors
     if energy >= 0:
         ints[energy] += predicted(floats[names.index("power_w")], dt, scales[energy])

@@ -19,7 +19,8 @@ import numpy as np
 from tokenwatch.base.events import GPU_METRICS, FloatArray
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import GPU_SERIES_METRICS, STATE_CODE
-from tokenwatch.core.nan_math import nan_quiet
+from tokenwatch.core.nan_math import nan_quiet, nanmean_first_axis
+from tokenwatch.core.node_spread import median_of
 
 SERIES = {name: k for k, name in enumerate(GPU_SERIES_METRICS)}
 _LIMIT = GPU_METRICS.index("power_limit_w")
@@ -122,7 +123,7 @@ def rack_evidence(state: RackState, t: float, codes: np.ndarray) -> RackEvidence
     n, g = state.gpu_values.shape[:2]
     running = (codes == _UP) & (state.tokens > 0)
     if len(slots):
-        gpu_mean = nan_quiet(np.nanmean, ring.values[slots], axis=0)
+        gpu_mean = nanmean_first_axis(ring.values[slots])  # the gather is a fresh copy
         reasons = np.bitwise_or.reduce(state.recent_throttle.values[slots], axis=0)
     else:
         gpu_mean = np.full((n, g, len(GPU_SERIES_METRICS)), np.nan)
@@ -139,7 +140,7 @@ def rack_evidence(state: RackState, t: float, codes: np.ndarray) -> RackEvidence
         typical=typical,
         reasons=reasons,
         limit=limit,
-        typical_limit_w=float(np.median(finite_limits)) if finite_limits.size else math.nan,
+        typical_limit_w=median_of(finite_limits) if finite_limits.size else math.nan,
         hbm_total_mib=state.gpu_values[:, :, _HBM_TOTAL],
         hbm_temp_c=state.gpu_values[:, :, _HBM_TEMP],
         queue=queue,
@@ -155,7 +156,7 @@ def _median_over(rows: FloatArray) -> FloatArray:
         column = rows[:, k]
         column = column[np.isfinite(column)]
         if column.size:
-            out[k] = float(np.median(column))
+            out[k] = median_of(column)
     return out
 
 

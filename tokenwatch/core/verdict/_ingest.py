@@ -58,7 +58,9 @@ def apply_detail(state: RackState, ev: LoadGenDetail) -> None:
     by_name = {check.name: check for check in checks}
     verdict.setting_checks[i] = verdict.shared.setdefault(repr(by_name), by_name)
     for check in checks:
-        rank = verdict.setting_rank.setdefault(check.name, np.full(len(state.index), NOT_CHECKED, np.int8))
+        rank = verdict.setting_rank.get(check.name)
+        if rank is None:  # (not setdefault: its default, a node-long array, would be made every call)
+            rank = verdict.setting_rank[check.name] = np.full(len(state.index), NOT_CHECKED, np.int8)
         rank[i] = 0 if check.ok is False else 1 if check.ok is None else 2
         if check.ok is False and check.name not in verdict.settings_alerted:
             verdict.settings_alerted.add(check.name)

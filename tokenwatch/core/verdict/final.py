@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenwatch.base.events import IntArray
 from tokenwatch.base.formatting import json_number
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
@@ -156,6 +157,8 @@ def final_verdict(state: RackState) -> RunVerdict:
     codes = state.effective_state(state.now)
     _, schedule = planned_totals(state)
     start = start_times(state, state.now)
+    # Each metric's per-node totals, once: every node's figures read its own element of them.
+    totals = {metric: verdict.counts[metric].totals() for metric in ("ttft", "tpot")}
     nodes = []
     for i, name in enumerate(run.nodes):
         values = verdict.details[i]
@@ -173,7 +176,7 @@ def final_verdict(state: RackState) -> RunVerdict:
             nodes.append(NodeVerdict(name, None, None, (), f"needs {reason}"))
             continue
         basis = schedule[i] if schedule is not None else math.nan
-        judged = judge(own, _measured_figures(state, i, own, float(start[i]), basis))
+        judged = judge(own, _measured_figures(state, i, own, float(start[i]), basis, totals))
         nodes.append(NodeVerdict(name, judged, None, tuple(judged.summary_lines())))
     ref = verdict.benchmark
     scenario = verdict.scenario_label or run.scenario
@@ -184,9 +187,15 @@ def final_verdict(state: RackState) -> RunVerdict:
 
 
 def _measured_figures(
-    state: RackState, i: int, settings: RunSettings, start: float, schedule_s: float
+    state: RackState,
+    i: int,
+    settings: RunSettings,
+    start: float,
+    schedule_s: float,
+    totals: dict[str, tuple[IntArray, IntArray, IntArray]],
 ) -> FinalFigures:
-    """LoadGen's figures as the core measured them for node ``i``."""
+    """LoadGen's figures as the core measured them for node ``i``; ``totals``: each metric's
+    ``LimitCounts.totals()``, per node."""
     end = float(state.t_last_change[i])
     span = end - start if math.isfinite(end) and end > start else math.nan
     samples = int(state.samples[i])
@@ -199,7 +208,7 @@ def _measured_figures(
     p99: dict[str, int | None] = {}
     for metric in ("ttft", "tpot"):
         counts = state.verdict.counts[metric]
-        judged, low, high = counts.totals()
+        judged, low, high = totals[metric]
         limit_ns = settings.ttft_limit_ns if metric == "ttft" else settings.tpot_limit_ns
         same_limit = limit_ns is not None and round(counts.limit_s[i] * 1e9) == limit_ns
         over[metric] = Count(int(low[i]), int(high[i])) if judged[i] and same_limit else None
