@@ -1,4 +1,5 @@
-"""A fleet's racks read their pace off the fleet's, measured once per verdict tick.
+"""A fleet's racks read their pace off the fleet's, measured once per verdict tick (and their joined token
+series and starts, joined once: tests/core/fleet/test_rack_joined_shared.py).
 
 The pace is measured node by node, so the pace of a rack's nodes is their rows of the pace of every node
 wherever both are measured over the same spans (window and blocks). Held here bit for bit: the pace of
@@ -21,7 +22,8 @@ from tokenwatch.core import _ticks as ticks
 from tokenwatch.core._state import RackState
 from tokenwatch.core.fleet._board import _history_row, fleet_tick
 from tokenwatch.core.fleet._rack_view import forecast_view
-from tokenwatch.core.verdict._inputs import start_times
+from tokenwatch.core.verdict._inputs import joined_tokens, start_times
+from tokenwatch.core.verdict._joined_memo import JoinedMemo
 from tokenwatch.core.verdict._pace_memo import PaceMemo
 from tokenwatch.core.verdict._tick import current_forecast
 from tokenwatch.mlperf.pace import Assumptions, measure_pace, pace_spans
@@ -73,30 +75,43 @@ def test_the_spans_are_all_the_pace_reads_of_the_start() -> None:
     assert not np.array_equal(early.noise, later.noise)
 
 
-def _own_pace_forecast(state: RackState, r: int, t: float) -> list[float]:
-    """Rack ``r``'s forecast at ``t`` with a pace memo of its own: its pace measured from its rows."""
+def _own_forecast(state: RackState, r: int, t: float) -> list[float]:
+    """Rack ``r``'s forecast at ``t`` with memos of its own: its pace measured and its series joined from
+    its rows, nothing read off the fleet's."""
     view = forecast_view(state, r)
-    view.verdict = dataclasses.replace(view.verdict, pace_memo=PaceMemo(), forecast_memo=None)
+    view.verdict = dataclasses.replace(
+        view.verdict, pace_memo=PaceMemo(), joined_memo=JoinedMemo(), forecast_memo=None
+    )
     return _history_row(current_forecast(view, t))
 
 
 @pytest.mark.parametrize(("scenario", "faults"), [("Offline", ""), ("Server", "node05:slow@40s-120s")])
-def test_each_racks_forecast_from_the_fleets_pace_is_the_one_from_its_own(scenario: str, faults: str) -> None:
+def test_each_racks_forecast_from_the_fleets_pace_and_series_is_the_one_from_its_own(
+    scenario: str, faults: str
+) -> None:
     core = RackCore()
     interval = core.config.verdict_interval_s
     kept: dict[float, list[list[float]]] = {}
     own: dict[float, list[list[float]]] = {}
-    shared_racks = 0
+    shared_racks = joined_ticks = 0
 
     def tick_and_look(state: RackState, t: float) -> None:
-        nonlocal shared_racks
+        nonlocal shared_racks, joined_ticks
         memo = state.fleet
-        fleet_tick(state, t)
         due = math.isclose(t / interval, round(t / interval))
         if memo is None or not due or state.ended or not (state.tokens.any() or state.samples.any()):
+            fleet_tick(state, t)
             return
+        joined = state.verdict.joined_memo.found(state.version, t)
+        if joined is not None:  # what the racks will slice is the fleet's own join at this tick
+            times, tokens = joined_tokens(state, t)
+            assert np.array_equal(joined[0], times)
+            assert np.array_equal(joined[1], tokens)
+            joined_ticks += 1
+        fleet_tick(state, t)
+        assert state.verdict.joined_memo.tokens is None  # gone once the racks are done
         kept[t] = [[memo.tokens_per_s[r], memo.valid[r]] for r in range(len(memo.groups))]
-        own[t] = [_own_pace_forecast(state, r, t) for r in range(len(memo.groups))]
+        own[t] = [_own_forecast(state, r, t) for r in range(len(memo.groups))]
         paces = state.verdict.pace_memo
         if paces.pace is not None and paces.version == state.version and paces.now_s == t:
             starts = start_times(state, t)
@@ -111,6 +126,7 @@ def test_each_racks_forecast_from_the_fleets_pace_is_the_one_from_its_own(scenar
             core.ingest(event)
     assert len(kept) >= 10  # the run had verdict ticks to compare
     assert shared_racks >= len(kept)  # racks read the fleet's pace (the path under test was taken)
+    assert joined_ticks >= len(kept) - 1  # ...and its joined series
     for t, rows in own.items():
         expected = [[row[0], row[4]] for row in rows]
         assert np.array_equal(np.asarray(kept[t]), np.asarray(expected), equal_nan=True), t
