@@ -12,6 +12,16 @@ from hypothesis.extra.numpy import arrays
 
 from tokenwatch.base.column_median import median_columns, nanmedian_columns
 
+
+def _columns(min_rows: int, elements: st.SearchStrategy[float]) -> st.SearchStrategy[np.ndarray]:
+    """Up to 30 rows of 1-6 columns of ``elements``."""
+    return st.integers(min_rows, 30).flatmap(
+        lambda rows: st.integers(1, 6).flatmap(
+            lambda cols: arrays(np.float64, (rows, cols), elements=elements)
+        )
+    )
+
+
 _VALUES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True, width=64),
     st.sampled_from([0.0, -0.0, np.nan, 1.0, 2.0]),  # ties, signed zeros and gaps come often
@@ -28,13 +38,7 @@ def _same(ours: np.ndarray, numpys: np.ndarray) -> bool:
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    st.integers(0, 30).flatmap(
-        lambda rows: st.integers(1, 6).flatmap(
-            lambda cols: arrays(np.float64, (rows, cols), elements=_VALUES)
-        )
-    )
-)
+@given(_columns(0, _VALUES))
 def test_equals_numpys_nanmedian(values: np.ndarray) -> None:
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy's all-NaN column
@@ -69,13 +73,7 @@ _NOT_NEGATIVE = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    st.integers(1, 30).flatmap(
-        lambda rows: st.integers(1, 6).flatmap(
-            lambda cols: arrays(np.float64, (rows, cols), elements=_NOT_NEGATIVE)
-        )
-    )
-)
+@given(_columns(1, _NOT_NEGATIVE))
 def test_median_columns_equals_numpys_median(values: np.ndarray) -> None:
     """The straggler rule's noise: absolute differences of rates, a column NaN where one of them is."""
     with np.errstate(all="ignore"):  # the middle two's sum may overflow, in numpy's median as in ours
