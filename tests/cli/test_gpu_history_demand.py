@@ -7,19 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import orjson
 import pytest
 
-from tokenwatch.cli.options import RunOptions
-from tokenwatch.cli.running import run_session
-from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.frontends.metrics.exposition import render
-from tokenwatch.frontends.metrics.families import take_view
-from tokenwatch.inputs.sim.collector import SimulatorCollector
+from tokenwatch.core import CoreConfig
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
-from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.rack_sim import SimSettings
+
+from .session_cores import headless_sim_core, surfaces_through
 
 
 def _rack_settings(duration_s: float) -> SimSettings:
@@ -31,34 +26,19 @@ def _rack_settings(duration_s: float) -> SimSettings:
 
 
 def test_a_headless_sessions_core_keeps_no_whole_run_gpu_series() -> None:
-    seen: list[RackCore] = []
-    status = run_session(
-        RunOptions("sim", headless=True, speed=0.0, interval_s=60.0),
-        [SimulatorCollector(_rack_settings(60.0), speed=0.0)],
-        after=lambda session: seen.append(session.core),
-    )
-    assert status == 0
-    assert not seen[0].config.whole_run_gpu_series
+    core = headless_sim_core(_rack_settings(60.0))
+    assert not core.config.whole_run_gpu_series
     with pytest.raises(ValueError, match="whole-run series"):
-        seen[0].history()
+        core.history()
     assert CoreConfig().whole_run_gpu_series  # a core made in code keeps them (the report, an export)
 
 
 def test_nothing_a_headless_run_shows_reads_the_whole_run_gpu_series() -> None:
     """The same events through a core that keeps the series and one that does not: every 20-s JSONL
     snapshot and /metrics page, the alerts and the summary are the same bytes."""
-    said: list[list[bytes]] = [[], []]
-    cores = [RackCore(), RackCore(CoreConfig(whole_run_gpu_series=False))]
-    for core, out in zip(cores, said, strict=True):
-
-        def look(t: float, core: RackCore = core, out: list[bytes] = out) -> None:
-            out.append(orjson.dumps(snapshot_json(core.snapshot(t))))
-            out.append(render(take_view(core)))
-
-        core.every(20.0, look)
-    for event in RackSimulation(_rack_settings(180.0)).events():
-        for core in cores:
-            core.ingest(event)
+    cores, said = surfaces_through(
+        [CoreConfig(), CoreConfig(whole_run_gpu_series=False)], _rack_settings(180.0), 20.0
+    )
     assert len(said[0]) >= 16
     assert said[0] == said[1]
     assert cores[0].alerts_since(0) == cores[1].alerts_since(0)

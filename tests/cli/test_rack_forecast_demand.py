@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import orjson
-
 from tokenwatch.cli.options import RunOptions
-from tokenwatch.cli.running import run_session
-from tokenwatch.core import CoreConfig, RackCore
-from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.frontends.metrics.exposition import render
-from tokenwatch.frontends.metrics.families import take_view
-from tokenwatch.inputs.sim.collector import SimulatorCollector
+from tokenwatch.core import CoreConfig
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
-from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.inputs.sim.rack_sim import SimSettings
+
+from .session_cores import headless_sim_core, surfaces_through
 
 
 def _fleet_settings(duration_s: float) -> SimSettings:
@@ -50,16 +45,10 @@ def test_only_what_shows_a_racks_forecast_keeps_it() -> None:
 
 def test_a_headless_sims_core_makes_no_rack_forecast() -> None:
     """The CLI's session core: a headless fleet sim ends with no per-rack forecast kept."""
-    seen: list[RackCore] = []
-    status = run_session(
-        RunOptions("sim", headless=True, speed=0.0, interval_s=60.0),
-        [SimulatorCollector(_fleet_settings(150.0), speed=0.0)],
-        after=lambda session: seen.append(session.core),
-    )
-    assert status == 0
-    fleet = seen[0].state.fleet
+    core = headless_sim_core(_fleet_settings(150.0))
+    fleet = core.state.fleet
     assert fleet is not None
-    assert not seen[0].config.rack_forecasts
+    assert not core.config.rack_forecasts
     assert len(fleet.history.view()[0]) == 0
 
 
@@ -68,20 +57,9 @@ def test_metrics_and_the_summary_of_a_fleet_do_not_read_the_racks_forecasts() ->
     that does not: every /metrics page, the summary and every 30-s JSONL snapshot but its board rows (each
     rack's projection: ``--jsonl`` turns the forecasts on) are the same bytes."""
     settings = _fleet_settings(150.0)
-    said: list[list[bytes]] = [[], []]
-    cores = [RackCore(), RackCore(CoreConfig(rack_forecasts=False))]
-    for core, out in zip(cores, said, strict=True):
-
-        def look(t: float, core: RackCore = core, out: list[bytes] = out) -> None:
-            record = snapshot_json(core.snapshot(t))
-            record.pop("fleet", None)  # the board's rows carry each rack's projection
-            out.append(orjson.dumps(record))
-            out.append(render(take_view(core)))
-
-        core.every(30.0, look)
-    for event in RackSimulation(settings).events():
-        for core in cores:
-            core.ingest(event)
+    cores, said = surfaces_through(
+        [CoreConfig(), CoreConfig(rack_forecasts=False)], settings, 30.0, without_board=True
+    )
     assert len(said[0]) >= 8
     assert said[0] == said[1]
     assert cores[0].summary() == cores[1].summary()
