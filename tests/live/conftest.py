@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 from live_support import N_NODES
 from sshd_cluster import LoopbackCluster, missing_binaries
+
+from tokenwatch.base.wakeup_batching import new_event_loop
+
+
+def pytest_asyncio_loop_factories() -> Mapping[str, Any]:
+    """The live tests run on the loop a headless watch runs on: once every node was tried, its wake-ups
+    are spaced (tokenwatch.base.wakeup_batching), so a node that drops, a refusal or a stall is seen
+    through the same loop as in a watch."""
+    return {"watch_loop": new_event_loop}
 
 
 @pytest.fixture(scope="module")

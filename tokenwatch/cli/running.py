@@ -28,6 +28,7 @@ from tokenwatch.base.events import (
 )
 from tokenwatch.base.formatting import printable
 from tokenwatch.base.loop_share import LoopShare
+from tokenwatch.base.wakeup_batching import new_event_loop
 from tokenwatch.cli.loading_note import say_loads
 from tokenwatch.cli.options import RunOptions
 from tokenwatch.cli.output_paths import Output, check_outputs
@@ -229,7 +230,9 @@ def run_session(
 
         session.every(options.interval_s, write_lines)
         try:
-            signalled = asyncio.run(_run_until_signal(session, exporter, notifier))
+            # a loop whose wake-ups a live watch spaces once its nodes stream (base/wakeup_batching.py)
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                signalled = runner.run(_run_until_signal(session, exporter, notifier))
         finally:
             if exporter is not None:
                 exporter.close()

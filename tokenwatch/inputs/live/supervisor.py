@@ -31,6 +31,7 @@ from tokenwatch.base.events import (
     run_collector,
 )
 from tokenwatch.base.loading import Loading
+from tokenwatch.base.wakeup_batching import batch_wakeups
 from tokenwatch.inputs.config import WatchConfig
 from tokenwatch.inputs.discovery import NodeDiscovery
 from tokenwatch.inputs.live.backlog import Backfill, retime
@@ -54,6 +55,9 @@ class LiveOptions:
     # Once every node has finished, the tails keep reading this long: LoadGen writes its detail log's
     # result at the end too, maybe after the trace's last event (the verdict reads LoadGen's own).
     finish_grace_s: float = 1.0
+    # Once every node's first connection was tried, the loop reads what arrived at most this often
+    # (tokenwatch.base.wakeup_batching): 64 nodes' rounds at their own phases each woke it alone.
+    wakeup_gap_s: float = 0.1
 
 
 class LiveCollector:
@@ -91,6 +95,7 @@ class LiveCollector:
         self.t0 = 0.0
         self.run_clock = RunClock(0.0, 0.0, "")
         self.loading: Loading | None = None  # the backlogs and history read before the run starts
+        self._wakeups_spaced = False
 
     def now(self) -> float:
         return self.clock.time() - self.t0
@@ -171,6 +176,7 @@ class LiveCollector:
         try:
             reason = await self._until_end()
         finally:
+            batch_wakeups(0.0)  # the channels close, and the run ends, without a pause per round trip
             await cancel_and_wait(tasks)
             await emit(RunEnded(self.now(), reason))
 
@@ -273,7 +279,18 @@ class LiveCollector:
             await self.emit(Heartbeat(self.now()))
             for runner in self.runners:
                 await runner.check_silence()
+            self._space_wakeups_once_connected()
             k = max(k + 1, int(self.now() / interval) + 1)
+
+    def _space_wakeups_once_connected(self) -> None:
+        """Once every node's first connection has been tried (up or refused), the loop's wake-ups are
+        spaced: before, each round trip of a handshake would have waited for the gap. Only in a watch of
+        nodes alone: a rack-wide source (a Prometheus fleet's queries) keeps its timing as it was."""
+        if self._wakeups_spaced or not self.runners or self.rack_collectors:
+            return
+        if all(h.down_reason != "connecting" for h in self.healths.values()):
+            batch_wakeups(self.options.wakeup_gap_s)
+            self._wakeups_spaced = True
 
 
 async def _settle(tasks: list[asyncio.Task[Any]], timeout_s: float) -> set[asyncio.Task[Any]]:
