@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,13 @@ from tokenwatch.core import RackCore
 from tokenwatch.core.latency_buckets import DEFAULT_BOUNDS_S
 from tokenwatch.inputs.prometheus.query import PrometheusQueryCollector
 from tokenwatch.recording import RecordingReader
+
+
+def _collector(**settings: Any) -> PrometheusQueryCollector:
+    """A collector of this file's fleet: 4 GPUs a node under the label ``node``, polled each second on a
+    manual clock; ``settings`` the rest (the server, the nodes, what it reads) and any of those it sets."""
+    defaults: dict[str, Any] = {"gpus_per_node": 4, "node_label": "node", "interval_s": 1.0}
+    return PrometheusQueryCollector(**{**defaults, "clock": ManualClock(), **settings})
 
 
 def test_rack_and_node_figures_come_back(prom_fleet: PromFleet) -> None:
@@ -94,16 +102,12 @@ def test_collector_rebuilds_the_fleet_from_prometheus(prom_fleet: PromFleet) -> 
         """One poll into a new core: True when its counters are the source's. A scrape that timed out
         on a loaded machine leaves the series stale at the poll's instant, so a poll is asked again
         until one falls on a good scrape; a collector that reads them wrong never gets there."""
-        collector = PrometheusQueryCollector(
+        collector = _collector(
             url=prom_fleet.url,
             nodes=run.nodes,
-            gpus_per_node=4,
-            node_label="node",
-            interval_s=1.0,
             gpu=True,
             progress=True,
             now=lambda: 1.0,
-            clock=ManualClock(),
             gpu_preset="tokenwatch",
             progress_preset="tokenwatch",
             polls=1,
@@ -146,16 +150,14 @@ def _exposition(path: Path) -> dict[tuple[str, str, str], float]:
 def test_collector_reads_real_dcgm_exporter_output(prom_fleet: PromFleet) -> None:
     expected = _exposition(DATA / "dcgm_datadog_fixture.prom")
     hosts = ("424773df46e0", "551bdf382151")
-    collector = PrometheusQueryCollector(
+    collector = _collector(
         url=prom_fleet.url,
         nodes=hosts,
         gpus_per_node=1,
         node_label="Hostname",
-        interval_s=1.0,
         gpu=True,
         progress=False,
         now=lambda: 2.0,
-        clock=ManualClock(),
         polls=1,
     )
     (batch,) = [e for e in _collect(collector) if isinstance(e, GpuBatch)]
@@ -180,16 +182,13 @@ def test_collector_reads_real_dcgm_exporter_output(prom_fleet: PromFleet) -> Non
 
 
 def test_collector_reads_real_vllm_counters_and_ttft(prom_fleet: PromFleet) -> None:
-    collector = PrometheusQueryCollector(
+    collector = _collector(
         url=prom_fleet.url,
         nodes=("vllm-node",),
         gpus_per_node=1,
-        node_label="node",
-        interval_s=1.0,
         gpu=False,
         progress=True,
         now=lambda: 3.0,
-        clock=ManualClock(),
         polls=1,
         baseline=False,  # the server's counters as they stand
     )
@@ -225,16 +224,12 @@ def test_a_watch_attaching_to_a_busy_server_takes_its_counters_as_a_baseline(pro
 
 
 def test_collector_reports_bad_queries_once(prom_fleet: PromFleet) -> None:
-    collector = PrometheusQueryCollector(
+    collector = _collector(
         url=prom_fleet.url,
         nodes=("node01",),
-        gpus_per_node=4,
-        node_label="node",
-        interval_s=1.0,
         gpu=False,
         progress=True,
         now=lambda: 4.0,
-        clock=ManualClock(),
         progress_preset="tokenwatch",
         queries={"tokens": "sum by (node) (", "ttft": "", "tpot": "", "e2e": ""},
         polls=3,
