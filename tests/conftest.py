@@ -16,7 +16,7 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ import psutil
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from tests.machine_share import sharing_the_machine
 from tokenwatch.base.events import Event, Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -302,6 +303,19 @@ def prometheus_query(
             return await api.query(promql)
 
     return asyncio.run(ask())
+
+
+ENGINE_GROUP = "vllm-engine"  # the xdist group of the tests that time the real engine
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: the wait is no part of the test's timeout
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """Each test but the engine's starts when no engine test has the machine (tests/machine_share.py)."""
+    group = item.get_closest_marker("xdist_group")
+    if group is not None and group.args[:1] == (ENGINE_GROUP,):
+        return (yield)
+    with sharing_the_machine():
+        return (yield)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import free_port
 from tests.engine.engine_runs import EngineRun, measure_qps, run_watched
 from tests.engine.vllm_server import VllmServer, missing_vllm, start_server
+from tests.machine_share import machine_to_itself
 
 
 def minutes_ahead() -> None:
@@ -44,7 +45,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
 def capacity_qps(vllm_server: VllmServer) -> float:
     """Queries per second the engine completes with a full batch, measured now (the runs are sized by
     it, so they last about as long on a quiet machine as on a loaded one)."""
-    return measure_qps(vllm_server)
+    with machine_to_itself():
+        return measure_qps(vllm_server)
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +54,8 @@ def offline_run(
     vllm_server: VllmServer, capacity_qps: float, tmp_path_factory: pytest.TempPathFactory
 ) -> EngineRun:
     minutes_ahead()
-    return run_watched(tmp_path_factory.mktemp("offline"), "Offline", vllm_server, capacity_qps)
+    with machine_to_itself():  # its pace is timed: the other workers' tests wait (tests/machine_share)
+        return run_watched(tmp_path_factory.mktemp("offline"), "Offline", vllm_server, capacity_qps)
 
 
 @pytest.fixture(scope="session")
@@ -60,4 +63,5 @@ def server_run(
     vllm_server: VllmServer, capacity_qps: float, tmp_path_factory: pytest.TempPathFactory
 ) -> EngineRun:
     minutes_ahead()
-    return run_watched(tmp_path_factory.mktemp("server"), "Server", vllm_server, capacity_qps)
+    with machine_to_itself():  # its pace is timed: the other workers' tests wait (tests/machine_share)
+        return run_watched(tmp_path_factory.mktemp("server"), "Server", vllm_server, capacity_qps)

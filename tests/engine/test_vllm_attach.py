@@ -6,14 +6,16 @@ its stats line every 10 s while requests run and nothing while none does. A minu
 one reads the server's log alone (its cadence learnt from the minute of history before the live tail
 starts), one its log and its ``/metrics``. While the load runs both nodes are up at every look; once the
 load stops, both are idle, never stale: the server still answers. A moment's empty queue while the load
-runs (its client threads share a loaded machine) is not idle: the engine must read empty, its counters
+runs (its clients share a loaded machine) is not idle: the engine must read empty, its counters
 still, for its idle hold.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import json
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,7 +24,7 @@ import pytest
 
 from tests.conftest import PATIENCE_S
 from tests.engine.vllm_server import MAX_NUM_SEQS, VllmServer
-from tests.engine.vllm_sut import Endpoint, stream_completion
+from tests.machine_share import machine_to_itself
 from tokenwatch.base.events import NodeStatus, Progress, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core.config import STATE_CODE
@@ -35,40 +37,43 @@ pytestmark = [pytest.mark.xdist_group("vllm-engine"), pytest.mark.timeout(1800)]
 HISTORY_S = 60.0  # the watch joins at minute 1
 LIVE_S = 35.0  # three or four stats lines while watched
 STATS_LINE = b"Avg generation throughput"
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 class Load:
-    """MAX_NUM_SEQS threads streaming completions until stopped."""
+    """MAX_NUM_SEQS clients streaming completions until stopped, in a process of their own
+    (tests/engine/steady_load.py says why)."""
 
     def __init__(self, server: VllmServer) -> None:
-        port = int(server.url.rsplit(":", 1)[1])
-        self.endpoint = Endpoint("127.0.0.1", port, server.model, 32, 300.0)
-        self.stop = threading.Event()
+        self.argv = [sys.executable, "-m", "tests.engine.steady_load", server.url, server.model]
+        self.argv.append(str(MAX_NUM_SEQS))
         self.errors: list[str] = []
-        self.threads = [
-            threading.Thread(target=self._work, args=(k,), daemon=True) for k in range(MAX_NUM_SEQS)
-        ]
-
-    def _work(self, k: int) -> None:
-        n = 0
-        while not self.stop.is_set():
-            answer = stream_completion(self.endpoint, [5 + (k * 31 + n) % 400] * 24, lambda _text: None)
-            if answer.error:
-                self.errors.append(answer.error)
-            n += 1
+        self.process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
+        self.process = subprocess.Popen(
+            self.argv,
+            cwd=CHECKOUT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.finish()
 
     def finish(self) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join()
+        """Stop the clients once their answers in flight are in, and collect the errors they met."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        out, err = process.communicate("", timeout=PATIENCE_S)
+        if process.returncode != 0:
+            self.errors.append(f"the load exited {process.returncode}: {err[-2000:]}")
+        else:
+            self.errors.extend(json.loads(out.strip().splitlines()[-1])["errors"])
 
 
 class Watch:
@@ -123,7 +128,8 @@ async def test_attached_a_minute_in_no_stale_spell_and_the_idle_server_idle(
     vllm_server: VllmServer, tmp_path: Path
 ) -> None:
     log = tmp_path / "vllm-run.log"
-    with vllm_server.log_copy(log), Load(vllm_server) as load:
+    # The watches' staleness is timed against the engine's pace: the other workers' tests wait.
+    with machine_to_itself(), vllm_server.log_copy(log), Load(vllm_server) as load:
         began = time.monotonic()
         await wait_for(  # the run goes on: a minute of it, and its stats lines, before the watches join
             "a minute of the run",
@@ -159,7 +165,9 @@ async def test_attached_a_minute_in_no_stale_spell_and_the_idle_server_idle(
             for watch in watches:
                 watch.look()
             await asyncio.sleep(0.1)  # a look ten times a second, far more often than a dashboard's
-        load.finish()
+        # Off the loop: stopping the clients waits out their last answers (seconds each on a loaded CPU
+        # engine); a wait on the loop kept the watches from reading for 15 s, a stale spell the test made.
+        await asyncio.to_thread(load.finish)
         assert load.errors == []
         # the server has nothing to do: it logs nothing more, its /metrics still answers
         await wait_for("both idle", lambda: all(w.state() == "idle" for w in watches), 120.0, watches)
