@@ -30,6 +30,11 @@ from tokenwatch.inputs.prometheus.alerting_pass import AlertingPassSchedule
 from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi, Sample
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta, rack_places_of
 from tokenwatch.inputs.prometheus.fleet_history import FleetHistory
+from tokenwatch.inputs.prometheus.fleet_node_queries import (
+    FLEET_NODE_LABEL,
+    fleet_node_queries,
+    fleet_node_reader,
+)
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.fleet_settings import FleetFocus, FleetSettings
 from tokenwatch.inputs.prometheus.gpu_answers import GpuColumn
@@ -39,22 +44,19 @@ from tokenwatch.inputs.prometheus.rack_answers import RackAnswerReader, RackColu
 from tokenwatch.inputs.prometheus.scrape_times import (
     SCRAPED_AT,
     at_scrape_times,
-    scrape_time_query,
     scrape_times,
 )
 from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server_timing
 from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
     FleetPreset,
-    node_metric_names,
     query,
     rack_matcher,
     rack_queries,
-    scoped_names,
 )
 from tokenwatch.sources.fleet_rules import RuleSet
 
-# Where the fleet's settings and history moved to, still importable from here.
+# Where the fleet's settings, history and node queries moved to, still importable from here.
 __all__ = [
     "BACKOFF_CAP_S",
     "FLEET_NODE_LABEL",
@@ -63,7 +65,6 @@ __all__ = [
     "PrometheusFleetCollector",
 ]
 
-FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server for the node queries
 # A server that answers nothing is asked again after a growing pause (1, 3, 7 ... intervals after the
 # failed round ends), at most this long: a watch left running against a dead server does not hammer it,
 # and one that comes back is seen within a minute.
@@ -255,54 +256,11 @@ class PrometheusFleetCollector(FleetHistory):
         return Discovered(self.nodes, gpus, meta)
 
     def _node_reader(self, gpus_per_node: int) -> PrometheusQueryCollector:
-        """The per-node reader (counters, GPUs, latency buckets) over the fleet's ``rack/node`` names:
-        its queries group by rack and node, and the server joins the two into one label."""
-        s = self.settings
-        reader = PrometheusQueryCollector(
-            url=s.url,
-            nodes=self.nodes,
-            gpus_per_node=gpus_per_node,
-            node_label=f"{s.rack_label}, {s.node_label}",
-            gpu_label="gpu",
-            gpu_preset=self.preset.gpu_preset,
-            progress_preset=self.preset.progress_preset,
-            now=self.now,
-            clock=self.clock,
-            baseline=not self.preset.since_run_start,
-        )
-        scraped_at = scrape_time_query(self.preset.progress_preset)
-        if scraped_at is not None:  # each node's counters stamped when scraped (scrape_times.py)
-            reader.queries[SCRAPED_AT] = scraped_at.replace("{node}", reader.node_label)
-        reader.queries = {
-            field: f'label_join({promql}, "{FLEET_NODE_LABEL}", "/", "{s.rack_label}", "{s.node_label}")'
-            for field, promql in reader.queries.items()
-        }
-        reader.node_label = FLEET_NODE_LABEL
-        return reader
+        return fleet_node_reader(self.settings, self.preset, self.nodes, gpus_per_node, self.now, self.clock)
 
     def _node_queries(self, racks: frozenset[str] | None) -> dict[str, str]:
-        """The node reader's queries, for the given racks only (None: the whole fleet). Each answer
-        keeps only the joined node label (and ``gpu`` or ``le``): the rack and node labels it was
-        joined from are dropped by the server, a third less JSON in a 50,000-sample alerting pass."""
         assert self.node_reader is not None
-        s = self.settings
-        drop = f"max without ({s.rack_label}, {s.node_label})"
-        joined = dict(self.node_reader.queries)
-        if self.preset.node_status:
-            status = self._q(self.preset.node_status, racks)
-            joined["status"] = (
-                f'label_join({status}, "{FLEET_NODE_LABEL}", "/", "{s.rack_label}", "{s.node_label}")'
-            )
-        if racks is None:
-            return {f: f"{drop} ({q})" for f, q in joined.items()}
-        # The rack's own series only (the selectors scoped), and the join keeps out any series a
-        # selector the catalogue does not name brought in.
-        matcher, names = rack_matcher(s.rack_label, racks), node_metric_names(self.preset)
-        members = self._q(f"group by ($rack) ({self.preset.up})", racks)
-        on = f"on ({s.rack_label})"
-        return {
-            f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))" for f, q in joined.items()
-        }
+        return fleet_node_queries(self.settings, self.preset, self.node_reader.queries, racks)
 
     # ----------------------------------------------------------------- live
     async def run(self, emit: Emit) -> None:
