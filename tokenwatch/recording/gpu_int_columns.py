@@ -27,6 +27,7 @@ a batch is written every tick, and the recorder must cost no more than writing t
 
 from __future__ import annotations
 
+import array
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -366,14 +367,13 @@ def _all_differences(
             continue
         return None
     try:
-        block = np.array([columns[name] for name in names])
+        ints = _int64_rows([columns[name] for name in names], before.shape)
         dt = float(record["t"]) - float(base_t)
     except (KeyError, TypeError, ValueError, OverflowError):
         return None
-    if block.shape != before.shape or block.dtype.kind not in "iu":
+    if ints is None:
         return None
-    ints = block.astype(np.int64, copy=False)  # block is this call's own: added to in place
-    ints += before
+    ints += before  # ints is this call's own: added to in place
     floats = ints / divisors
     if energy >= 0:
         ints[energy] += predicted(floats[names.index("power_w")], dt, scales[energy])
@@ -382,6 +382,22 @@ def _all_differences(
         columns[name] = floats[row]
     coded = {name: (scale, ints[row]) for row, (name, scale) in enumerate(zip(names, scales, strict=True))}
     return record.get("t"), coded, (names, scales, ints, divisors)
+
+
+def _int64_rows(rows: list[Any], shape: tuple[int, ...]) -> np.ndarray | None:
+    """Lists of whole numbers as one int64 block of ``shape`` (None: a row is no list of that length).
+    A number that is not a whole one, or not in int64, raises TypeError or OverflowError. Each row goes
+    through ``array.array``, which takes Python ints only: numpy's own conversion of the nested lists
+    looks over every number to find their type first, and was twice the cost of parsing the line
+    (2.8 ms against 1.3 ms for a 64-rack batch of 4,608 GPUs)."""
+    block = np.empty(shape, np.int64)
+    if len(shape) != 2 or len(rows) != shape[0]:
+        return None
+    for i, row in enumerate(rows):
+        if type(row) is not list or len(row) != shape[1]:
+            return None
+        block[i] = np.frombuffer(array.array("q", row), np.int64)
+    return block
 
 
 def _power_prediction(
