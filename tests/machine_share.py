@@ -22,48 +22,57 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
 _files: dict[str, int] = {}
 
 
-def _lock(name: str) -> int:
+def lock_path(run_id: str, name: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"tokenwatch-tests-{run_id}.{name}"
+
+
+def _lock(run_id: str, name: str) -> int:
     """This process's descriptor of the run's lock file ``name`` (opened once; never through a link)."""
-    if name not in _files:
-        path = Path(tempfile.gettempdir()) / f"tokenwatch-tests-{_RUN_ID}.{name}"
-        _files[name] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    return _files[name]
+    path = lock_path(run_id, name)
+    if str(path) not in _files:
+        _files[str(path)] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return _files[str(path)]
+
+
+def _this_run() -> str:
+    """The xdist run this worker belongs to ("" outside xdist: one process, nothing to share)."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
 
 
 @contextmanager
-def machine_to_itself() -> Iterator[None]:
-    """While inside, no other worker runs a test: it waits for the one it runs to end, then starts none."""
-    if not _RUN_ID:
+def _locked(fd: int, mode: int) -> Iterator[None]:
+    fcntl.flock(fd, mode)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+@contextmanager
+def machine_to_itself(run_id: str | None = None) -> Iterator[None]:
+    """While inside, no other worker runs a test: it waits for the one it runs to end, then starts none.
+    ``run_id``: the xdist run's (None: this worker's)."""
+    run = _this_run() if run_id is None else run_id
+    if not run:
         yield
         return
-    gate, share = _lock("gate"), _lock("share")
-    fcntl.flock(gate, fcntl.LOCK_EX)
-    try:
-        fcntl.flock(share, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(share, fcntl.LOCK_UN)
-    finally:
-        fcntl.flock(gate, fcntl.LOCK_UN)
+    with _locked(_lock(run, "gate"), fcntl.LOCK_EX), _locked(_lock(run, "share"), fcntl.LOCK_EX):
+        yield
 
 
 @contextmanager
-def sharing_the_machine() -> Iterator[None]:
+def sharing_the_machine(run_id: str | None = None) -> Iterator[None]:
     """Around one test: it starts when no engine test has the machine, and holds off one until it ends."""
-    if not _RUN_ID:
+    run = _this_run() if run_id is None else run_id
+    if not run:
         yield
         return
-    gate, share = _lock("gate"), _lock("share")
-    fcntl.flock(gate, fcntl.LOCK_EX)
-    try:
+    share = _lock(run, "share")
+    with _locked(_lock(run, "gate"), fcntl.LOCK_EX):  # past the gate: no engine test holds or awaits it
         fcntl.flock(share, fcntl.LOCK_SH)
-    finally:
-        fcntl.flock(gate, fcntl.LOCK_UN)
     try:
         yield
     finally:
