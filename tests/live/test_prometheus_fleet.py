@@ -68,9 +68,16 @@ def collector(url: str) -> PrometheusFleetCollector:
 
 
 async def discovered(url: str) -> tuple[PrometheusFleetCollector, RunStarted]:
-    c = collector(url)
-    found = await c.discover()
-    assert found is not None
+    # A server loaded by the rest of the suite can let the listing query time out (discover then says
+    # why and finds nothing): asked again, by a fresh collector, until it lists the fleet.
+    deadline = time.monotonic() + PATIENCE_S
+    while True:
+        c = collector(url)
+        found = await c.discover()
+        if found is not None or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)  # the poll interval
+    assert found is not None, c._said
     started = RunStarted(
         0.0,
         "fleet",
@@ -275,6 +282,7 @@ def test_watch_of_a_fleet_config_end_to_end(fleet: HeldFleet, tmp_path: Path) ->
     assert float(np.nansum(full[-1].values[:, COL["tokens_per_s"]])) == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.timeout(360)  # its discovery and the dead rack's wait, each allowed more on a loaded server
 def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: HeldFleet) -> None:
     """rack07's exporter stops: once Prometheus has failed to scrape it, rack07 is down (its figures
     unknown, its size kept) and every other rack's figures are what they were. It comes back after."""
@@ -298,7 +306,8 @@ def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: HeldFleet) -
                 and (np.isfinite(after.values[others]) == known).all()
             )
 
-        deadline = time.monotonic() + PATIENCE_S
+        # Two patience spans: on a loaded machine a rack's scrapes (900 ms allowed) fail for a while too.
+        deadline = time.monotonic() + 2 * PATIENCE_S
         while not only_dead_gone() and time.monotonic() < deadline:
             time.sleep(0.5)  # the poll interval: a round each time
             # A round whose queries timed out on a loaded server has no figures (it says why): the next.
