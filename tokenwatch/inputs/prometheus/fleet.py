@@ -34,6 +34,7 @@ from tokenwatch.inputs.prometheus.fleet_node_queries import (
     FLEET_NODE_LABEL,
     fleet_node_queries,
     fleet_node_reader,
+    fleet_query,
 )
 from tokenwatch.inputs.prometheus.fleet_recorded import FigureQueries
 from tokenwatch.inputs.prometheus.fleet_settings import FleetFocus, FleetSettings
@@ -50,8 +51,6 @@ from tokenwatch.inputs.prometheus.server_timing import ServerTiming, read_server
 from tokenwatch.sources.fleet_queries import (
     FLEET_PRESETS,
     FleetPreset,
-    query,
-    rack_matcher,
     rack_queries,
 )
 from tokenwatch.sources.fleet_rules import RuleSet
@@ -117,14 +116,7 @@ class PrometheusFleetCollector(FleetHistory):
 
     # ------------------------------------------------------------ queries
     def _q(self, template: str, racks: frozenset[str] | None = None) -> str:
-        s = self.settings
-        return query(
-            template,
-            rack=s.rack_label,
-            node=s.node_label,
-            window_s=s.window_s,
-            matcher=rack_matcher(s.rack_label, racks),
-        )
+        return fleet_query(self.settings, template, racks)
 
     async def _ask_all(
         self, api: PrometheusApi, queries: Mapping[str, str], at: float | None, figures: Mapping[str, str]

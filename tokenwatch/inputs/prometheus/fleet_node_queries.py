@@ -19,6 +19,17 @@ from tokenwatch.sources.fleet_queries import FleetPreset, node_metric_names, que
 FLEET_NODE_LABEL = "tokenwatch_fleet_node"  # rack/node, joined by the server for the node queries
 
 
+def fleet_query(s: FleetSettings, template: str, racks: frozenset[str] | None = None) -> str:
+    """``template`` with the fleet's labels and window, its selectors scoped to ``racks`` (None: all)."""
+    return query(
+        template,
+        rack=s.rack_label,
+        node=s.node_label,
+        window_s=s.window_s,
+        matcher=rack_matcher(s.rack_label, racks),
+    )
+
+
 def fleet_node_reader(
     s: FleetSettings,
     preset: FleetPreset,
@@ -59,14 +70,10 @@ def fleet_node_queries(
     keeps only the joined node label (and ``gpu`` or ``le``): the rack and node labels it was
     joined from are dropped by the server, a third less JSON in a 50,000-sample alerting pass."""
 
-    def scoped(template: str) -> str:
-        matcher = rack_matcher(s.rack_label, racks)
-        return query(template, rack=s.rack_label, node=s.node_label, window_s=s.window_s, matcher=matcher)
-
     drop = f"max without ({s.rack_label}, {s.node_label})"
     joined = dict(reader_queries)
     if preset.node_status:
-        status = scoped(preset.node_status)
+        status = fleet_query(s, preset.node_status, racks)
         joined["status"] = (
             f'label_join({status}, "{FLEET_NODE_LABEL}", "/", "{s.rack_label}", "{s.node_label}")'
         )
@@ -75,7 +82,7 @@ def fleet_node_queries(
     # The rack's own series only (the selectors scoped), and the join keeps out any series a
     # selector the catalogue does not name brought in.
     matcher, names = rack_matcher(s.rack_label, racks), node_metric_names(preset)
-    members = scoped(f"group by ($rack) ({preset.up})")
+    members = fleet_query(s, f"group by ($rack) ({preset.up})", racks)
     on = f"on ({s.rack_label})"
     return {
         f: f"{drop} (({scoped_names(q, names, matcher)}) and {on} ({members}))" for f, q in joined.items()
