@@ -3,6 +3,7 @@ it, and every figure the verdict shows must stay what numpy's masked median made
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tokenwatch.base.column_median import median_columns, nanmedian_columns
+from tokenwatch.base.column_median import linear_quantiles, median_columns, nanmedian_columns
 
 
 def _columns(min_rows: int, elements: st.SearchStrategy[float]) -> st.SearchStrategy[np.ndarray]:
@@ -88,3 +89,31 @@ def test_median_columns_of_signed_rate_differences() -> None:
     differences[4, 10] = np.nan
     for rows in (12, 11, 2, 1):
         assert _same(median_columns(differences[:rows]), np.median(differences[:rows], axis=0))
+
+
+_NO_NEGATIVE_ZERO = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64).map(lambda x: 0.0 if x == 0 else x),
+    st.sampled_from([0.0, np.nan, 1.0, 2.0, np.inf]),
+)
+_QUANTILES = st.one_of(st.sampled_from([0.0, 0.25, 0.5, 0.75, 0.9, 1.0]), st.floats(0.0, 1.0))
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.integers(1, 40).flatmap(lambda n: arrays(np.float64, n, elements=_NO_NEGATIVE_ZERO)),
+    st.lists(_QUANTILES, min_size=1, max_size=3),
+)
+def test_linear_quantiles_equal_numpys_quantile(values: np.ndarray, qs: list[float]) -> None:
+    with np.errstate(all="ignore"):
+        expected = np.quantile(values, tuple(qs))
+    assert _same(np.array(linear_quantiles(values, tuple(qs))), expected)
+
+
+def test_the_peers_quartiles_of_a_rack() -> None:
+    """18 nodes' rates: the quartiles numpy gives, and by hand (the 5th and 13th of 18, interpolated)."""
+    rates = np.random.default_rng(3).normal(60_000.0, 900.0, 18)
+    q1, q3 = linear_quantiles(rates, (0.25, 0.75))
+    assert (q1, q3) == tuple(np.quantile(rates, (0.25, 0.75)))
+    ordered = np.sort(rates)
+    assert math.isclose(q1, ordered[4] + 0.25 * (ordered[5] - ordered[4]), rel_tol=1e-12)
+    assert math.isclose(q3, ordered[12] + 0.75 * (ordered[13] - ordered[12]), rel_tol=1e-12)

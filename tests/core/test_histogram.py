@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenwatch.core.histogram import (
     MAX_VALUE_S,
@@ -120,3 +123,39 @@ def test_a_histogram_makes_its_counts_at_the_first_observation_and_empty_ones_sh
     restored = pickle.loads(pickle.dumps(other))
     assert np.array_equal(restored.counts, other.counts)
     assert restored.total == other.total
+
+
+_VALUE = st.one_of(st.floats(1e-7, 1e6), st.sampled_from([math.nan, math.inf, 0.2, 0.2001]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(_VALUE, max_size=12),
+            st.lists(st.integers(-2, 5), min_size=12, max_size=12),  # weights, zeros and negatives too
+            st.sampled_from(["add", "weighted", "merge", "copy"]),
+        ),
+        max_size=8,
+    )
+)
+def test_the_used_range_holds_every_count(steps: list[tuple[list[float], list[int], str]]) -> None:
+    """A fleet's quantiles read each histogram's buckets in ``used`` alone: it must hold every count,
+    whatever adds, weighted adds, merges and copies made them."""
+    hist = LogHistogram()
+    for values, weights, how in steps:
+        array = np.asarray(values, np.float64)
+        if how == "add":
+            hist.add(array)
+        elif how == "weighted":
+            hist.add(array, np.asarray(weights[: len(values)], np.int64))
+        elif how == "merge":
+            other = LogHistogram()
+            other.add(array)
+            hist.merge(other)
+        else:
+            hist = hist.copy()
+        low, high = hist.used
+        nonzero = np.flatnonzero(hist.counts)
+        assert all(low <= i < high for i in nonzero.tolist()), (hist.used, nonzero)
+        assert hist.total == int(hist.counts.sum())

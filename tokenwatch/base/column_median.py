@@ -2,12 +2,17 @@
 axis=0)``, without its masked-array path (numpy takes a masked median for short columns, ~1.4 ms for
 a few hundred rows of 18 nodes, most of a forecast's pace).
 
+``linear_quantiles`` is ``np.quantile`` of a short 1-D array the same way (a fleet's verdict tick asks for
+the peers' quartiles once per rack: numpy's generic path was ~0.1 ms of a rack's ~1 ms forecast).
+
 One sort puts each column's NaN last; the middle one or two of its finite values are then read by index
 and averaged as numpy averages them (``(low + high) / 2``, the middle one twice for an odd count), so
 the figure is equal bit for bit, not merely close.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -45,3 +50,25 @@ def median_columns(values: FloatArray) -> FloatArray:
     middle[np.isnan(ordered[-1])] = np.nan
     result: FloatArray = middle
     return result
+
+
+def linear_quantiles(values: FloatArray, qs: tuple[float, ...]) -> tuple[float, ...]:
+    """``np.quantile(values, qs)`` bit for bit (numpy's default, linear method) for a non-empty 1-D array
+    with no negative zero, ``qs`` in [0, 1]: one sort, then numpy's own indexes and interpolation (its
+    ``_get_indexes`` and ``_lerp``, step for step); NaN for every quantile where a value is NaN."""
+    n = values.shape[0]
+    ordered = np.sort(values)  # NaN last
+    if math.isnan(ordered[-1]):
+        return tuple(math.nan for _ in qs)
+    out = []
+    for q in qs:
+        virtual = (n - 1) * q
+        if virtual >= n - 1:  # numpy takes the last value from both sides, its weight counted from -1
+            below, above, gamma = n - 1, n - 1, virtual + 1.0
+        else:
+            below = math.floor(virtual)
+            above, gamma = below + 1, virtual - below
+        low, high = float(ordered[below]), float(ordered[above])
+        step = high - low
+        out.append(high - step * (1.0 - gamma) if gamma >= 0.5 else low + step * gamma)
+    return tuple(out)

@@ -34,12 +34,12 @@ def quantile_per_node(hists: list[LogHistogram], q: float) -> FloatArray:
     filled = [i for i, h in enumerate(hists) if h.total]
     if not filled:
         return out
-    counts = np.stack([hists[i].counts for i in filled])
-    # Only the buckets some node has counts in: below them every cumulative count is 0 (under any rank,
-    # which is at least 1), above them it is the node's total (at or over its rank).
-    used = np.flatnonzero(counts.any(axis=0))
-    lo, hi = int(used[0]), int(used[-1]) + 1
-    cumulative = np.cumsum(counts[:, lo:hi], axis=1)
+    # Only the buckets some node has counts in (a range holding them, from each histogram's ``used``):
+    # below them every cumulative count is 0 (under any rank, which is at least 1), above them it is the
+    # node's total (at or over its rank), so a wider range than the counts' gives the same figures.
+    lo = min(hists[i].used[0] for i in filled)
+    hi = max(hists[i].used[1] for i in filled)
+    cumulative = np.cumsum(np.stack([hists[i].counts[lo:hi] for i in filled]), axis=1)
     totals = cumulative[:, -1]
     ranks = np.maximum(np.ceil(q * totals.astype(np.float64)), 1)
     # The first bucket whose cumulative count reaches the rank (searchsorted, side "left"), row by row.
