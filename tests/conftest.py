@@ -87,17 +87,23 @@ def progress_counts(events: Iterable[Event], tokens: bool = False) -> list[int]:
     return counts
 
 
-def recorded_until(path: Path) -> float | None:
-    """The latest run time in a recording being written, read as it stands (None while it holds no event)."""
+def events_so_far(path: Path) -> list[Event]:
+    """The events of a recording being written, as it stands: none while it is not made yet, or made and its
+    header's block still on its way to the disk."""
     from tokenwatch.recording import RecordingFormatError, read_events
 
-    if not path.exists() or path.stat().st_size == 0:  # not created yet, or created and not yet written
-        return None
+    if not path.exists() or path.stat().st_size == 0:
+        return []
     try:
         events, _ = read_events(path)
-    except RecordingFormatError:  # its header's block is on its way to the disk: nothing recorded yet
-        return None
-    return max((e.t for e in events), default=None)
+    except RecordingFormatError:
+        return []
+    return events
+
+
+def recorded_until(path: Path) -> float | None:
+    """The latest run time in a recording being written, read as it stands (None while it holds no event)."""
+    return max((e.t for e in events_so_far(path)), default=None)
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import REPO_ROOT, RunCli, dashboard_in_pty, start_tokenwatch
+from tests.conftest import REPO_ROOT, RunCli, dashboard_in_pty, recorded_until, start_tokenwatch
 from tokenwatch.base.events import ProgressBatch, RunEnded, RunStarted
 from tokenwatch.recording import read_events
 
@@ -31,12 +31,11 @@ def wait_for_events(path: Path, minimum_t: float, proc: subprocess.Popen[str] | 
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"tokenwatch exited early: {proc.returncode}")
-        if path.exists():
-            events, _ = read_events(path)
-            if events and max(e.t for e in events) >= minimum_t:
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"no events at {minimum_t} s in {path}")
+        until = recorded_until(path)  # None while the file is not made, or its header not written yet
+        if until is not None and until >= minimum_t:
+            return
+        time.sleep(0.2)  # the poll interval
+    raise AssertionError(f"no events at {minimum_t} s in {path} within 60 s (up to {recorded_until(path)})")
 
 
 def check_interrupted(recording: Path, stdout: str, run_cli: RunCli) -> None:

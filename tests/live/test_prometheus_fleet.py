@@ -31,7 +31,7 @@ from fleet_support import (
     serve,
 )
 
-from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, wait_until
+from tests.conftest import PATIENCE_S, REPO_ROOT, cli_env, events_so_far, wait_until
 from tokenwatch.base.events import (
     GPU_METRICS,
     RACK_FIGURES,
@@ -43,7 +43,7 @@ from tokenwatch.base.events import (
 from tokenwatch.core import RackCore
 from tokenwatch.inputs.prometheus.api import PrometheusApi
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
-from tokenwatch.recording import RecordingReader, read_events
+from tokenwatch.recording import RecordingReader
 
 # One worker runs the module, one engine after the other: two engines each scraping 64 exporters at once
 # on a loaded machine miss scrapes.
@@ -333,8 +333,7 @@ def test_a_rack_whose_exporter_dies_is_down_the_others_go_on(fleet: HeldFleet) -
 
 def recorded_batches(recording: Path) -> list[RackFiguresBatch]:
     """The rounds of rack figures the recording being written holds."""
-    events, _ = read_events(recording) if recording.exists() else ([], [])
-    return [e for e in events if isinstance(e, RackFiguresBatch)]
+    return [e for e in events_so_far(recording) if isinstance(e, RackFiguresBatch)]
 
 
 def rack_batches(recording: Path) -> int:

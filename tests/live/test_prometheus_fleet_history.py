@@ -29,14 +29,14 @@ from fleet_support import (
     tsdb,
 )
 
-from tests.conftest import wait_until_async
+from tests.conftest import events_so_far, wait_until_async
 from tokenwatch.base.events import RACK_FIGURES, Event, RackFiguresBatch, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.frontends.metrics import MetricsServer
 from tokenwatch.inputs.config import WatchConfig, load_watch_config
 from tokenwatch.inputs.live.supervisor import LiveCollector
 from tokenwatch.inputs.watch import fleet_watch
-from tokenwatch.recording import RecordingReader, RecordingWriter, read_events
+from tokenwatch.recording import RecordingReader, RecordingWriter
 from tokenwatch.session import Session
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -79,9 +79,7 @@ async def watch(collector: LiveCollector, path: Path, stop: asyncio.Event) -> Se
 
 def live_figures(path: Path) -> list[RackFiguresBatch]:
     """The rack figures a watch being recorded has read live so far (after it attached)."""
-    if not path.exists():
-        return []
-    events, _ = read_events(path)
+    events = events_so_far(path)  # none while the file is not made, or its header not written yet
     started = next((e for e in events if isinstance(e, RunStarted)), None)
     if started is None:
         return []

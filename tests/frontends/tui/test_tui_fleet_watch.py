@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 
-from tests.conftest import refusing_port, wait_until_async
+from tests.conftest import PATIENCE_S, refusing_port, wait_until_async
 from tests.live.fleet_support import (
     ENGINES,
     HeldFleet,
@@ -81,9 +81,11 @@ def watch_app(url: str, tmp_path: Path) -> TokenwatchApp:
     return TokenwatchApp(session, mode="live", theme_dirs=[shipped_dir()])
 
 
-async def until(pilot: Pilot[None], what: str, done: Callable[[], bool]) -> None:
+async def until(
+    pilot: Pilot[None], what: str, done: Callable[[], bool], timeout_s: float = PATIENCE_S
+) -> None:
     """Let the app run until ``done()``; fail naming ``what``."""
-    await wait_until_async(done, what, pause=pilot.pause)
+    await wait_until_async(done, what, timeout_s=timeout_s, pause=pilot.pause)
 
 
 def last_round_t(app: TokenwatchApp) -> float:
@@ -132,6 +134,7 @@ def shown_node_table(app: TokenwatchApp) -> NodeTable | None:
     return next(iter(tables), None)
 
 
+@pytest.mark.timeout(300)  # the alerting pass's longer wait
 async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
     fleet: HeldFleet, tmp_path: Path
 ) -> None:
@@ -164,8 +167,13 @@ async def test_watch_of_a_fleet_leads_with_the_board_and_drills_into_a_rack(
         # The first round's alerting pass read every node; with none on screen none is read again (a
         # node read through the server is judged by its reading plan: no stale alert between passes).
         state = app.session.core.state
+        # A pass the loaded server left unanswered in part is asked again after 1, 2, 4... s (up to the
+        # alerting interval): a minute holds only about six tries, so this waits for more.
         await until(
-            pilot, "every node read by the alerting pass", lambda: bool(np.isfinite(state.last_seen).all())
+            pilot,
+            "every node read by the alerting pass",
+            lambda: bool(np.isfinite(state.last_seen).all()),
+            timeout_s=2 * PATIENCE_S,
         )
         # A pass whose queries failed in part (a loaded server) is asked again a round later: past it.
         await rounds_later(pilot, app, 2)
