@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -139,10 +140,13 @@ def forecast_view(state: RackState, r: int) -> RackState:
         # Settings, shared as they are: walking them for per-node rows was a fifth of a view's cost.
         "config": state.config,
     }
-    view: RackState = object.__new__(RackState)
-    for name in _FORECAST_FIELDS:
-        value = made[name] if name in made else rows_of(getattr(state, name), rows, n)
-        object.__setattr__(view, name, value)
+    view: RackState = _made_without_init(
+        RackState,
+        (
+            (name, made[name] if name in made else rows_of(getattr(state, name), rows, n))
+            for name in _FORECAST_FIELDS
+        ),
+    )
     return view
 
 
@@ -166,11 +170,16 @@ def rows_of(value: Any, rows: slice, n: int) -> Any:
         return value
     if hasattr(cls, "__post_init__"):
         return dataclasses.replace(value, **{name: rows_of(getattr(value, name), rows, n) for name in names})
-    # Made field by field, as ``dataclasses.replace`` would without a __post_init__ to run: a fleet's
-    # verdict tick makes ~90 of these per rack view, and replace's checks were a third of their cost.
-    out = object.__new__(cls)
-    for name in names:
-        object.__setattr__(out, name, rows_of(getattr(value, name), rows, n))
+    return _made_without_init(cls, ((name, rows_of(getattr(value, name), rows, n)) for name in names))
+
+
+def _made_without_init(cls: type, fields: Iterable[tuple[str, Any]]) -> Any:
+    """An instance of ``cls`` holding ``fields``, made field by field, as ``dataclasses.replace`` would
+    without a __post_init__ to run: a fleet's verdict tick makes ~90 of these per rack view, and
+    replace's checks were a third of their cost."""
+    out: Any = object.__new__(cls)
+    for name, value in fields:
+        object.__setattr__(out, name, value)
     return out
 
 
@@ -254,14 +263,15 @@ def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice
         "loadgen_memo": None,
         "joined_memo": verdict.joined_memo.columns(rows),
     }
-    # Made field by field, as rows_of makes the state's dataclasses (``dataclasses.replace`` of its two
-    # dozen fields was half of this view's cost, 64 racks a tick).
-    out: VerdictState = object.__new__(VerdictState)
-    for name in _field_names(VerdictState) or ():
-        value = getattr(verdict, name)
+
+    def value_of(name: str) -> Any:
         if name in _VERDICT_MADE:
-            value = made[name]
-        elif name not in _VERDICT_WHOLE_RUN:
-            value = rows_of(value, rows, n)
-        object.__setattr__(out, name, value)
+            return made[name]
+        value = getattr(verdict, name)
+        return value if name in _VERDICT_WHOLE_RUN else rows_of(value, rows, n)
+
+    # Made field by field (``dataclasses.replace`` of its two dozen fields was half of this view's cost)
+    out: VerdictState = _made_without_init(
+        VerdictState, ((name, value_of(name)) for name in _field_names(VerdictState) or ())
+    )
     return out
