@@ -183,8 +183,10 @@ async def test_attached_a_minute_in_no_stale_spell_and_the_idle_server_idle(
         assert attach >= HISTORY_S - 12.0
         history = watch.core.history()
         assert STATE_CODE["stale"] not in history.node_state[history.times >= attach]
-    # the log-only watch learnt the log's own cadence (vLLM's 10-s lines) from its history
-    assert float(log_only.core.state.stale_limit_s[0]) >= 3 * 9.0
+    # The log-only watch learnt the log's own cadence from its history: vLLM's lines, 10 s apart, not
+    # the 5-s default. The last five gaps' median is taken as the lines arrive: on the loaded machine
+    # it has been 8.7 s (a limit of 26 s), so the bound allows 7 s (a limit of 21 s, 4x the default's).
+    assert float(log_only.core.state.stale_limit_s[0]) >= 3 * 7.0
     # the history was read: tokens from the log's first line on, not from the attach
     first = min(e.t for e in log_only.events if isinstance(e, Progress) and e.tokens_done)
     assert first < HISTORY_S / 2

@@ -5,15 +5,17 @@ Counted as done when asked, a pass whose answers timed out on a loaded server le
 until the next pass, an hour later with a long interval: the drill-down's nodes had no reading to form
 a rate from, and the rules judged nothing. A pass whose node queries fail is asked again a round
 later, then two, four... (a server that keeps refusing it is not asked for the whole fleet every
-round), and once answered the next is a detail interval on.
+round), and once answered the next is a detail interval on. A pass answered without some rack's nodes
+(that rack's scrape failed at its instant) asks that rack alone again on the same schedule.
 
 A real Prometheus holds a written fleet; a proxy in front of it refuses the node queries (503) of the
-instants it is told to, passing everything else.
+instants it is told to, or answers them without one rack's series, passing everything else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from tokenwatch.base.clock import ManualClock
 from tokenwatch.base.events import GpuBatch, ProgressBatch
 from tokenwatch.inputs.prometheus.api import PrometheusApi
 from tokenwatch.inputs.prometheus.fleet import FleetSettings, PrometheusFleetCollector
+from tokenwatch.inputs.prometheus.fleet_node_queries import FLEET_NODE_LABEL
 
 pytestmark = [
     pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
@@ -60,7 +63,36 @@ class RefusingProxy(AccessProxy):  # type: ignore[misc]
         return answer
 
 
-async def nodes_read_per_round(fleet: WrittenFleet, proxy: RefusingProxy, rounds: int) -> list[set[int]]:
+@dataclass
+class HidingProxy(AccessProxy):  # type: ignore[misc]
+    """Answers the per-node queries asked at one of ``hidden_at`` (Unix instants) without ``rack``'s
+    series, as a server answers after that rack's scrape failed (its stale markers); passes the rest."""
+
+    rack: str = ""
+    hidden_at: set[float] = field(default_factory=set)
+    hidden: int = 0
+
+    async def _forward(self, request: web.Request) -> web.Response:
+        answer: web.Response = await super()._forward(request)
+        at = request.query.get("time")
+        if (
+            at is None
+            or float(at) not in self.hidden_at
+            or "label_join" not in request.query.get("query", "")
+        ):
+            return answer
+        assert isinstance(answer.body, bytes)
+        doc = json.loads(answer.body)
+        result = doc["data"]["result"]
+        kept = [r for r in result if not r["metric"].get(FLEET_NODE_LABEL, "").startswith(self.rack + "/")]
+        self.hidden += len(result) - len(kept)
+        doc["data"]["result"] = kept
+        return web.Response(
+            status=answer.status, body=json.dumps(doc).encode(), content_type="application/json"
+        )
+
+
+async def nodes_read_per_round(fleet: WrittenFleet, proxy: AccessProxy, rounds: int) -> list[set[int]]:
     """Each round from the first (no rack on screen, the pass due at once, then an hour on): the node
     indices whose counters and GPUs the round read."""
     first = (math.floor(fleet.began / INTERVAL_S) + 40) * INTERVAL_S  # inside the written history
@@ -98,3 +130,18 @@ def test_an_answered_alerting_pass_waits_its_detail_interval(tmp_path: Path) -> 
     with written_fleet(tmp_path, RACKS) as fleet, RefusingProxy(fleet.url, {}) as proxy:
         read = asyncio.run(nodes_read_per_round(fleet, proxy, 4))
     assert read == [every, set(), set(), set()]
+
+
+def test_a_rack_an_answered_pass_left_unread_is_asked_again_alone_then_backing_off(tmp_path: Path) -> None:
+    """The server answers the pass without rack02's nodes (its scrape failed at that instant), and the
+    round after it too: rack02 alone is asked a round after the pass, then two rounds after that, when it
+    is read; then nothing until the next pass."""
+    rack01 = set(range(len(RACKS[0].rates)))
+    rack02 = set(range(len(RACKS[0].rates), NODES))
+    with written_fleet(tmp_path, RACKS) as fleet:
+        first = (math.floor(fleet.began / INTERVAL_S) + 40) * INTERVAL_S
+        hidden = {first, first + INTERVAL_S}
+        with HidingProxy(fleet.url, {}, rack="rack02", hidden_at=hidden) as proxy:
+            read = asyncio.run(nodes_read_per_round(fleet, proxy, 6))
+            assert proxy.hidden > 0
+    assert read == [rack01, set(), set(), rack02, set(), set()]

@@ -25,6 +25,10 @@ WINDOW_LABEL = "tokenwatch_rate_window"  # the rate window they were made with (
 GROUP_NAME = "tokenwatch-rack-figures"
 
 
+# The figure whose recorded series says that the rules' evaluation wrote every figure (see RuleSet.rules).
+COMPLETES_AN_EVALUATION = "nodes_total"
+
+
 def recorded_name(field: str) -> str:
     """The recorded series of a rack figure (``nodes_up`` -> ``tokenwatch_rack:nodes_up``)."""
     return RECORDED_PREFIX + field
@@ -69,12 +73,19 @@ class RuleSet:
         return {field: f"{recorded_name(field)}{{{matchers}}}" for field in self.templates()}
 
     def rules(self) -> list[dict[str, object]]:
-        """The recording rules, one per figure, as a rule file lists them."""
+        """The recording rules, one per figure, as a rule file lists them: ``nodes_total``'s last.
+
+        A group's rules are evaluated one after another at one timestamp, each one's series written as
+        it is done. The watch takes a rack's recorded ``nodes_total`` for "this rack's figures are
+        recorded" (its probe, and the backfill's first recorded step), so it is the last written: a
+        server read during the rules' first evaluation had ``nodes_total`` and none of the figures after
+        it, and that step's rack figures were unknown in the recorded history where the raw had them."""
         labels = self.labels()
-        return [
-            {"record": recorded_name(field), "expr": expr, "labels": dict(labels)}
-            for field, expr in self.expressions().items()
+        expressions = self.expressions()
+        order = [field for field in expressions if field != COMPLETES_AN_EVALUATION] + [
+            COMPLETES_AN_EVALUATION
         ]
+        return [{"record": recorded_name(f), "expr": expressions[f], "labels": dict(labels)} for f in order]
 
     def group(self, interval_s: float) -> dict[str, object]:
         """The rule group, evaluated every ``interval_s`` (the fleet watch's interval: a recorded figure

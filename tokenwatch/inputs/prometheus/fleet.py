@@ -21,12 +21,14 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 
+import numpy as np
+
 from tokenwatch.base.clock import Clock, MonotonicClock
 from tokenwatch.base.events import Emit, Event, Notice, RackFiguresBatch
 from tokenwatch.base.formatting import natural_key
 from tokenwatch.base.gc_pause import gc_paused
 from tokenwatch.inputs.discovery import Discovered
-from tokenwatch.inputs.prometheus.alerting_pass import AlertingPassSchedule
+from tokenwatch.inputs.prometheus.alerting_pass import AlertingPassSchedule, racks_left_unread
 from tokenwatch.inputs.prometheus.api import PromApiError, PrometheusApi, Sample
 from tokenwatch.inputs.prometheus.fleet_figures import RackFigures, places_meta, rack_places_of
 from tokenwatch.inputs.prometheus.fleet_history import FleetHistory
@@ -112,6 +114,7 @@ class PrometheusFleetCollector(FleetHistory):
         self._failed_rounds = 0  # rounds in a row in which no query was answered
         self.alerting_pass = AlertingPassSchedule(settings.interval_s, settings.detail_interval_s)
         self._unanswered: set[str] = set()  # the fields the last round's queries failed for
+        self._rack_of_node = np.array([], str)  # each node index's rack (listed by discover)
         self._wall_at_run_zero: float | None = None  # Unix time at run time 0, for the readings' times
 
     # ------------------------------------------------------------ queries
@@ -223,6 +226,7 @@ class PrometheusFleetCollector(FleetHistory):
             value = gpus_answer[0][1]
             gpus = int(value) if math.isfinite(value) and 1 <= value <= 1024 else None
         self.nodes = tuple(nodes)
+        self._rack_of_node = np.array([rack for rack in self.racks for _ in range(self.rack_nodes[rack])])
         self.node_reader = self._node_reader(gpus or 1)
         probe = recorded if isinstance(recorded, list) else None
         self._figures_note = self.figure_queries.found(self.now(), probe, self.racks)
@@ -301,7 +305,8 @@ class PrometheusFleetCollector(FleetHistory):
         figures = self.figure_queries
         queries = figures.queries
         detail = self.alerting_pass.due(instant)
-        focus = self.focus.racks
+        # The racks on screen, and those an answered pass left nodes of unread, when due again.
+        focus = self.focus.racks | (frozenset() if detail else self.alerting_pass.unread_due(instant))
         node_queries: dict[str, str] = {}
         if self.node_reader is not None and (detail or focus):
             node_queries = self._node_queries(None if detail else focus)
@@ -310,8 +315,9 @@ class PrometheusFleetCollector(FleetHistory):
         if probe:  # rules loaded since: found at the next alerting pass
             ask["recorded probe"] = figures.probe()
         results, columns, answered, notices = await self._ask_all(api, ask, instant, queries)
+        nodes_answered = not any(f.startswith("node ") for f in self._unanswered)
         if detail and node_queries:
-            self.alerting_pass.asked(instant, not any(f.startswith("node ") for f in self._unanswered))
+            self.alerting_pass.asked(instant, nodes_answered)
         t = self.now()
         events: list[Event] = []
         counted = answered.get("nodes_total")
@@ -340,6 +346,12 @@ class PrometheusFleetCollector(FleetHistory):
                 read = reader.node_events(read_t, node_results, gpu_columns)
             scraped = scrape_times(node_results.get(SCRAPED_AT, ()), reader.node_of, reader.node_label)
             events += at_scrape_times(read, scraped, lambda stamp: self._run_time(stamp, 0.0))
+            # Which racks it left unread, after an answered pass (a failed one is asked whole again) or
+            # a round that asked racks a pass left unread (not every round of a rack on screen).
+            if nodes_answered if detail else bool(self.alerting_pass.unread & focus):
+                asked = None if detail else focus
+                unread = racks_left_unread(read, self._rack_of_node, asked)
+                self.alerting_pass.read(instant, asked, unread)
         return events + notices
 
     async def _placed(

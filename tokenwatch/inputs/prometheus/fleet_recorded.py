@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from tokenwatch.base.events import Notice
 from tokenwatch.inputs.prometheus.api import PrometheusApi, RangeSeries, Sample
-from tokenwatch.sources.fleet_rules import RECORDED_PREFIX, RuleSet
+from tokenwatch.sources.fleet_rules import COMPLETES_AN_EVALUATION, RECORDED_PREFIX, RuleSet
 
 SOURCE = "prometheus-fleet"
 
@@ -42,7 +44,7 @@ class FigureQueries:
 
     def probe(self) -> str:
         """The query that says which racks have recorded figures: one series per such rack."""
-        return f"group by ({self.rack_label}) ({self.recorded['nodes_total']})"
+        return f"group by ({self.rack_label}) ({self.recorded[COMPLETES_AN_EVALUATION]})"
 
     def found(self, t: float, answer: list[Sample] | None, racks: Sequence[str]) -> Notice | None:
         """Judges a probe's answer (None: it failed) against the racks the watch knows; a notice when
@@ -88,12 +90,26 @@ class FigureQueries:
         answered, failed = await api.query_range_all(self.queries, first, last, step)
         if not self.using_recorded:
             return answered, failed
-        firsts = [float(times[0]) for _, times, _ in answered.get("nodes_total", []) if len(times)]
+        # The step from which the rules wrote every figure (the figure they write last: fleet_rules.py).
+        firsts = [float(times[0]) for _, times, _ in answered.get(COMPLETES_AN_EVALUATION, []) if len(times)]
         recorded_from = min(firsts) if firsts else None
         if recorded_from is not None and recorded_from <= first + step / 2:
             return answered, failed
         raw_last = last if recorded_from is None else recorded_from - step
         raw, failed_raw = await api.query_range_all(self.raw, first, raw_last, step)
-        for field, series in raw.items():  # the raw points lie before the recorded ones: both kept
-            answered[field] = series + answered.get(field, [])
+        for field in raw.keys() | answered.keys():  # the raw points lie before the recorded ones: both kept
+            answered[field] = raw.get(field, []) + from_step(answered.get(field, []), recorded_from)
         return answered, failed | failed_raw
+
+
+def from_step(series: list[RangeSeries], t: float | None) -> list[RangeSeries]:
+    """Each series' points from ``t`` on (None: none). An evaluation still being written when the range
+    was asked has some figures' points and not yet the last one's: those steps are the raw queries'."""
+    if t is None:
+        return []
+    kept = []
+    for labels, times, values in series:
+        at = int(np.searchsorted(times, t - 1e-6))
+        if at < len(times):
+            kept.append((labels, times[at:], values[at:]))
+    return kept
