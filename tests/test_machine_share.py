@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.conftest import PATIENCE_S
-from tests.machine_share import lock_path, machine_to_itself, sharing_the_machine
+from tests.machine_share import lock_path, machine_to_itself, paused_while_others_time, sharing_the_machine
 
 
 def _wait(what: str, predicate: Callable[[], bool]) -> None:
@@ -107,4 +109,62 @@ def test_a_test_takes_the_machine_from_inside_its_share_and_shares_it_again() ->
         engine.join(PATIENCE_S)
         _unlink(run_id)
     assert worker.exitcode == 0
+    assert engine.exitcode == 0
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (/proc/PID/stat): ``T`` when stopped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _engine_with_a_server(run_id: str, own: Any, holding: Any, done: Any) -> None:
+    """An engine test whose own worker registered a server too: it has the machine until told it is done."""
+    server = subprocess.Popen(["sleep", "600"])
+    try:
+        with paused_while_others_time(server, run_id):
+            own.value = server.pid
+            with machine_to_itself(run_id):
+                holding.value = 1
+                done.wait(PATIENCE_S)
+            holding.value = 0
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_the_other_workers_registered_servers_are_stopped_while_the_engine_has_the_machine() -> None:
+    """A server this worker registered is stopped while another worker holds the machine and goes on
+    before it lets go; the holder's own server runs on; once unregistered, a hold leaves it alone."""
+    run_id = f"selftest-{os.getpid()}-{time.monotonic_ns()}"
+    spawn = multiprocessing.get_context("spawn")
+    own, holding, done = spawn.Value("i", 0), spawn.Value("i", 0), spawn.Event()
+    server = subprocess.Popen(["sleep", "600"])
+    engine = None
+    try:
+        with paused_while_others_time(server, run_id):
+            assert _state(server.pid) != "T"
+            engine = spawn.Process(target=_engine_with_a_server, args=(run_id, own, holding, done))
+            engine.start()
+            _wait("the engine with the machine", lambda: holding.value == 1)
+            assert _state(server.pid) == "T"
+            assert _state(own.value) != "T"
+            done.set()
+            _wait("the engine letting go", lambda: holding.value == 0)
+            assert _state(server.pid) != "T"
+            engine.join(PATIENCE_S)
+        trying, again = spawn.Value("i", 0), spawn.Event()
+        engine = spawn.Process(target=_engine, args=(run_id, trying, holding, again))
+        engine.start()
+        _wait("a second engine with the machine", lambda: holding.value == 1)
+        assert _state(server.pid) != "T"  # unregistered: left alone
+        again.set()
+        engine.join(PATIENCE_S)
+    finally:
+        done.set()
+        server.kill()
+        server.wait()
+        if engine is not None:
+            engine.join(PATIENCE_S)
+        _unlink(run_id)
+    assert engine is not None
     assert engine.exitcode == 0

@@ -25,6 +25,7 @@ import orjson
 import pytest
 
 from tests.conftest import PATIENCE_S, prometheus_argv, start_listening, stop_process, wait_until
+from tests.machine_share import paused_while_others_time
 from tokenwatch.base.events import Event
 from tokenwatch.core import RackCore
 from tokenwatch.frontends.metrics import MetricsServer
@@ -286,7 +287,10 @@ def held_fleet(
     prom.start()
     try:
         prom.wait_until_scraped()
-        yield HeldFleet(prom.url, cores, servers)
+        assert prom.proc is not None
+        # The racks are held still: a pause while another worker times an engine changes no answer.
+        with paused_while_others_time(prom.proc):
+            yield HeldFleet(prom.url, cores, servers)
     finally:
         prom.stop()
         close_all(servers)
