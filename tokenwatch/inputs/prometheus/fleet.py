@@ -244,7 +244,7 @@ class PrometheusFleetCollector(FleetHistory):
         }
         meta: dict[str, object] = {
             # One rack name per node, as the fleet board groups a run (core/fleet/rack_groups.py).
-            "racks": [rack for rack in self.racks for _ in range(self.rack_nodes[rack])],
+            "racks": self._rack_of_node.tolist(),
             **places_meta(places, s.rack_label, (s.site_label, s.row_label), self.rack_nodes),
             # The same dict the run's start carries: what run_start learns later goes in too.
             "fleet": self.fleet_meta,
