@@ -370,3 +370,24 @@ def test_a_node_timed_by_its_samples_has_a_band_that_holds_its_true_start() -> N
     assert sampled.low <= loadgens <= sampled.high
     # Two intervals over the node's span, no more: 2 s of 92 s.
     assert sampled.high == pytest.approx(exact.value * (1 + 2.0 / end))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_pace_read_in_a_burst_may_fall_back_to_its_usual_and_the_low_side_reaches_there(seed: int) -> None:
+    """A CPU engine's pace wanders by a third block to block; after a pause its pace is read in a burst at
+    three times its usual. The work left then goes at the usual pace: the band's low side holds that
+    figure (the burst's pace and its own noise put the end too soon)."""
+    rng = np.random.default_rng(seed)
+    usual, now, burst_s, left_s, per_sample = 440.0, 420.0, 12, 28.0, 32.0
+    wander = np.repeat(np.clip(rng.normal(0.0, 0.3, 50), -0.8, None), 10)[: int(now) + 1]
+    wander[-burst_s - 10 : -burst_s] = -1.0  # ten seconds with no progress
+    wander[-burst_s:] = 2.0  # then three times the usual pace
+    done = offline_progress(np.array([usual]), now, 0, per_sample, wander[:, None]).tokens_done[0]
+    tokens = done + left_s * usual
+    progress = offline_progress(np.array([usual]), now, tokens / per_sample, per_sample, wander[:, None])
+    band = forecast(progress).tokens_per_s
+    assert band is not None
+    assert band.known
+    at_the_usual_pace = tokens / (now + left_s + Assumptions().drain_s / 2)
+    assert band.value > at_the_usual_pace  # the burst's pace projects a sooner end...
+    assert band.low <= at_the_usual_pace  # ...and the band reaches back to the usual pace's

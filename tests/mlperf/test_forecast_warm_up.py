@@ -69,6 +69,16 @@ def test_while_warming_up_every_surface_says_so_and_states_no_number(scenario: s
     # Offline run has fewer samples than LoadGen's minimum).
     failing = [r.name for r in fc.rules if r.ok is False]
     assert fc.valid is (False if failing else None)
+    # Nor is a duration projected from the end that a ramp does not give (Server's is its schedule's).
+    duration = fc.rule("min_duration")
+    if scenario == "Offline":
+        assert (duration.projected, duration.ok) == (None, None)
+        assert duration.missing == "a steady pace (warming up)"
+        assert duration.now is not None
+        assert duration.now > 0
+    else:
+        assert duration.projected is not None
+        assert duration.configured
     word = "INVALID" if failing else "UNDECIDED"
     # A verdict already decided (LoadGen cannot issue the samples its settings need) says so while warming up.
     stage = "DECIDED " if fc.decided else ""

@@ -45,6 +45,7 @@ Cost: a handful of numpy operations on (points x nodes) arrays; well under a mil
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -171,7 +172,20 @@ def forecast(
     warming = warming_up(progress, a)
     if warming:
         band, end, valid = None, None, False if valid is False else None
+        # Offline's duration is projected from the end, which a climbing pace does not yet give.
+        rules = [_warming_duration(r) if _from_the_pace(r, progress) else r for r in rules]
     return Forecast(progress.now_s, band, end, tuple(rules), valid, warming_up=warming)
+
+
+def _from_the_pace(rule: RuleForecast, p: NodeProgress) -> bool:
+    return p.scenario == "Offline" and rule.name == "min_duration" and rule.projected is not None
+
+
+def _warming_duration(rule: RuleForecast) -> RuleForecast:
+    """The duration rule while the pace still climbs: its time so far and limit, no projection."""
+    return dataclasses.replace(
+        rule, projected=None, margin=None, ok=None, missing="a steady pace (warming up)"
+    )
 
 
 def warming_up(p: NodeProgress, a: Assumptions) -> bool:

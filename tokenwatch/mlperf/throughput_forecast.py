@@ -98,9 +98,12 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     rate = np.where(stalled | ~(pace.now > 0), np.where(pace.usual > 0, pace.usual, overall), pace.now)
     rate = np.where(rate > 0, rate, 1.0)
     pace = with_peers(pace, rate, running & ~stalled)
-    # A change of pace beyond the noise may end now: the band then reaches to the usual pace as well.
+    # A change of pace beyond the noise may end now: the band then reaches to the usual pace as well. So
+    # may a pace above the usual, however noisy: the low side reaches back to the usual pace (a CPU
+    # engine read in a burst at 3x its usual pace, its noise a third of its pace, ended 19 s after the
+    # end the burst's pace and its noise allowed).
     changed = np.abs(pace.usual - rate) > a.z * pace.spread(np.zeros(len(rate))) * rate
-    usual = np.where(stalled | (pace.usual <= 0) | ~changed, rate, pace.usual)
+    usual = np.where(stalled | (pace.usual <= 0) | ~(changed | (pace.usual < rate)), rate, pace.usual)
     if p.total_samples is None and p.schedule_end_s is not None:
         parts = _time_bounded(p, a, pace, rate, usual, stalled)
     else:
