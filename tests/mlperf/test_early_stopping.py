@@ -7,19 +7,23 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenwatch.mlperf.early_stopping import (
+    CONFIDENCE,
     SERVER_PERCENTILE,
     TOLERANCE,
+    KnownBudgets,
     budget_search,
     early_stopping_result,
     min_passing_queries,
     odds,
     odds_series,
     overlatency_budget,
+    overlatency_budgets,
     passes,
     queries_needed,
     search_window,
@@ -237,3 +241,29 @@ def test_the_counts_that_overflowed_now_return(n: int, share: float) -> None:
 def test_odds_on_either_side_of_loadgens_window_is_the_binomial_cdf(h: int, t: int) -> None:
     """LoadGen's series where it shrinks, the complement's elsewhere: both the CDF summed in log space."""
     assert odds(h, t) == pytest.approx(binomial_cdf_log_space(h + t, t), rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rounds=st.lists(st.lists(st.integers(0, 60_000), min_size=1, max_size=40), min_size=1, max_size=6),
+    centre=st.integers(0, 300_000),
+)
+def test_the_budgets_of_many_totals_are_each_totals_own_budget(rounds: list[list[int]], centre: int) -> None:
+    """Budgets read off those already found (two known totals with the same budget bracket every total
+    between them) equal a search of each total alone, round after round as the known ones accumulate;
+    the totals drift around one figure, as a live run's planned totals do."""
+    known = KnownBudgets()
+    for offsets in rounds:
+        ns = np.array([centre + o // 7 if o % 2 else max(centre - o // 7, 0) for o in offsets], np.int64)
+        got = known.of(ns, SERVER_PERCENTILE, CONFIDENCE)
+        assert got.tolist() == [budget_search(int(n))[0] for n in ns]
+
+
+def test_the_budgets_of_many_totals_start_again_past_their_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(KnownBudgets, "LIMIT", 8)
+    known = KnownBudgets()
+    for start in range(0, 60_000, 5_000):
+        ns = np.arange(start, start + 3_000, 500, dtype=np.int64)
+        assert known.of(ns, SERVER_PERCENTILE, CONFIDENCE).tolist() == [budget_search(int(n))[0] for n in ns]
+        assert len(known.ns) <= 8
+    assert overlatency_budgets(np.array([458, 459, 210_624])).tolist() == [-1, 0, 2_000]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
-from tokenwatch.mlperf.early_stopping import overlatency_budget
+from tokenwatch.mlperf.early_stopping import overlatency_budgets
 
 _Z_ONE_SIDED_99 = 2.3263478740408408
 
@@ -96,7 +96,7 @@ def latency_rules(over: OverLimit, total: FloatArray) -> tuple[RuleForecast, Rul
     point, low, high = project_counts(over, total)
     n_final = np.floor(total).astype(np.int64)
     allowed = n_final - np.floor(n_final * 0.99).astype(np.int64) - 1
-    budget = np.array([overlatency_budget(int(n)) for n in n_final], np.float64)
+    budget = overlatency_budgets(n_final).astype(np.float64)
     p99_flags = _decide(low, high, allowed.astype(np.float64))
     es_flags = _decide(low, high, budget)
     worst_es = int(np.argmin((budget - point) / np.maximum(budget, 1.0)))

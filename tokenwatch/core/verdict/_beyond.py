@@ -27,7 +27,7 @@ from tokenwatch.base.formatting import group, seconds_ms
 from tokenwatch.core._state import RackState
 from tokenwatch.core.verdict._inputs import planned_totals
 from tokenwatch.core.verdict._state import LIMIT_METRICS
-from tokenwatch.mlperf.early_stopping import overlatency_budget, queries_needed
+from tokenwatch.mlperf.early_stopping import overlatency_budgets, queries_needed
 from tokenwatch.mlperf.forecast import Forecast
 
 _PERCENTILE = 0.99
@@ -78,8 +78,7 @@ def _latency_beyond(state: RackState, metric: str, planned: np.ndarray) -> str:
             f"{group(int(planned[i]))} "
             f"the 99th percentile allows, so {WILL_WRITE} 'Performance constraints satisfied : NO'"
         )
-    budgets = {int(n): overlatency_budget(int(n)) for n in np.unique(planned)}
-    budget = np.array([budgets[int(n)] for n in planned], np.int64)
+    budget = overlatency_budgets(np.asarray(planned, np.int64))
     es_broken = np.flatnonzero((surely_over > budget) & (judged > 0))
     if not es_broken.size:
         return ""
