@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -265,5 +266,27 @@ def test_the_budgets_of_many_totals_start_again_past_their_limit(monkeypatch: py
     for start in range(0, 60_000, 5_000):
         ns = np.arange(start, start + 3_000, 500, dtype=np.int64)
         assert known.of(ns, SERVER_PERCENTILE, CONFIDENCE).tolist() == [budget_search(int(n))[0] for n in ns]
-        assert len(known.ns) <= 8
+        assert len(known.known[0]) <= 8
     assert overlatency_budgets(np.array([458, 459, 210_624])).tolist() == [-1, 0, 2_000]
+
+
+def test_the_budgets_of_many_totals_hold_when_threads_ask_at_once() -> None:
+    """A replay's index pass runs a core in a thread of its own beside the player's: budgets asked from
+    both at once are each total's own."""
+    rng = np.random.default_rng(5)
+    asks = [rng.integers(200_000, 230_000, 64) for _ in range(48)]
+    truth = {int(n): budget_search(int(n))[0] for ask in asks for n in ask}
+    known = KnownBudgets()
+    wrong: list[tuple[int, int]] = []
+
+    def ask(part: list[np.ndarray]) -> None:
+        for ns in part:
+            got = known.of(ns, SERVER_PERCENTILE, CONFIDENCE)
+            wrong.extend((int(n), int(b)) for n, b in zip(ns, got, strict=True) if truth[int(n)] != b)
+
+    threads = [threading.Thread(target=ask, args=(asks[k::4],)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []

@@ -264,20 +264,22 @@ class KnownBudgets:
     LIMIT = 1 << 16  # known points kept (1 MB); past it they start again from none
 
     def __init__(self) -> None:
-        self.ns = np.empty(0, np.int64)
-        self.budgets = np.empty(0, np.int64)
+        # One attribute, swapped whole: a replay's index pass runs a core in a thread of its own, and a
+        # reader must never pair one version's totals with another's budgets.
+        self.known: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
 
     def of(self, wanted: np.ndarray, percentile: float, confidence: float) -> np.ndarray:
+        ns, budgets = self.known
         out = np.full(len(wanted), -2, np.int64)
         known = np.zeros(len(wanted), bool)
-        size = len(self.ns)
+        size = len(ns)
         if size:
-            right = np.searchsorted(self.ns, wanted, side="left")
+            right = np.searchsorted(ns, wanted, side="left")
             above, below = np.minimum(right, size - 1), np.maximum(right - 1, 0)
-            exact = (right < size) & (self.ns[above] == wanted)
-            bracketed = (right > 0) & (right < size) & (self.budgets[below] == self.budgets[above])
+            exact = (right < size) & (ns[above] == wanted)
+            bracketed = (right > 0) & (right < size) & (budgets[below] == budgets[above])
             known = exact | bracketed
-            out[known] = self.budgets[above][known]
+            out[known] = budgets[above][known]
         missing = np.unique(wanted[~known])
         if missing.size:
             found = np.array([budget_search(int(n), percentile, confidence)[0] for n in missing], np.int64)
@@ -286,11 +288,14 @@ class KnownBudgets:
         return out
 
     def _add(self, ns: np.ndarray, budgets: np.ndarray) -> None:
-        if len(self.ns) + len(ns) > self.LIMIT:
-            self.ns, self.budgets = np.empty(0, np.int64), np.empty(0, np.int64)
-        merged = np.concatenate((self.ns, ns))
+        old_ns, old_budgets = self.known
+        if len(old_ns) + len(ns) > self.LIMIT:
+            old_ns, old_budgets = old_ns[:0], old_budgets[:0]
+        merged = np.concatenate((old_ns, ns))
         order = np.argsort(merged, kind="stable")
-        self.ns, self.budgets = merged[order], np.concatenate((self.budgets, budgets))[order]
+        # Totals another thread added meanwhile may be lost (found again when next asked), never mixed.
+        _, unique = np.unique(merged[order], return_index=True)
+        self.known = (merged[order][unique], np.concatenate((old_budgets, budgets))[order][unique])
 
 
 _KNOWN: dict[tuple[float, float], KnownBudgets] = {}
