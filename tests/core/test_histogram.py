@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenwatch.core.histogram import (
+    GAMMA,
     MAX_VALUE_S,
     MIN_VALUE_S,
     N_BUCKETS,
@@ -159,3 +160,32 @@ def test_the_used_range_holds_every_count(steps: list[tuple[list[float], list[in
         nonzero = np.flatnonzero(hist.counts)
         assert all(low <= i < high for i in nonzero.tolist()), (hist.used, nonzero)
         assert hist.total == int(hist.counts.sum())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(1e-7, 1e6)), max_size=40
+    ),
+    weights=st.lists(st.integers(-3, 50), min_size=40, max_size=40),
+)
+def test_a_batch_lands_in_each_values_own_bucket_whatever_it_holds(
+    values: list[float], weights: list[int]
+) -> None:
+    """Each finite value in the bucket its bounds say (worked out value by value with math.log), NaN and
+    infinities counted as dropped, negative weights as none."""
+    hist = LogHistogram()
+    hist.add(np.array(values, np.float64), np.array(weights[: len(values)], np.int64))
+    expected = np.zeros(N_BUCKETS, np.int64)
+    dropped = 0
+    for value, weight in zip(values, weights, strict=False):
+        weight = max(weight, 0)
+        if not math.isfinite(value):
+            dropped += weight
+            continue
+        clamped = min(max(value, MIN_VALUE_S), MAX_VALUE_S)
+        index = math.ceil(math.log(clamped / MIN_VALUE_S) / math.log(GAMMA) - 1e-9)
+        expected[min(max(index, 0), N_BUCKETS - 1)] += weight
+    assert hist.counts.tolist() == expected.tolist()
+    assert hist.dropped == dropped
+    assert hist.total == int(expected.sum())

@@ -24,9 +24,11 @@ N_BUCKETS = math.ceil(math.log(MAX_VALUE_S / MIN_VALUE_S) / _LOG_GAMMA) + 1
 
 def bucket_index(values_s: FloatArray) -> IntArray:
     """Bucket of each value (seconds); values outside the range clamp to the end buckets."""
-    clipped = np.clip(np.asarray(values_s, dtype=np.float64), MIN_VALUE_S, MAX_VALUE_S)
+    # minimum/maximum rather than np.clip: the same numbers (NaN stays NaN), at half the cost on the few
+    # dozen values of a latency batch, where np.clip's checks of its bounds were most of the call.
+    clipped = np.minimum(np.maximum(np.asarray(values_s, dtype=np.float64), MIN_VALUE_S), MAX_VALUE_S)
     idx = np.ceil(np.log(clipped / MIN_VALUE_S) / _LOG_GAMMA - 1e-9).astype(np.int64)
-    return np.clip(idx, 0, N_BUCKETS - 1)
+    return np.minimum(np.maximum(idx, 0), N_BUCKETS - 1)
 
 
 def bucket_value(index: IntArray | int) -> FloatArray:

@@ -77,10 +77,12 @@ class LogHistogram:
         values = np.asarray(values_s, dtype=np.float64)
         finite = np.isfinite(values)
         weights = np.ones(values.shape, np.int64) if counts is None else np.asarray(counts, np.int64)
-        weights = np.where(weights > 0, weights, 0)
-        self.dropped += int(weights[~finite].sum())
-        idx = bucket_index(values[finite])
-        kept = weights[finite]
+        weights = np.maximum(weights, 0)
+        if finite.all():  # the usual batch: no copies to leave the non-finite out
+            idx, kept = bucket_index(values), weights
+        else:
+            self.dropped += int(weights[~finite].sum())
+            idx, kept = bucket_index(values[finite]), weights[finite]
         np.add.at(self._own_counts(), idx, kept)
         self.total += int(kept.sum())
         if idx.size:
