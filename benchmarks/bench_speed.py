@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_common import verdict_text  # noqa: E402
+from bench_common import bytecode_compiled, verdict_text  # noqa: E402
 
 _DECODE_PASS = r"""
 import sys, zstandard
@@ -291,6 +291,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.code is not None:
         sys.path.insert(0, str(args.code.resolve()))
+    for checkout in {REPO, *(c.resolve() for c in (args.code, args.before) if c is not None)}:
+        bytecode_compiled(checkout)
     repeat = args.repeat or (1 if args.short else 3)
     ticks = args.ticks or (10 if args.short else 40)
     parts = set(args.parts.split(","))

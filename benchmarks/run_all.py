@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"no such benchmark: {', '.join(sorted(unknown))}")
         chosen = [p for p in chosen if p.stem in wanted]
+    from bench_common import ROOT, bytecode_compiled  # beside this script
+
+    bytecode_compiled(ROOT)  # every script's processes read the caches an installed tokenwatch has
     outcomes = [run_one(path, args.short, limit_s) for path in chosen]
     print("\n=== benchmarks" + (" (short pass)" if args.short else ""))
     for o in outcomes:
