@@ -20,7 +20,11 @@ from tokenwatch.frontends.tui.widgets.verdict_badge import badge_text
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
+from tokenwatch.mlperf.figures import RunSettings
+from tokenwatch.mlperf.forecast import forecast
 from tokenwatch.mlperf.warm_up import steady_from
+
+from .test_forecast import offline_progress
 
 RUN_S = 600.0  # the README's 10-minute run: its ramp lasts 30 s (the simulator's 90 s, scaled)
 
@@ -129,3 +133,20 @@ def test_past_the_warm_up_every_band_holds_the_final_figure(scenario: str, seed:
     if not faults:  # a steady rack's band at half-way is at most 2 % wide
         k = int(np.searchsorted(history.times, 0.5 * core.now))
         assert (history.high[k] - history.low[k]) / history.value[k] <= 0.02
+
+
+@pytest.mark.parametrize(("limit_s", "ok"), [(60.0, None), (1e9, False)])
+def test_a_duration_read_from_a_ramp_is_no_pass_but_can_be_a_fail(limit_s: float, ok: bool | None) -> None:
+    """While the pace climbs, the duration rule states no pass (the end comes sooner as the pace rises, so
+    a pass read from the ramp is no projection) and the verdict stays undecided; a duration that falls
+    short of its limit even at the climbing pace is INVALID already (a faster pace only ends it sooner)."""
+    ramp = np.minimum(np.arange(0.0, 41.0) / 60.0, 1.0)[:, None] - 1.0  # a pace still climbing at 40 s
+    progress = offline_progress(np.array([1000.0, 1100.0]), 40.0, 5_000, 100.0, ramp)
+    settings = RunSettings("Offline", min_duration_s=limit_s, min_query_count=1, min_sample_count=1)
+    fc = forecast(progress, settings)
+    assert fc.warming_up
+    duration = fc.rule("min_duration")
+    assert duration.ok is ok
+    assert (duration.projected is None) is (ok is None)
+    assert fc.rule("min_queries").ok is True
+    assert fc.valid is ok

@@ -167,18 +167,25 @@ def forecast(
     )
     if progress.scenario != "Offline":
         rules += _latency_rules(progress, latency)
-    flags = [r.ok for r in rules]
-    valid = False if any(f is False for f in flags) else None if any(f is None for f in flags) else True
     warming = warming_up(progress, a)
     if warming:
-        band, end, valid = None, None, False if valid is False else None
-        # Offline's duration is projected from the end, which a climbing pace does not yet give.
+        # Offline's duration is projected from the end, which a climbing pace does not yet give: a pass
+        # read from it is no projection. A fail is: the pace only rises, so the end only comes sooner.
         rules = [_warming_duration(r) if _from_the_pace(r, progress) else r for r in rules]
+    flags = [r.ok for r in rules]
+    valid = False if any(f is False for f in flags) else None if any(f is None for f in flags) else True
+    if warming:
+        band, end, valid = None, None, False if valid is False else None
     return Forecast(progress.now_s, band, end, tuple(rules), valid, warming_up=warming)
 
 
 def _from_the_pace(rule: RuleForecast, p: NodeProgress) -> bool:
-    return p.scenario == "Offline" and rule.name == "min_duration" and rule.projected is not None
+    return (
+        p.scenario == "Offline"
+        and rule.name == "min_duration"
+        and rule.projected is not None
+        and rule.ok is not False
+    )
 
 
 def _warming_duration(rule: RuleForecast) -> RuleForecast:
