@@ -291,11 +291,11 @@ class KnownBudgets:
         old_ns, old_budgets = self.known
         if len(old_ns) + len(ns) > self.LIMIT:
             old_ns, old_budgets = old_ns[:0], old_budgets[:0]
+        # ``ns`` holds no total already known (only those are searched), so the merge has no repeats.
+        # Totals another thread added meanwhile may be lost (found again when next asked), never mixed.
         merged = np.concatenate((old_ns, ns))
         order = np.argsort(merged, kind="stable")
-        # Totals another thread added meanwhile may be lost (found again when next asked), never mixed.
-        _, unique = np.unique(merged[order], return_index=True)
-        self.known = (merged[order][unique], np.concatenate((old_budgets, budgets))[order][unique])
+        self.known = (merged[order], np.concatenate((old_budgets, budgets))[order])
 
 
 _KNOWN: dict[tuple[float, float], KnownBudgets] = {}
