@@ -26,6 +26,7 @@ from tokenwatch.base.formatting import format_clock
 from tokenwatch.frontends.tui.widgets.progress_line import ProgressLine
 from tokenwatch.frontends.tui.widgets.replay_bar import ReplayBar
 from tokenwatch.frontends.tui.widgets.verdict_panel import VerdictPanel
+from tokenwatch.frontends.tui.widgets.verdict_rules import VerdictRules
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import SIM_EPOCH, RackSimulation, SimSettings
@@ -83,7 +84,7 @@ async def test_while_the_run_goes_every_surface_states_one_projected_end(
         eta = re.search(r"ETA (\d+:\d\d) · end (\d+:\d\d) projected", progress)
         assert eta is not None, progress
         # The verdict panel states the same end, with its band around it.
-        shown = re.search(r"projected end (\d+:\d\d) \((\d+:\d\d)–(\d+:\d\d)\)", panel)
+        shown = re.search(r"^end (\d+:\d\d) \((\d+:\d\d)–(\d+:\d\d)\)$", panel, re.MULTILINE)
         assert shown is not None, panel
         assert shown.group(1) == eta.group(2)
         low, end, high = (seconds(shown.group(i)) for i in (2, 1, 3))
@@ -114,5 +115,38 @@ async def test_at_the_end_the_run_time_is_the_actual_length_beside_the_nominal(f
         # The share is of samples (node07's were never done), not of the 80:00, and says so.
         assert re.search(r"\d+\.\d% of samples  ended$", progress), progress
         assert f"{recorded} / {recorded} recorded" in bar
-        assert "projected end" not in panel  # the end has come: no projection is left to state
+        assert not re.search(
+            r"^end ", panel, re.MULTILINE
+        )  # the end has come: no projection is left to state
         assert "ETA" not in progress
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_a_decided_verdict_shows_its_reason_and_its_band_whole(
+    fault_run: Path, size: tuple[int, int]
+) -> None:
+    """With node07 lost, the panel shows in full what an engineer acts on: why VALID is out of reach and
+    what stopping now saves (under the rules), and the figure's band, end and energy (left), every line
+    within its widget: none cut off by the panel's height or width."""
+    reference = core_until(fault_run, NODE_LOST_S).snapshot(NODE_LOST_S).verdict
+    assert reference is not None
+    assert reference.forecast.decided
+    app = replay_app(fault_run, NODE_LOST_S)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        panel = app.screen.query_one(VerdictPanel)
+        band = panel.query_one("#band", Static)
+        lines = text(band).splitlines()
+        assert [line.split(" ")[0] for line in lines] == ["tok/s", "end", "to"], lines
+        assert len(lines) <= band.content_size.height
+        assert max(len(line) for line in lines) <= band.content_size.width, (lines, band.content_size)
+        rules = panel.query_one(VerdictRules)
+        drawn = [strip.text.strip() for strip in rules.render_lines(rules.region.reset_offset)]
+        assert any(line.startswith("✗ nodes finished") for line in drawn), drawn
+        said = " ".join(
+            line.strip()
+            for line in drawn
+            if line.strip() and not line.lstrip().startswith(("rule", "✓", "✗", "?"))
+        )
+        assert said == reference.forecast.decided, drawn
+        assert "stopping now saves" in said

@@ -55,7 +55,12 @@ class VerdictPanel(Horizontal):
         if snap is None or not self.is_mounted:
             return
         view = snap.verdict
-        self.query_one(VerdictRules).view = view
+        rules = self.query_one(VerdictRules)
+        # A decided verdict's reason (and what stopping now saves) goes under the rules, where it has the
+        # panel's width: the left column's three lines keep the figure's band, end and energy.
+        decided = view is not None and bool(view.forecast.decided) and not snap.ended
+        rules.why = view.forecast.decided if view is not None and decided else ""
+        rules.view = view
         line = self.query_one(ForecastLine)
         line.nominal_s = snap.run.nominal_duration_s or 0.0
         line.view = view
@@ -90,7 +95,7 @@ class VerdictPanel(Horizontal):
         if band is None and fc.stale:
             detail = f"no projection: {fc.stale}"
         elif band is None and fc.warming_up:
-            detail = f"tok/s: {WARMING_UP}, the pace still climbs\n(no projection until it is steady)"
+            detail = f"tok/s: {WARMING_UP}\nno projection while\nthe pace still climbs"
         elif band is None:
             detail = "waiting for progress on every node"
         elif snap.ended:
@@ -103,17 +108,15 @@ class VerdictPanel(Horizontal):
             half = 100.0 * (band.high - band.low) / 2.0 / band.value
             detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
         clock = snap.clock  # the run's one clock: the header's ETA counts down to this same end
-        if clock.end_kind == "projected":
+        if clock.end_kind == "projected":  # one line: the left column is ~30 wide and 3 high
             detail += (
-                f"\nprojected end {format_clock(clock.end_s)}"
+                f"\nend {format_clock(clock.end_s)}"
                 f" ({format_clock(clock.end_low_s)}–{format_clock(clock.end_high_s)})"
             )
         energy = view.energy_to_finish_j
         if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
             low, high = energy.low / 3.6e6, energy.high / 3.6e6
             detail += f"\nto end {_kwh(energy.value)} ({low:,.1f}–{high:,.1f})"
-        if fc.decided and not snap.ended:  # why VALID is out of reach, and what stopping now saves
-            detail = f"{fc.decided}\n{detail}"
         self.query_one("#band", Static).update(detail)
 
 

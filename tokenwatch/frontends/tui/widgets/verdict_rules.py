@@ -1,12 +1,15 @@
 """The MLPerf rules as rows: ✓ / ✗ / ? with the value now, its projection, the limit and the margin.
 
 A rule that cannot be judged from the sources at hand says which source it needs, never a guess. Below
-the rules, when there is room, the start-of-run check's failures with the fix.
+the rules: a decided verdict's reason and what stopping now saves (``why``), then, when there is room, the
+start-of-run check's failures with the fix. The reason is what an engineer acts on: where the rows and
+it do not all fit, rules that pass give way to it, never a failing or undecided one.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 from rich.text import Text
 from textual.app import RenderResult
@@ -63,6 +66,7 @@ class VerdictRules(Widget):
     """
 
     view: reactive[VerdictView | None] = reactive(None, always_update=True)
+    why = ""  # a decided verdict's sentence (set before ``view``, whose change draws it)
 
     def render(self) -> RenderResult:
         view = self.view
@@ -71,17 +75,22 @@ class VerdictRules(Widget):
         pal = palette(self.app)
         width, height = self.content_size
         show_now = width >= 53
+        rules, why = _fitted(view.forecast.rules, self.why, width, height - 1)
         cols = (16, 9, 10, 9, 8) if show_now else (15, 0, 9, 8, 8)
         text = Text(no_wrap=True, overflow="crop")
         head = ["  rule".ljust(cols[0] + 2), "now".rjust(cols[1]) if show_now else ""]
         head += ["projected".rjust(cols[2]), "limit".rjust(cols[3]), "margin".rjust(cols[4])]
         text.append("".join(head), style=pal.muted)
         rows = 1
-        for rule in view.forecast.rules:
+        for rule in rules:
             if rows >= height:
                 break
             text.append("\n")
             text.append_text(self._row(rule, cols, show_now, pal))
+            rows += 1
+        for line in why:
+            text.append("\n")
+            text.append(line, style=pal.bad)
             rows += 1
         failing = [c for c in view.settings if c.ok is False]
         for check in failing:
@@ -109,3 +118,21 @@ class VerdictRules(Widget):
         tight = rule.margin is not None and rule.margin < 0.10
         row.append(margin_text(rule.margin).rjust(cols[4]), style=pal.warn if tight else pal.muted)
         return row
+
+
+def _fitted(
+    rules: tuple[RuleForecast, ...], why: str, width: int, rows: int
+) -> tuple[tuple[RuleForecast, ...], list[str]]:
+    """The rules to draw and the lines of ``why`` under them, within ``rows`` rows of ``width``: passing
+    rules give way to the sentence (the last first); a sentence longer than what is left ends in "…"."""
+    lines = textwrap.wrap(why, max(width, 10)) if why else []
+    kept = list(rules)
+    while len(kept) + len(lines) > rows and any(r.ok for r in kept):
+        last_passing = max(i for i, r in enumerate(kept) if r.ok)
+        del kept[last_passing]
+    room = max(rows - len(kept), 0)
+    if len(lines) > room:
+        lines = lines[:room]
+        if lines:
+            lines[-1] = lines[-1][: max(width - 1, 1)].rstrip() + "…"
+    return tuple(kept), lines
