@@ -17,9 +17,8 @@ import numpy as np
 from tokenwatch.core._state import RackState
 from tokenwatch.core.final_figure import final_tokens_per_s
 from tokenwatch.core.verdict._decided import SAVES, rest_end_s, saving_words
-from tokenwatch.core.verdict.final import NodeVerdict, node_from_detail
+from tokenwatch.core.verdict.final import NodeVerdict, node_from_detail, worst_checks
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
-from tokenwatch.mlperf.verdict import Check
 
 _SHOWN_NODES = 3
 
@@ -82,16 +81,12 @@ def _failed_sentence(state: RackState, failed: list[NodeVerdict]) -> str:
 
 
 def _rules(written: list[NodeVerdict], fc: Forecast) -> tuple[RuleForecast, ...]:
-    """The rules as LoadGen judged them (each at its worst node), then the projection's others."""
-    worst: dict[str, Check] = {}
-    rank = {False: 0, None: 1, True: 2}
-    for node in written:
-        for check in node.verdict.checks if node.verdict is not None else ():
-            shown = worst.get(check.name)
-            if shown is None or rank[check.ok] < rank[shown.ok]:
-                worst[check.name] = check
+    """The rules as LoadGen judged them, each at its worst node as the final verdict shows it, then the
+    projection's others."""
+    worst = worst_checks([node.verdict for node in written if node.verdict is not None])
     judged = tuple(
         RuleForecast(c.name, c.value, c.value, c.limit, c.margin, c.ok, c.unit, configured=True)
-        for c in worst.values()
+        for c in worst
     )
-    return judged + tuple(r for r in fc.rules if r.name not in worst)
+    named = {c.name for c in worst}
+    return judged + tuple(r for r in fc.rules if r.name not in named)

@@ -116,7 +116,7 @@ def combine(benchmark: str | None, scenario: str, nodes: Sequence[NodeVerdict]) 
     valid = all_met(flags) if nodes else None
     own = [n.loadgen_valid is not None for n in nodes]
     judged_by = "LoadGen" if own and all(own) else "tokenwatch" if not any(own) else "LoadGen and tokenwatch"
-    checks = _worst_checks(verdicts)
+    checks = worst_checks(verdicts)
     if len(nodes) == 1:
         lines = nodes[0].lines
     else:
@@ -133,7 +133,9 @@ def combine(benchmark: str | None, scenario: str, nodes: Sequence[NodeVerdict]) 
     return RunVerdict(benchmark, scenario, valid, judged_by, checks, lines, tuple(nodes))
 
 
-def _worst_checks(verdicts: Sequence[Verdict]) -> tuple[Check, ...]:
+def worst_checks(verdicts: Sequence[Verdict]) -> tuple[Check, ...]:
+    """Each rule at its worst node: failing before undecided before passing, then the least margin (the
+    rack passes a rule only by as much as its closest node does)."""
     worst: dict[str, Check] = {}
     for verdict in verdicts:
         for check in verdict.checks:

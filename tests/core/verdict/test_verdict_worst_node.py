@@ -1,0 +1,47 @@
+"""A rack's latency rule is its worst node's, on every surface: while the run goes (each node's LoadGen has
+written its result, the verdict DECIDED) and in the final verdict, the p99 shown is the largest of the
+nodes' own, not the first node's."""
+
+from __future__ import annotations
+
+from tests.sources.conftest import LOADGEN
+from tokenwatch.base.events import Event, NodeStatus, RunEnded, RunStarted
+from tokenwatch.core import RackCore
+from tokenwatch.sources.loadgen_detail import DetailLogParser
+
+_KEY = b'"result_first_token_99.00_percentile_latency_ns", "value": '
+_RACKS_OWN_NS = 276316453  # the GB300 NVL72 rack's own Server log: LoadGen's TTFT p99
+
+
+def _detail_events(node: str, log: bytes) -> list[Event]:
+    parser = DetailLogParser(node)
+    return parser.feed(log, 1.0) + parser.close(1.0)
+
+
+def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
+    log = (LOADGEN / "nvidia-gb300-nvl72-server" / "mlperf_log_detail.txt").read_bytes()
+    assert _KEY + str(_RACKS_OWN_NS).encode() in log
+    slower_ns = 1_500_000_000  # under the 2 s limit: both nodes pass, the second by less
+    slower = log.replace(_KEY + str(_RACKS_OWN_NS).encode(), _KEY + str(slower_ns).encode())
+    core = RackCore()
+    core.ingest(RunStarted(0.0, "gb300", "Server", ("node01", "node02"), 8, None, None, "live", 0.0))
+    finished: list[Event] = []  # held back: the run goes on, its verdict decided by LoadGen's results
+    for node, text in (("node01", log), ("node02", slower)):
+        for event in _detail_events(node, text):
+            if isinstance(event, NodeStatus):
+                finished.append(event)
+            else:
+                core.ingest(event)
+    live = core.snapshot(2.0)
+    assert not live.ended
+    assert live.verdict is not None
+    assert live.verdict.forecast.decided == "every node's LoadGen wrote VALID"
+    shown = {r.name: r for r in live.verdict.forecast.rules}
+    assert shown["ttft_p99"].now == slower_ns / 1e9
+    for event in [*finished, RunEnded(2.5)]:
+        core.ingest(event)
+    final = core.snapshot(3.0)
+    assert final.ended
+    assert final.summary is not None
+    checks = {c.name: c for c in final.summary.verdict.checks}
+    assert checks["ttft_p99"].value == slower_ns / 1e9
