@@ -142,6 +142,20 @@ def test_every_surface_shows_the_one_final_figure(case: Case, run_cli: RunCli, t
     same(_metric(exposition, "tokenwatch_rack_measured_tokens_per_second"))
     same(_metric(exposition, "tokenwatch_rack_projected_tokens_per_second"))
 
+    # The rules at the end: each the final verdict names, with its value and its word, is the same in the
+    # JSONL's last verdict and in the dashboard's verdict rows (these add only the row of the nodes that
+    # did not finish). A node down for good once left the duration rule undecided there, passed in the
+    # summary.
+    final_rules = {c["name"]: (c["value"], c["ok"]) for c in summary_json["verdict"]["checks"]}
+    assert final_rules
+    in_jsonl = {c["name"]: (c["projected"], c["ok"]) for c in last["verdict"]["checks"]}
+    in_panel = {r.name: (r.projected, r.ok) for r in snap.verdict.forecast.rules}
+    for name, (value, ok) in final_rules.items():
+        assert in_jsonl[name] == (pytest.approx(value, abs=1e-6), ok), name
+        assert in_panel[name] == (pytest.approx(value, abs=1e-6), ok), name
+    assert set(in_jsonl) - set(final_rules) <= {"every_node_finished"}
+    assert last["verdict"]["valid"] == summary_json["verdict"]["valid"] == snap.verdict.valid
+
     # The nodes MLPerf's figure leaves out: named, in the same words, wherever the figure is.
     note = snap.summary.left_out_note
     if not left_out:

@@ -52,7 +52,13 @@ def current_forecast(state: RackState, now: float) -> Forecast:
 
 def _forecast(state: RackState, now: float) -> Forecast:
     absent = never_ran(state, now)
-    keep = ~absent if not absent.all() else np.ones(len(absent), bool)
+    ran = keep = ~absent if not absent.all() else np.ones(len(absent), bool)
+    if state.ended:
+        # The rules are then judged over the nodes that finished, as the final verdict judges them: one
+        # that did not has no result (its own row says so), and left in, its missing end kept the duration
+        # rule undecided on the screen and in the JSONL where the summary said it passed.
+        finished = keep & (state.effective_state(now) == _FINISHED)
+        keep = finished if finished.any() else keep
     fc = projection(state, now, keep)
     if state.ended:
         fc = _unfinished_nodes_fail(state, now, fc)
@@ -68,7 +74,7 @@ def _forecast(state: RackState, now: float) -> Forecast:
     shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
     every = RuleForecast(
         "every_node",
-        float(keep.sum()) if not absent.all() else 0.0,
+        float(ran.sum()) if not absent.all() else 0.0,
         None,
         float(len(absent)),
         None,
