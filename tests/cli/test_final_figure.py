@@ -151,8 +151,9 @@ def test_every_surface_shows_the_one_final_figure(case: Case, run_cli: RunCli, t
     in_jsonl = {c["name"]: (c["projected"], c["ok"]) for c in last["verdict"]["checks"]}
     in_panel = {r.name: (r.projected, r.ok) for r in snap.verdict.forecast.rules}
     for name, (value, ok) in final_rules.items():
-        assert in_jsonl[name] == (pytest.approx(value, abs=1e-6), ok), name
-        assert in_panel[name] == (pytest.approx(value, abs=1e-6), ok), name
+        for surface in (in_jsonl, in_panel):
+            assert surface[name][0] == pytest.approx(value, abs=1e-6), name
+            assert surface[name][1] is ok, name
     assert set(in_jsonl) - set(final_rules) <= {"every_node_finished"}
     assert last["verdict"]["valid"] == summary_json["verdict"]["valid"] == snap.verdict.valid
 

@@ -43,5 +43,6 @@ def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
     final = core.snapshot(3.0)
     assert final.ended
     assert final.summary is not None
+    assert final.summary.verdict is not None
     checks = {c.name: c for c in final.summary.verdict.checks}
     assert checks["ttft_p99"].value == slower_ns / 1e9
