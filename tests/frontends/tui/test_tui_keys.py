@@ -123,11 +123,40 @@ async def test_double_click_opens_a_node() -> None:
         assert app.screen.node == "node07"
 
 
+def on_screen(panel: GpuHeatmap | LatencyHistogram) -> bool:
+    """Whether ``panel`` is whole within the dashboard's scrolling body as drawn now."""
+    body = panel.screen.query_one("#body")
+    return body.region.contains_region(panel.region)
+
+
+@pytest.mark.parametrize(("key", "panel_type"), [("m", GpuHeatmap), ("l", LatencyHistogram)])
+async def test_a_panels_key_first_brings_it_into_view_where_the_layout_scrolls(
+    key: str, panel_type: type[GpuHeatmap] | type[LatencyHistogram]
+) -> None:
+    """At 160x45 the heatmap and the latency panel sit below the first screen: the first press of their
+    key scrolls to the panel and leaves its metric as it was (a change out of sight said nothing); the
+    next press changes it, in view."""
+    app = replay_app(SERVER, 300)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, app)
+        panel = app.screen.query_one(panel_type)
+        first = panel.metric
+        assert not on_screen(panel)
+        await pilot.press(key)
+        await pilot.pause()
+        assert on_screen(panel)
+        assert panel.metric == first
+        await pilot.press(key)
+        assert app.screen.query_one(panel_type).metric != first  # read afresh: mypy pins panel.metric
+        assert on_screen(panel)
+
+
 async def test_m_cycles_the_heatmap_metric() -> None:
     app = replay_app(at_s=300)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(200, 60)) as pilot:  # every panel on one screen: each press cycles
         await settle(pilot, app)
         heatmap = app.screen.query_one(GpuHeatmap)
+        assert on_screen(heatmap)
         seen = [heatmap.metric]
         for _ in range(7):
             await pilot.press("m")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.screens.node_screen import NodeScreen
@@ -119,10 +120,27 @@ class DashboardScreen(ReplayScreen):
         self.query_one(NodeTable).reverse_sort()
 
     def action_heat_metric(self) -> None:
-        self.query_one(GpuHeatmap).cycle_metric()
+        heatmap = self.query_one(GpuHeatmap)
+        if self._brought_into_view(heatmap):
+            return
+        heatmap.cycle_metric()
 
     def action_latency_metric(self) -> None:
-        self.query_one(LatencyHistogram).cycle_metric()
+        histogram = self.query_one(LatencyHistogram)
+        if self._brought_into_view(histogram):
+            return
+        histogram.cycle_metric()
+
+    def _brought_into_view(self, panel: Widget) -> bool:
+        """Scrolls the body to ``panel`` where less than half of it is on screen (a layout that scrolls
+        keeps the heatmap and the latency panel below the first screen): True when it did, so the key's
+        first press shows the panel rather than change, out of sight, what it shows."""
+        body = self.query_one("#body")
+        shown = body.region.intersection(panel.region).height
+        if shown * 2 >= min(panel.region.height, body.region.height):
+            return False
+        body.scroll_to_widget(panel, animate=False, top=True)
+        return True
 
     def action_open_node(self) -> None:
         self.query_one(NodeTable).action_open_node()
