@@ -25,8 +25,8 @@ KEY_TABLE: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("click a column title", "sort by that column (again: reverse)"),
             ("↑ ↓ pgup pgdn home end", "move in the node table"),
             ("enter, double click", "open the node screen"),
-            ("m", "heatmap: next metric"),
-            ("l", "latency: TTFT, TPOT, end-to-end"),
+            ("m", "heatmap: next metric (out of sight: first scrolls to it)"),
+            ("l", "latency: TTFT, TPOT, end-to-end (out of sight: first scrolls to it)"),
         ),
     ),
     (

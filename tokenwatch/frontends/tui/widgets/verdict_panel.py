@@ -109,16 +109,16 @@ class VerdictPanel(Horizontal):
             detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
         clock = snap.clock  # the run's one clock: the header's ETA counts down to this same end
         if clock.end_kind == "projected":  # one line: the left column is ~30 wide and 3 high
-            detail += (
-                f"\nend {format_clock(clock.end_s)}"
-                f" ({format_clock(clock.end_low_s)}–{format_clock(clock.end_high_s)})"
-            )
+            ends = (format_clock(clock.end_s), format_clock(clock.end_low_s), format_clock(clock.end_high_s))
+            detail += "\nend " + _with_range(*ends)
         energy = view.energy_to_finish_j
         if energy is not None:  # the GPUs' energy from now to that end at the rack's power now
-            low, high = energy.low / 3.6e6, energy.high / 3.6e6
-            detail += f"\nto end {_kwh(energy.value)} ({low:,.1f}–{high:,.1f})"
+            value, low, high = (f"{j / 3.6e6:,.1f}" for j in (energy.value, energy.low, energy.high))
+            detail += "\nto end " + _with_range(value, low, high, " kWh")
         self.query_one("#band", Static).update(detail)
 
 
-def _kwh(joules: float) -> str:
-    return f"{joules / 3.6e6:,.1f} kWh"
+def _with_range(value: str, low: str, high: str, unit: str = "") -> str:
+    """``84:23 (82:14–84:55)``; the value alone where its range reads the same (a Server run's scheduled
+    end: ``10:00``, not ``10:00 (10:00–10:00)``)."""
+    return f"{value}{unit}" if low == high == value else f"{value}{unit} ({low}–{high})"
