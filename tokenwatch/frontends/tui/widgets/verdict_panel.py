@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from tokenwatch.base.formatting import BAND_UNKNOWN, DASH, format_clock, group, printable, verdict_word
+from tokenwatch.base.formatting import DASH, format_clock, group, printable, verdict_word
 from tokenwatch.core.snapshot import RackSnapshot
 from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.widgets.big_figure import BigFigure
@@ -103,7 +103,7 @@ class VerdictPanel(Horizontal):
         elif fc.decided and fc.valid is True and band.low == band.high:  # LoadGen's results: no band
             detail = "tok/s, LoadGen's own result"
         elif not band.known:
-            detail = f"tok/s ±{DASH} ({BAND_UNKNOWN})"
+            detail = f"tok/s ±{DASH} (band too wide)"  # one line: BAND_UNKNOWN's words take two here
         else:
             half = 100.0 * (band.high - band.low) / 2.0 / band.value
             detail = f"tok/s ±{half:.1f} %  {group(band.low / 1000)}k – {group(band.high / 1000)}k"
