@@ -19,12 +19,14 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import RunCli, free_port, listens
 from tests.engine.vllm_server import VllmServer, venv_dir
+from tests.machine_share import machine_to_itself
 from tokenwatch.base.events import Progress
 from tokenwatch.sources.client_results import read_client_results
 from tokenwatch.sources.prometheus_metrics import MetricsScrapeParser
@@ -38,6 +40,17 @@ REQUESTS = 480
 CONCURRENCY = 16
 OUTPUT_TOKENS = 32  # every answer full length (ignore_eos): the engine's count is REQUESTS x 32
 RUN_CEILING_S = 900.0  # AIPerf's start (tokenizer, workers) and run on a loaded 2-core machine: a ceiling
+
+
+@pytest.fixture(autouse=True)
+def _machine_to_itself(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each client run has the machine to itself (tests/machine_share.py): a client and the engine it
+    drives keep every core busy for a minute, and beside them the other worker's fleet test saw a second
+    rack's scrapes time out for two patience spans. The server is started first (it takes the machine the
+    same way)."""
+    request.getfixturevalue("vllm_server")
+    with machine_to_itself():
+        yield
 
 
 def aiperf_venv() -> Path:

@@ -391,3 +391,37 @@ def test_a_pace_read_in_a_burst_may_fall_back_to_its_usual_and_the_low_side_reac
     at_the_usual_pace = tokens / (now + left_s + Assumptions().drain_s / 2)
     assert band.value > at_the_usual_pace  # the burst's pace projects a sooner end...
     assert band.low <= at_the_usual_pace  # ...and the band reaches back to the usual pace's
+
+
+def test_a_node_stalled_for_most_of_its_history_keeps_its_working_noise() -> None:
+    """A node down for more than half of the blocks its pace reads (the node-failure sample's node07, 21
+    minutes after it went down) has no median block: its noise was then taken as 100 %, and the band's high
+    side jumped from +0.2 % to +7 % at that tick. Its noise is its working blocks' own, as a node's down
+    for less than half of them always was: the band at that tick is within a hair of the one a tick before."""
+    rng = np.random.default_rng(7)
+    rates = np.full(6, 10_000.0)
+    progress = offline_progress(rates, 3000.0, 200_000, 300.0, noise=rng.normal(0, 0.01, (3001, 6)))
+    down_at = 1350  # by t = 3000 the blocks read (the last 0.8 x 3000 s) are 56 % stall for node 0
+
+    def stalled_at(now: float) -> NodeProgress:
+        upto = int(now) + 1
+        tokens = progress.tokens[:upto].copy()
+        tokens[down_at:, 0] = tokens[down_at, 0]
+        return dataclasses.replace(
+            progress,
+            now_s=now,
+            times_s=progress.times_s[:upto],
+            tokens=tokens,
+            tokens_done=tokens[-1],
+            samples_done=np.floor(tokens[-1] / 300.0),
+            last_change_s=np.where(np.arange(6) == 0, float(down_at), now),
+        )
+
+    before, after = (stalled_at(now) for now in (2600.0, 3000.0))  # stalled below, above half the blocks
+    working_noise = project_nodes(before, QUIET).up_random[1:].max()
+    for progress_now in (before, after):
+        nodes = project_nodes(progress_now, QUIET)
+        assert nodes.up_random[0] <= 2 * working_noise, (progress_now.now_s, nodes.up_random)
+    band_before = rack_band(project_nodes(before, QUIET))
+    band_after = rack_band(project_nodes(after, QUIET))
+    assert band_after[2] - band_after[0] <= 2 * (band_before[2] - band_before[0])

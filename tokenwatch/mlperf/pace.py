@@ -107,21 +107,23 @@ def measure_pace(
             block,
         )
     median, top = np.quantile(block_rates, (0.5, 0.9), axis=0)
-    safe = np.where(median > 0, median, 1.0)
+    # Blocks of no progress are left out of the pace's scale and wander: a stall or an outage has terms of
+    # its own in the band. A node with no working block: NaN.
+    working = np.where(block_rates > 0, block_rates, np.nan)
+    centre = nanmedian_columns(working)
     # Noise: from the differences of neighbouring blocks (their median absolute value as an SD), which a
-    # change of pace, the ramp or a stall barely moves. The usual pace: the 90th percentile less 1.28 SD,
-    # i.e. the middle of the node's good blocks, so a slowdown that has lasted most of the run is still
-    # seen as one.
+    # change of pace, the ramp or a stall barely moves, relative to the median block (to the median
+    # working block where most blocks are a stall: a node down for half the window had a noise of 100 %,
+    # and its band 80,000 tok/s above its figure). The usual pace: the 90th percentile less 1.28 SD, i.e.
+    # the middle of the node's good blocks, so a slowdown that has lasted most of the run is still seen as
+    # one.
+    scale = np.where(median > 0, median, np.nan_to_num(centre))
     step = np.median(np.abs(np.diff(block_rates, axis=0)), axis=0)
-    noise = np.where(median > 0, step / (0.6745 * math.sqrt(2.0)) / safe, 1.0)
+    noise = np.where(scale > 0, step / (0.6745 * math.sqrt(2.0)) / np.where(scale > 0, scale, 1.0), 1.0)
     usual = top - 1.28 * noise * median
     # The band's noise is at least the spread of the block rates themselves (their median absolute
     # deviation as an SD): a pace that wanders (a CPU engine's follows the machine's load: its 10-s rates
     # ran from 255 to 1,393 tok/s in one 62-s run) varies more than its neighbouring blocks differ by.
-    # Blocks of no progress are left out: a stall or an outage has terms of its own in the band.
-    # A node with no working block: NaN, no wander.
-    working = np.where(block_rates > 0, block_rates, np.nan)
-    centre = nanmedian_columns(working)
     wander = nanmedian_columns(np.abs(working - centre)) / 0.6745
     noise = np.maximum(noise, np.where(centre > 0, np.nan_to_num(wander / centre), 0.0))
     return Pace(pace_now, usual, noise, window, block)
