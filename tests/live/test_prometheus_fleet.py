@@ -69,15 +69,19 @@ def collector(url: str) -> PrometheusFleetCollector:
 
 async def discovered(url: str) -> tuple[PrometheusFleetCollector, RunStarted]:
     # A server loaded by the rest of the suite can let the listing query time out (discover then says
-    # why and finds nothing): asked again, by a fresh collector, until it lists the fleet.
+    # why and finds nothing), and a fresh server lists only the racks it has scraped so far (first in a
+    # run, a listing without rack01 and rack02 put them last in the racks' order): asked again, by a
+    # fresh collector, until it lists the whole fleet.
     deadline = time.monotonic() + PATIENCE_S
     while True:
         c = collector(url)
         found = await c.discover()
-        if found is not None or time.monotonic() > deadline:
+        whole = found is not None and len(found.nodes) == RACKS * NODES
+        if whole or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.5)  # the poll interval
     assert found is not None, c._said
+    assert len(found.nodes) == RACKS * NODES, "the listing never held every rack"
     started = RunStarted(
         0.0,
         "fleet",
