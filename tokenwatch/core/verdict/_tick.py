@@ -53,15 +53,16 @@ def current_forecast(state: RackState, now: float) -> Forecast:
 def _forecast(state: RackState, now: float) -> Forecast:
     absent = never_ran(state, now)
     ran = keep = ~absent if not absent.all() else np.ones(len(absent), bool)
-    if state.ended:
+    codes = state.effective_state(now) if state.ended else None
+    if codes is not None:
         # The rules are then judged over the nodes that finished, as the final verdict judges them: one
         # that did not has no result (its own row says so), and left in, its missing end kept the duration
         # rule undecided on the screen and in the JSONL where the summary said it passed.
-        finished = keep & (state.effective_state(now) == _FINISHED)
+        finished = keep & (codes == _FINISHED)
         keep = finished if finished.any() else keep
     fc = projection(state, now, keep)
-    if state.ended:
-        fc = _unfinished_nodes_fail(state, now, fc)
+    if codes is not None:
+        fc = _unfinished_nodes_fail(codes, fc)
         # The projection has arrived: the figure is the run's final one, the same number every surface
         # shows (the header, the rack table, the summary), not a projection of nodes that never finished.
         # Likewise the end has come: it is the run's actual end, not a projection.
@@ -93,10 +94,10 @@ def _not_before(end: Band | None, now: float) -> Band | None:
     return Band(max(end.value, now), max(end.low, now), max(end.high, end.value, now))
 
 
-def _unfinished_nodes_fail(state: RackState, now: float, fc: Forecast) -> Forecast:
+def _unfinished_nodes_fail(codes: np.ndarray, fc: Forecast) -> Forecast:
     """Once the run has ended, a node that did not finish its LoadGen run (down, stale, still going) has no
-    result: the rack's verdict is INVALID, and the rule that says so is a row of its own."""
-    codes = state.effective_state(now)
+    result: the rack's verdict is INVALID, and the rule that says so is a row of its own. ``codes``: the
+    nodes' effective states at the end."""
     unfinished = np.flatnonzero(codes != _FINISHED)
     if not unfinished.size:
         return fc

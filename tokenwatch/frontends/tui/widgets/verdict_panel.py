@@ -58,8 +58,7 @@ class VerdictPanel(Horizontal):
         rules = self.query_one(VerdictRules)
         # A decided verdict's reason (and what stopping now saves) goes under the rules, where it has the
         # panel's width: the left column's three lines keep the figure's band, end and energy.
-        decided = view is not None and bool(view.forecast.decided) and not snap.ended
-        rules.why = view.forecast.decided if view is not None and decided else ""
+        rules.why = view.forecast.decided if view is not None and not snap.ended else ""
         rules.view = view
         line = self.query_one(ForecastLine)
         line.nominal_s = snap.run.nominal_duration_s or 0.0
