@@ -1,12 +1,14 @@
-"""A rack's latency rule is its worst node's, on every surface: while the run goes (each node's LoadGen has
-written its result, the verdict DECIDED) and in the final verdict, the p99 shown is the largest of the
-nodes' own, not the first node's."""
+"""The rules the live verdict shows are the final verdict's: a rack's latency rule is its worst node's while
+the run goes (each node's LoadGen has written its result, the verdict DECIDED) as in the final verdict, and
+a run that ended before any node finished states no projected rule as final."""
 
 from __future__ import annotations
 
 from tests.sources.conftest import LOADGEN
 from tokenwatch.base.events import Event, NodeStatus, RunEnded, RunStarted
 from tokenwatch.core import RackCore
+from tokenwatch.inputs.sim.profile import load_profile
+from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 from tokenwatch.sources.loadgen_detail import DetailLogParser
 
 _KEY = b'"result_first_token_99.00_percentile_latency_ns", "value": '
@@ -46,3 +48,23 @@ def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
     assert final.summary.verdict is not None
     checks = {c.name: c for c in final.summary.verdict.checks}
     assert checks["ttft_p99"].value == slower_ns / 1e9
+
+
+def test_a_run_ended_before_any_node_finished_states_no_projected_rule() -> None:
+    """An interrupted run has no LoadGen result on any node: its final verdict names no rule, and the
+    dashboard's rows (the JSONL's checks) say only that no node finished, not a projection's
+    `✓ min duration 877 s` as if it were final."""
+    core = RackCore()
+    for event in RackSimulation(SimSettings(load_profile("gb300-nvl72"), "Offline", 1, 900.0)).events():
+        if event.t > 120.0:
+            break
+        core.ingest(event)
+    core.ingest(RunEnded(120.0, "interrupted"))
+    snap = core.snapshot()
+    assert snap.ended
+    assert snap.summary is not None
+    assert snap.summary.verdict is not None
+    assert snap.summary.verdict.checks == ()
+    assert snap.verdict is not None
+    assert [r.name for r in snap.verdict.forecast.rules] == ["every_node_finished"]
+    assert snap.verdict.valid is False

@@ -62,6 +62,10 @@ def _forecast(state: RackState, now: float) -> Forecast:
         keep = finished if finished.any() else keep
     fc = projection(state, now, keep)
     if codes is not None:
+        if not (codes == _FINISHED).any():
+            # No node has a result (an interrupted run): there is no rule to judge, only the row that says
+            # none finished; a projection's `✓ min duration 877 s` at 5:41 was no final figure.
+            fc = dataclasses.replace(fc, rules=())
         fc = _unfinished_nodes_fail(codes, fc)
         # The projection has arrived: the figure is the run's final one, the same number every surface
         # shows (the header, the rack table, the summary), not a projection of nodes that never finished.
