@@ -119,13 +119,15 @@ def measure_pace(
     # one.
     scale = np.where(median > 0, median, np.nan_to_num(centre))
     step = np.median(np.abs(np.diff(block_rates, axis=0)), axis=0)
-    noise = np.where(scale > 0, step / (0.6745 * math.sqrt(2.0)) / np.where(scale > 0, scale, 1.0), 1.0)
-    usual = top - 1.28 * noise * median
+    # A node with no working block (silent through the whole history) has no noise of its own: NaN, read
+    # from its peers' (with_peers), which a node's own column cannot tell.
+    noise = np.where(scale > 0, step / (0.6745 * math.sqrt(2.0)) / np.where(scale > 0, scale, 1.0), np.nan)
+    usual = top - 1.28 * np.nan_to_num(noise) * median  # no noise of its own: no working block either
     # The band's noise is at least the spread of the block rates themselves (their median absolute
     # deviation as an SD): a pace that wanders (a CPU engine's follows the machine's load: its 10-s rates
     # ran from 255 to 1,393 tok/s in one 62-s run) varies more than its neighbouring blocks differ by.
     wander = nanmedian_columns(np.abs(working - centre)) / 0.6745
-    noise = np.maximum(noise, np.where(centre > 0, np.nan_to_num(wander / centre), 0.0))
+    noise = np.fmax(noise, np.where(centre > 0, np.nan_to_num(wander / centre), np.nan))
     return Pace(pace_now, usual, noise, window, block)
 
 
@@ -170,11 +172,19 @@ def _since_last_pause(
 def with_peers(pace: Pace, rate: FloatArray, running: np.ndarray) -> Pace:
     """A node far below its peers (under Tukey's fence, q1 - 1.5 IQR of the running nodes' paces) may be
     back at a normal node's pace any moment, even if it has been slow since early on: its usual pace is at
-    least the peers' lower quartile."""
+    least the peers' lower quartile. A node with no noise of its own (silent through its whole history)
+    resumes with its peers' typical noise, the same work on the same hardware; with no peer, 100 %
+    (taken for every such node, it put a 10-minute-silent node's resumed end 22 minutes late and its
+    figure 120,000 tok/s high)."""
+    noise = pace.noise
+    unmeasured = np.isnan(noise)
+    if unmeasured.any():
+        measured = noise[running & ~unmeasured]
+        noise = np.where(unmeasured, float(np.median(measured)) if measured.size else 1.0, noise)
     peers = rate[running]
     if peers.size < 4:
-        return pace
+        return Pace(pace.now, pace.usual, noise, pace.window_s, pace.block_s)
     q1, q3 = linear_quantiles(peers, (0.25, 0.75))  # np.quantile's figures, without its generic path
     outlier = rate < q1 - 1.5 * (q3 - q1)
     usual = np.where(outlier, np.maximum(pace.usual, q1), pace.usual)
-    return Pace(pace.now, usual, pace.noise, pace.window_s, pace.block_s)
+    return Pace(pace.now, usual, noise, pace.window_s, pace.block_s)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.column_median import linear_quantiles
 from tokenwatch.base.events import FloatArray
 from tokenwatch.mlperf.pace import Assumptions, Pace, measure_pace, with_peers
 
@@ -92,10 +93,15 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
         )
     running = ~p.finished
     stalled = running & (p.now_s - p.last_change_s > a.stall_after_s)
-    overall = p.tokens_done / np.maximum(p.now_s - p.start_s, 1e-9)
+    # Each node's figure while it worked: its tokens from its start to their last growth.
+    worked = p.tokens_done / np.maximum(p.last_change_s - p.start_s, 1e-9)
     # A stalled (or just resumed) node is assumed to go on at its usual pace from now; the band's outage
     # allowance covers it staying down.
-    rate = np.where(stalled | ~(pace.now > 0), np.where(pace.usual > 0, pace.usual, overall), pace.now)
+    rate = np.where(
+        stalled | ~(pace.now > 0),
+        np.where(pace.usual > 0, pace.usual, _resume_pace(worked, pace.usual[running & ~stalled])),
+        pace.now,
+    )
     rate = np.where(rate > 0, rate, 1.0)
     pace = with_peers(pace, rate, running & ~stalled)
     # A change of pace beyond the noise may end now: the band then reaches to the usual pace as well. So
@@ -115,7 +121,7 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     loss = a.future_share * np.maximum(parts.end - p.now_s, 0.0)
     future = np.where(stalled, 0.0, parts.figure * loss / (duration + loss))
     done = p.finished
-    exact = p.tokens_done / np.maximum(p.last_change_s - p.start_s, 1e-9)
+    exact = worked
     # A stalled node that never comes back ends with the figure of its work so far (the rack's figure sums
     # each node's tokens over its own time), higher than if it resumes after the gap: the band reaches to
     # both. Stalled past outage_s it is taken as gone (the projection is that figure, a resume the band's
@@ -143,11 +149,13 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     if p.timing_s is not None:
         span = np.maximum(np.where(done, p.last_change_s, parts.end) - p.start_s, 1e-9)
         timing = node_figure * np.minimum(2.0 * _interval_timed(p.timing_s, p.end_gap_s) / span, 0.5)
+    # Gone, nothing moves its figure up (above): not the noise of a pace it may resume at either.
+    up_random = np.where(gone, 0.0, parts.up_random)
     return NodeProjection(
         node_figure,
         np.where(done, p.last_change_s, parts.end),
         np.hypot(running_only(parts.down_random), timing),
-        np.hypot(running_only(parts.up_random), timing),
+        np.hypot(running_only(up_random), timing),
         running_only(down_systematic),
         running_only(up_systematic),
         running_only(parts.late),
@@ -155,6 +163,19 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
         running_only(future),
         bool(np.all(done | ((p.samples_done > 0) & (p.tokens_done > 0)))),
     )
+
+
+def _resume_pace(worked: FloatArray, peers_usual: FloatArray) -> FloatArray:
+    """The pace a node with no usual pace of its own (silent through its whole pace history) resumes at:
+    at least its peers' lower quartile (the same work on the same hardware, as :func:`with_peers` has
+    it), else its own figure while it worked. Not its tokens over the run so far, which fall with every
+    second it stays silent: a node stale from 2:00 of a 15-minute run was projected at 12:00 to end at
+    110 min, its band's low end 59 min, and the run ended at 15:47. Nor its figure alone, the ramp in it
+    (the same node's low end would have been 18 min)."""
+    peers = peers_usual[peers_usual > 0]
+    if peers.size < 4:
+        return worked
+    return np.maximum(worked, linear_quantiles(peers, (0.25,))[0])
 
 
 def _time_bounded(
