@@ -142,18 +142,25 @@ def test_every_surface_shows_the_one_final_figure(case: Case, run_cli: RunCli, t
     same(_metric(exposition, "tokenwatch_rack_measured_tokens_per_second"))
     same(_metric(exposition, "tokenwatch_rack_projected_tokens_per_second"))
 
-    # The rules at the end: each the final verdict names, with its value and its word, is the same in the
-    # JSONL's last verdict and in the dashboard's verdict rows (these add only the row of the nodes that
-    # did not finish). A node down for good once left the duration rule undecided there, passed in the
-    # summary.
-    final_rules = {c["name"]: (c["value"], c["ok"]) for c in summary_json["verdict"]["checks"]}
+    # The rules at the end: each the final verdict names, with its value, its word, the node it is read
+    # at and whether it is a histogram's estimate, is the same in the JSONL's last verdict and in the
+    # dashboard's verdict rows (these add only the row of the nodes that did not finish). A node down for
+    # good once left the duration rule undecided there, passed in the summary.
+    final_rules = {
+        c["name"]: (c["value"], c["ok"], c.get("node", ""), c.get("estimated", False))
+        for c in summary_json["verdict"]["checks"]
+    }
     assert final_rules
-    in_jsonl = {c["name"]: (c["projected"], c["ok"]) for c in last["verdict"]["checks"]}
-    in_panel = {r.name: (r.projected, r.ok) for r in snap.verdict.forecast.rules}
-    for name, (value, ok) in final_rules.items():
+    in_jsonl = {
+        c["name"]: (c["projected"], c["ok"], c.get("node", ""), c.get("estimated", False))
+        for c in last["verdict"]["checks"]
+    }
+    in_panel = {r.name: (r.projected, r.ok, r.node, r.estimated) for r in snap.verdict.forecast.rules}
+    for name, (value, ok, node, estimated) in final_rules.items():
         for surface in (in_jsonl, in_panel):
             assert surface[name][0] == pytest.approx(value, abs=1e-6), name
             assert surface[name][1] is ok, name
+            assert surface[name][2:] == (node, estimated), name
     assert set(in_jsonl) - set(final_rules) <= {"every_node_finished"}
     assert last["verdict"]["valid"] == summary_json["verdict"]["valid"] == snap.verdict.valid
 

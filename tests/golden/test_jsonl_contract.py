@@ -239,7 +239,9 @@ def check_verdict(verdict: dict[str, Any]) -> None:
         assert 0 <= energy["low"] <= energy["value"] <= energy["high"]
     flags = []
     for check in verdict["checks"]:
-        assert set(CHECK_TYPES) <= set(check) <= {*CHECK_TYPES, "missing"}
+        assert set(CHECK_TYPES) <= set(check) <= {*CHECK_TYPES, "missing", "node", "estimated"}
+        assert isinstance(check.get("node", ""), str)
+        assert check.get("estimated", True) is True  # present only where true
         for key, types in CHECK_TYPES.items():
             assert isinstance(check[key], types), (check["name"], key)
         assert ("missing" in check) <= (check["ok"] is None)  # a rule missing its source is undecided

@@ -119,8 +119,12 @@ def check_verdict(doc: dict[str, Any]) -> None:
     rack = False if False in flags else None if None in flags else True
     assert verdict["valid"] is rack
     assert verdict["result_lines"][0] == "Result is : " + {True: "VALID", False: "INVALID", None: "?"}[rack]
+    node_names = {n["name"] for n in doc["nodes"]}
     for check in verdict["checks"]:
-        assert {"name", "value", "limit", "ok", "margin", "detail"} == set(check)
+        assert {"name", "value", "limit", "ok", "margin", "detail"} <= set(check)
+        assert set(check) <= {"name", "value", "limit", "ok", "margin", "detail", "node", "estimated"}
+        assert check.get("node", next(iter(node_names), "")) in node_names  # one of the run's own nodes
+        assert check.get("estimated", True) is True  # present only where true
         if check["value"] is not None and check["limit"] is not None and check["name"] == "min_duration":
             assert check["ok"] is (check["value"] >= check["limit"])
 

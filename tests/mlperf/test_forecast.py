@@ -285,13 +285,11 @@ def test_real_loadgen_runs_at_half_way(loadgen_runs: dict[str, LoadGenRun], name
         assert band.known
 
 
-def test_a_node_silent_since_its_first_second_has_a_band_not_a_billion_percent() -> None:
+def test_a_node_silent_since_its_first_second_leaves_the_band_unstated_not_a_billion_percent() -> None:
     """A node heard for one second and then silent (a gap in its data) may, the forecast allows, have been
-    working unheard all along. Its pace was its tokens over the whole run (8 tok/s, not the 1,000 it
-    showed) and its noise 100 % (no working block to read one from): its end could be a second after its
-    start, and the high side came out at 3,000,001,000 tok/s for a 1,008 tok/s rack
-    (``±148,777,583 %``). It resumes at the pace it showed, with its peer's noise: the rack's figure is
-    the two nodes' 1,000 each, and the band holds it, narrower than the figure."""
+    working unheard all along: its end could be a second after its start, and the high side came out at
+    3,000,001,000 tok/s for a 1,008 tok/s rack (``±148,777,583 %``). A band wider than its figure says
+    nothing: the figure stays, the band is unknown, and it reads ``±—`` with its reason."""
     progress = offline_progress(np.array([1000.0, 1000.0]), 120.0, 10_000_000, 300.0)
     tokens = progress.tokens.copy()
     tokens[2:, 1] = tokens[1, 1]
@@ -302,19 +300,11 @@ def test_a_node_silent_since_its_first_second_has_a_band_not_a_billion_percent()
         samples_done=tokens[-1] / 300.0,
         last_change_s=np.array([120.0, 1.0]),
     )
+    raw = rack_band(project_nodes(silent, Assumptions()))
+    assert raw[2] - raw[1] > raw[0]  # what the nodes' deviations add up to: wider than the figure
     band = forecast(silent).tokens_per_s
     assert band is not None
-    assert band.known
-    assert band.value == pytest.approx(2000.0, rel=1e-3)
-    assert band.low <= band.value <= band.high
-    assert band.high - band.low < band.value
-
-
-def test_a_band_wider_than_its_figure_is_unstated() -> None:
-    """A band wider than its figure says nothing: the figure stays, the band is unknown, and it reads
-    ``±—`` with its reason."""
-    band = honest_band(1008.0, 900.0, 3_000_001_000.0)
-    assert band.value == 1008.0
+    assert band.value == pytest.approx(raw[0])
     assert not band.known
     assert math.isnan(band.low)
     assert math.isnan(band.high)
@@ -442,8 +432,8 @@ def test_a_node_silent_through_its_whole_pace_history_resumes_at_its_peers_pace(
     stall) has no usual pace of its own. It was projected to resume at its tokens over the whole run so
     far, a pace that falls with every second of silence: a 15-minute run's end went out to 110 min, the
     band's low end to 59, and the run ended at 15:47. It resumes at its peers' pace: its end is its work
-    left at that pace from now, the rack's end can still be its peers' (it worked unheard), and nothing
-    moves its figure up (gone, its figure is its work so far)."""
+    left at that pace from now, the rack's end can still be its peers' (it worked unheard), and its
+    figure's noise is its peers' (gone, its figure is its work so far)."""
     n, rate, total_samples, per_sample, silent_from = 6, 10_000.0, 30_000, 300.0, 60
 
     def at(now: float) -> NodeProgress:
@@ -480,7 +470,8 @@ def test_a_node_silent_through_its_whole_pace_history_resumes_at_its_peers_pace(
     fc = forecast(progress, assumptions=a)
     assert fc.end_s is not None
     assert fc.end_s.low <= peers_end <= fc.end_s.value  # worked unheard: the run ends with its peers
-    assert nodes.up_random[0] == 0.0
+    # Gone, only a resume's own noise moves its figure up: its peers' (none here), not 100 %.
+    assert nodes.up_random[0] <= 0.01 * nodes.tokens_per_s[0]
     assert nodes.up_systematic[0] == 0.0
     # A minute more of silence moves its end by that minute, not by minutes per minute.
     assert project_nodes(at(now + 60.0), a).end_s[0] - nodes.end_s[0] == pytest.approx(60.0, rel=0.01)

@@ -54,7 +54,14 @@ import numpy as np
 
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.pace import Assumptions
-from tokenwatch.mlperf.rules_forecast import OverLimit, RuleForecast, combine, latency_rules, missing_rule
+from tokenwatch.mlperf.rules_forecast import (
+    OverLimit,
+    RuleForecast,
+    combine,
+    latency_rules,
+    missing_rule,
+    worst_node,
+)
 from tokenwatch.mlperf.throughput_forecast import NodeProgress, project_nodes, rack_band
 from tokenwatch.mlperf.warm_up import steady_from
 
@@ -245,6 +252,7 @@ def _duration_and_count_rules(
         combine(flags),
         "s",
         configured=p.scenario != "Offline",  # the final query's scheduled time: set by the settings
+        node=worst_node(p.nodes, basis, worst),
     )
     return [rule, *_count_rule(p, settings)]
 
@@ -280,6 +288,7 @@ def _count_rule(p: NodeProgress, settings: RunSettings) -> list[RuleForecast]:
             combine(flags),
             unit,
             configured=p.total_samples is not None,  # the count LoadGen was told to issue
+            node=worst_node(p.nodes, total, worst),
         )
     ]
 
@@ -303,5 +312,5 @@ def _latency_rules(p: NodeProgress, latency: Sequence[OverLimit]) -> list[RuleFo
                 missing_rule(f"early_stopping_{metric}", "samples", source),
             ]
             continue
-        rules += latency_rules(over, total)
+        rules += latency_rules(over, total, p.nodes)
     return rules

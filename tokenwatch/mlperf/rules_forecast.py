@@ -45,6 +45,9 @@ class RuleForecast:
     to fail). ``missing`` names the source a rule that cannot be judged lacks (``ok`` is then None).
     ``configured``: the projection is the run's own setting, not an estimate (a Server run's scheduled
     end, a sample count LoadGen was given): its margin was chosen, and cannot change while the run goes.
+    ``estimated``: the figures are read from a histogram's buckets (about 3 digits), not counted.
+    ``node``: whose figures they are, where the rack's rule is read at its worst node and the nodes
+    differ there ("" with one node, or every node at the same figure).
     """
 
     name: str
@@ -56,6 +59,17 @@ class RuleForecast:
     unit: str = ""
     missing: str = ""
     configured: bool = False
+    estimated: bool = False
+    node: str = ""
+
+
+def worst_node(names: tuple[str, ...], values: FloatArray, worst: int) -> str:
+    """The node a rack's rule is read at (``worst``, an index into ``values``), named where it alone has
+    that figure: with several at it (a sample count every node was given, nodes whose p99 falls in one
+    bucket) the figure is theirs, and naming the first would single it out."""
+    if len(names) < 2 or len(names) != len(values):
+        return ""
+    return names[worst] if int(np.count_nonzero(values == values[worst])) == 1 else ""
 
 
 def combine(flags: np.ndarray) -> bool | None:
@@ -91,8 +105,11 @@ def _decide(low: FloatArray, high: FloatArray, limit: FloatArray) -> np.ndarray:
     return np.where(high <= limit, 1, np.where(low > limit, -1, 0))
 
 
-def latency_rules(over: OverLimit, total: FloatArray) -> tuple[RuleForecast, RuleForecast]:
-    """The p99 rule and the early-stopping rule of one metric, for the rack's worst node."""
+def latency_rules(
+    over: OverLimit, total: FloatArray, names: tuple[str, ...] = ()
+) -> tuple[RuleForecast, RuleForecast]:
+    """The p99 rule and the early-stopping rule of one metric, for the rack's worst node (``names``: the
+    nodes', aligned with ``over``'s arrays; the rule names its node where they differ)."""
     point, low, high = project_counts(over, total)
     n_final = np.floor(total).astype(np.int64)
     allowed = n_final - np.floor(n_final * 0.99).astype(np.int64) - 1
@@ -108,15 +125,30 @@ def latency_rules(over: OverLimit, total: FloatArray) -> tuple[RuleForecast, Rul
         float((budget[worst_es] - point[worst_es]) / max(budget[worst_es], 1.0)),
         combine(es_flags),
         "samples",
+        node=worst_node(names, (budget - point) / np.maximum(budget, 1.0), worst_es),
     )
+    node = ""
     if over.p99_s is not None and np.isfinite(over.p99_s).any():
         worst = int(np.nanargmax(over.p99_s))
         p99 = float(over.p99_s[worst])
         margin: float | None = (over.limit_s - p99) / over.limit_s
+        node = worst_node(names, over.p99_s, worst)
     else:
         p99, margin = math.nan, None
     shown = p99 if math.isfinite(p99) else None
-    rule = RuleForecast(f"{over.metric}_p99", shown, shown, over.limit_s, margin, combine(p99_flags), "s")
+    # The nodes' p99 is read from their histograms' buckets while the run goes (LoadGen's own is in the
+    # verdict once its detail log states it: core/verdict/_loadgen.py).
+    rule = RuleForecast(
+        f"{over.metric}_p99",
+        shown,
+        shown,
+        over.limit_s,
+        margin,
+        combine(p99_flags),
+        "s",
+        estimated=shown is not None,
+        node=node,
+    )
     return rule, es
 
 

@@ -39,7 +39,9 @@ CHECK_NAMES = (
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One rule. ``margin``: the share of the limit to spare (negative: by how much it fails)."""
+    """One rule. ``margin``: the share of the limit to spare (negative: by how much it fails).
+    ``estimated``: the value is read from a histogram's buckets (about 3 digits), not LoadGen's own.
+    ``node``: whose value it is, where a rack's rule is read at its worst node (``worst_checks``)."""
 
     name: str
     value: float | None
@@ -48,6 +50,8 @@ class Check:
     margin: float | None
     unit: str = ""
     detail: str = ""
+    estimated: bool = False
+    node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,18 +158,19 @@ def _latency_check(
         return Check(name, None, None, None, None, "s", "no limit configured for this run")
     shown = None if p99_ns is None else p99_ns / 1e9
     margin = None if p99_ns is None else _relative(limit_ns - p99_ns, limit_ns)
+    estimated = shown is not None and not p99_exact
     if over is not None and n > 0:
         allowed = n - percentile_index(n, percentile) - 1
         detail = f"{over.low}" if over.exact is not None else f"{over.low}..{over.high}"
         detail += f" of {n} samples over the limit, at most {allowed} allowed"
         if over.high is not None and over.high <= allowed:
-            return Check(name, shown, limit_ns / 1e9, True, margin, "s", detail)
+            return Check(name, shown, limit_ns / 1e9, True, margin, "s", detail, estimated)
         if over.low > allowed:
-            return Check(name, shown, limit_ns / 1e9, False, margin, "s", detail)
+            return Check(name, shown, limit_ns / 1e9, False, margin, "s", detail, estimated)
         if not p99_exact:
-            return Check(name, shown, limit_ns / 1e9, None, margin, "s", detail)
+            return Check(name, shown, limit_ns / 1e9, None, margin, "s", detail, estimated)
     if p99_ns is None or not p99_exact:
-        return Check(name, shown, limit_ns / 1e9, None, margin, "s", f"needs {source}")
+        return Check(name, shown, limit_ns / 1e9, None, margin, "s", f"needs {source}", estimated)
     return Check(name, shown, limit_ns / 1e9, p99_ns <= limit_ns, margin, "s")
 
 

@@ -1,12 +1,16 @@
 """The rules the live verdict shows are the final verdict's: a rack's latency rule is its worst node's while
-the run goes (each node's LoadGen has written its result, the verdict DECIDED) as in the final verdict, and
-a run that ended before any node finished states no projected rule as final."""
+the run goes (each node's LoadGen has written its result, the verdict DECIDED) as in the final verdict, named
+where that node alone has its figure, and marked where the figure is a histogram's estimate; a run that
+ended before any node finished states no projected rule as final."""
 
 from __future__ import annotations
 
 from tests.sources.conftest import LOADGEN
 from tokenwatch.base.events import Event, NodeStatus, RunEnded, RunStarted
 from tokenwatch.core import RackCore
+from tokenwatch.core.snapshot_json import snapshot_json
+from tokenwatch.core.verdict.view import rule_figure
+from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
 from tokenwatch.sources.loadgen_detail import DetailLogParser
@@ -40,6 +44,9 @@ def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
     assert live.verdict.forecast.decided == "every node's LoadGen wrote VALID"
     shown = {r.name: r for r in live.verdict.forecast.rules}
     assert shown["ttft_p99"].now == slower_ns / 1e9
+    assert shown["ttft_p99"].node == "node02"  # the engineer's next look: which node
+    assert not shown["ttft_p99"].estimated  # LoadGen's own figure
+    assert shown["min_queries"].node == ""  # both nodes' LoadGen issued the same count: no one node's
     for event in [*finished, RunEnded(2.5)]:
         core.ingest(event)
     final = core.snapshot(3.0)
@@ -48,6 +55,37 @@ def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
     assert final.summary.verdict is not None
     checks = {c.name: c for c in final.summary.verdict.checks}
     assert checks["ttft_p99"].value == slower_ns / 1e9
+    assert checks["ttft_p99"].node == "node02"
+    assert not checks["ttft_p99"].estimated
+    assert checks["min_queries"].node == ""
+
+
+def test_a_p99_read_from_histograms_is_an_estimate_named_at_its_node() -> None:
+    """The simulator's nodes (as an engine's /metrics) state their latencies as histograms: the rack's
+    TTFT p99 rule is the worst node's bucket estimate, marked as such on the panel (``~``) and in the
+    JSONL, and named at that node where it alone has it. One node made slower than the rest is that node."""
+    profile = load_profile("gb300-nvl72")
+    faults = parse_faults("node11:slow@1m", profile.node_names())
+    core = RackCore()
+    for event in RackSimulation(SimSettings(profile, "Server", 3, 300.0, faults)).events():
+        if event.t > 240.0:
+            break
+        core.ingest(event)
+    snap = core.snapshot(240.0)
+    assert snap.verdict is not None
+    rule = {r.name: r for r in snap.verdict.forecast.rules}["ttft_p99"]
+    state = core.state
+    p99 = [float(h.quantiles([0.99])[0]) for h in state.latency["ttft"]]
+    worst = max(p99)
+    assert rule.now == worst
+    assert rule.estimated
+    assert rule_figure(rule.now, rule).startswith("~")
+    assert p99.count(worst) == 1  # the slowed node alone (the others' p99 fall in one bucket)
+    assert state.run.nodes[p99.index(worst)] == "node11"
+    assert rule.node == "node11"
+    checks = {c["name"]: c for c in snapshot_json(snap)["verdict"]["checks"]}
+    assert checks["ttft_p99"]["estimated"] is True
+    assert checks["ttft_p99"].get("node", "") == rule.node
 
 
 def test_a_run_ended_before_any_node_finished_states_no_projected_rule() -> None:

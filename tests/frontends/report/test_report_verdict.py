@@ -30,7 +30,10 @@ def test_the_server_reports_verdict_and_forecast_chart(server_run: RunData) -> N
     assert f"Final verdict: {'VALID' if final.valid else 'INVALID'}" in section
     table = section[section.index('id="verdict-table"') :]
     for check in final.checks:
-        assert f"<td>{check.name}</td>" in table
+        assert f"<td>{check.name}</td><td>{check.node}</td>" in table
+    estimated = [c for c in final.checks if c.estimated]
+    assert estimated  # the simulator's latencies are histograms: their p99 is an estimate, marked so
+    assert all("<td>~" in table.split(f"<td>{c.name}</td>")[1].split("</tr>")[0] for c in estimated)
     assert 'id="verdict-forecast"' in section
     assert "<svg" in section
     view = server_run.snapshot.verdict if server_run.snapshot else None

@@ -167,6 +167,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
         typical,
         # A gap of the stale multiple of its cadence is a node gone quiet, not a late reading: no timing.
         end_gap_s=np.fmin(state.change_gap_s[keep], STALE_CADENCE_FACTOR * typical),
+        nodes=run.nodes if every else tuple(n for n, k in zip(run.nodes, keep.tolist(), strict=True) if k),
     )
     # A fleet's pace over every node is kept likewise.
     pace = node_pace(state.verdict.pace_memo, state.version, progress, state.config.forecast, keep=share)

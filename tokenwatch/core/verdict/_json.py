@@ -51,6 +51,9 @@ def verdict_json(view: VerdictView, ended: bool = False) -> dict[str, Any]:
                 "ok": r.ok,
                 "margin": json_number(r.margin, 4),
                 **({"missing": r.missing} if r.missing else {}),
+                # Only where the figures are one node's of several that differ, and a histogram's estimate.
+                **({"node": r.node} if r.node else {}),
+                **({"estimated": True} if r.estimated else {}),
             }
             for r in fc.rules
         ],

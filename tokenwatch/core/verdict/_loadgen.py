@@ -83,9 +83,20 @@ def _failed_sentence(state: RackState, failed: list[NodeVerdict]) -> str:
 def _rules(written: list[NodeVerdict], fc: Forecast) -> tuple[RuleForecast, ...]:
     """The rules as LoadGen judged them, each at its worst node as the final verdict shows it, then the
     projection's others."""
-    worst = worst_checks([node.verdict for node in written if node.verdict is not None])
+    worst = worst_checks([(node.name, node.verdict) for node in written if node.verdict is not None])
     judged = tuple(
-        RuleForecast(c.name, c.value, c.value, c.limit, c.margin, c.ok, c.unit, configured=True)
+        RuleForecast(
+            c.name,
+            c.value,
+            c.value,
+            c.limit,
+            c.margin,
+            c.ok,
+            c.unit,
+            configured=True,
+            estimated=c.estimated,
+            node=c.node,
+        )
         for c in worst
     )
     named = {c.name for c in worst}

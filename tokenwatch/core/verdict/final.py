@@ -79,6 +79,9 @@ class RunVerdict:
                     "ok": c.ok,
                     "margin": json_number(c.margin, 6),
                     "detail": c.detail,
+                    # Only where the value is one node's of several that differ, and a histogram's estimate.
+                    **({"node": c.node} if c.node else {}),
+                    **({"estimated": True} if c.estimated else {}),
                 }
                 for c in self.checks
             ],
@@ -116,7 +119,7 @@ def combine(benchmark: str | None, scenario: str, nodes: Sequence[NodeVerdict]) 
     valid = all_met(flags) if nodes else None
     own = [n.loadgen_valid is not None for n in nodes]
     judged_by = "LoadGen" if own and all(own) else "tokenwatch" if not any(own) else "LoadGen and tokenwatch"
-    checks = worst_checks(verdicts)
+    checks = worst_checks([(n.name, n.verdict) for n in nodes if n.verdict is not None])
     if len(nodes) == 1:
         lines = nodes[0].lines
     else:
@@ -133,16 +136,27 @@ def combine(benchmark: str | None, scenario: str, nodes: Sequence[NodeVerdict]) 
     return RunVerdict(benchmark, scenario, valid, judged_by, checks, lines, tuple(nodes))
 
 
-def worst_checks(verdicts: Sequence[Verdict]) -> tuple[Check, ...]:
-    """Each rule at its worst node: failing before undecided before passing, then the least margin (the
-    rack passes a rule only by as much as its closest node does)."""
-    worst: dict[str, Check] = {}
-    for verdict in verdicts:
+def worst_checks(verdicts: Sequence[tuple[str, Verdict]]) -> tuple[Check, ...]:
+    """Each rule at its worst node (``verdicts``: each node's name and verdict): failing before undecided
+    before passing, then the least margin (the rack passes a rule only by as much as its closest node
+    does). The check names its node where that node alone has its value, as the live verdict's rules do
+    (``mlperf.rules_forecast.worst_node``): a sample count every node was given names none."""
+    worst: dict[str, tuple[str, Check]] = {}
+    values: dict[str, list[float | None]] = {}
+    for name, verdict in verdicts:
         for check in verdict.checks:
+            values.setdefault(check.name, []).append(check.value)
             shown = worst.get(check.name)
-            if shown is None or _worse(check, shown):
-                worst[check.name] = check
-    return tuple(worst.values())
+            if shown is None or _worse(check, shown[1]):
+                worst[check.name] = (name, check)
+    return tuple(
+        dataclasses.replace(check, node=name)
+        if check.value is not None
+        and len(values[check.name]) > 1
+        and values[check.name].count(check.value) == 1
+        else check
+        for name, check in worst.values()
+    )
 
 
 def _worse(a: Check, b: Check) -> bool:

@@ -75,6 +75,13 @@ def format_rule_value(value: float | None, rule: RuleForecast) -> str:
     return group(value)
 
 
+def rule_figure(value: float | None, rule: RuleForecast) -> str:
+    """A rule's own figure (now, projected) for people: ``~`` before a histogram's estimate, as the Run
+    result table marks its percentiles (a limit is never one)."""
+    text = format_rule_value(value, rule)
+    return f"~{text}" if rule.estimated and value is not None and math.isfinite(value) else text
+
+
 def describe_rule(rule: RuleForecast) -> str:
     """``min_duration projected 584 s, limit 600 s`` (or what it is missing)."""
     if rule.missing:
@@ -87,12 +94,12 @@ def describe_rule(rule: RuleForecast) -> str:
     if rule.name.startswith("early_stopping"):
         return (
             f"{rule.name}: {format_rule_value(rule.projected, rule)} queries projected over the latency "
-            f"limit, early stopping allows {format_rule_value(rule.limit, rule)}"
+            f"limit{f' at {rule.node}' if rule.node else ''}, early stopping allows "
+            f"{format_rule_value(rule.limit, rule)}"
         )
-    return (
-        f"{rule.name} projected {format_rule_value(rule.projected, rule)}, "
-        f"limit {format_rule_value(rule.limit, rule)}"
-    )
+    at = f" at {rule.node}" if rule.node else ""
+    limit = format_rule_value(rule.limit, rule)
+    return f"{rule.name} projected {rule_figure(rule.projected, rule)}{at}, limit {limit}"
 
 
 @dataclass(frozen=True, slots=True)

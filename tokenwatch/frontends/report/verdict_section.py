@@ -44,24 +44,26 @@ def verdict_section(run: RunData) -> str:
         for check in final.checks:
             margin = f"{100 * check.margin:+.1f} %" if check.margin is not None else "—"
             ok = "✓" if check.ok else "✗" if check.ok is False else "?"
+            value = _value(check.value, check.unit)
             rows.append(
                 [
                     ok,
                     check.name,
-                    _value(check.value, check.unit),
+                    check.node,  # the node the rack's rule is read at, where it alone has that value
+                    f"~{value}" if check.estimated and value != "—" else value,  # a histogram's estimate
                     _value(check.limit, check.unit),
                     margin,
                     check.detail,
                 ]
             )
-            css.append(["good" if check.ok else "bad" if check.ok is False else "", "", "", "", "", ""])
+            css.append(["good" if check.ok else "bad" if check.ok is False else "", "", "", "", "", "", ""])
         parts.append(
             note(f"{head}; judged by {final.judged_by}. " + " / ".join(s.strip() for s in final.lines))
         )
         if rows:
             parts.append(
                 table(
-                    ["", "rule", "value", "limit", "margin", "detail"],
+                    ["", "rule", "node", "value", "limit", "margin", "detail"],
                     rows,
                     cell_classes=css,
                     table_id="verdict-table",

@@ -16,7 +16,7 @@ from textual.app import RenderResult
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tokenwatch.core.verdict.view import VerdictView, format_rule_value
+from tokenwatch.core.verdict.view import VerdictView, format_rule_value, rule_figure
 from tokenwatch.frontends.tui.palette import Palette, palette
 from tokenwatch.mlperf.forecast import RuleForecast
 
@@ -80,13 +80,17 @@ class VerdictRules(Widget):
         text = Text(no_wrap=True, overflow="crop")
         head = ["  rule".ljust(cols[0] + 2), "now".rjust(cols[1]) if show_now else ""]
         head += ["projected".rjust(cols[2]), "limit".rjust(cols[3]), "margin".rjust(cols[4])]
+        # Each rule is read at its worst node: which one, past the margin, where a name fits.
+        show_node = width >= sum(cols) + 2 + 8 and any(rule.node for rule in rules)
+        if show_node:
+            head.append("  node")
         text.append("".join(head), style=pal.muted)
         rows = 1
         for rule in rules:
             if rows >= height:
                 break
             text.append("\n")
-            text.append_text(self._row(rule, cols, show_now, pal))
+            text.append_text(self._row(rule, cols, show_now, pal, show_node))
             rows += 1
         for line in why:
             text.append("\n")
@@ -103,7 +107,9 @@ class VerdictRules(Widget):
         return text
 
     @staticmethod
-    def _row(rule: RuleForecast, cols: tuple[int, ...], show_now: bool, pal: Palette) -> Text:
+    def _row(
+        rule: RuleForecast, cols: tuple[int, ...], show_now: bool, pal: Palette, show_node: bool
+    ) -> Text:
         style = pal.good if rule.ok else pal.bad if rule.ok is False else pal.warn
         row = Text(no_wrap=True, overflow="crop")
         row.append(rule_symbol(rule.ok) + " ", style=style)
@@ -112,11 +118,13 @@ class VerdictRules(Widget):
             row.append(f"needs {rule.missing}", style=pal.muted)
             return row
         if show_now:
-            row.append(format_rule_value(rule.now, rule).rjust(cols[1]), style=pal.muted)
-        row.append(format_rule_value(rule.projected, rule).rjust(cols[2]), style=pal.text + style)
+            row.append(rule_figure(rule.now, rule).rjust(cols[1]), style=pal.muted)
+        row.append(rule_figure(rule.projected, rule).rjust(cols[2]), style=pal.text + style)
         row.append(format_rule_value(rule.limit, rule).rjust(cols[3]), style=pal.muted)
         tight = rule.margin is not None and rule.margin < 0.10
         row.append(margin_text(rule.margin).rjust(cols[4]), style=pal.warn if tight else pal.muted)
+        if show_node and rule.node:
+            row.append(f"  {rule.node}", style=pal.muted)
         return row
 
 
