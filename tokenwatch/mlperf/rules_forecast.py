@@ -46,8 +46,8 @@ class RuleForecast:
     ``configured``: the projection is the run's own setting, not an estimate (a Server run's scheduled
     end, a sample count LoadGen was given): its margin was chosen, and cannot change while the run goes.
     ``estimated``: the figures are read from a histogram's buckets (about 3 digits), not counted.
-    ``node``: whose figures they are, where the rack's rule is read at its worst node and the nodes
-    differ there ("" with one node, or every node at the same figure).
+    ``node``: whose figures they are, where the rack's rule is read at its worst node and that node alone
+    has them ("" with one node, or several at the same figure: :func:`worst_node`).
     """
 
     name: str

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tokenwatch.base.events import IntArray
 from tokenwatch.base.formatting import json_number
 from tokenwatch.core._state import RackState
@@ -23,6 +25,7 @@ from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.final_figure import final_tokens_per_s, left_out, left_out_note
 from tokenwatch.core.verdict._inputs import planned_totals, run_settings, start_times
 from tokenwatch.mlperf.figures import Count, FinalFigures, RunSettings, figures_from_detail
+from tokenwatch.mlperf.rules_forecast import worst_node
 from tokenwatch.mlperf.verdict import Check, Verdict, all_met, judge, loadgen_result_lines, result_lines
 
 _FINISHED = STATE_CODE["finished"]
@@ -141,21 +144,21 @@ def worst_checks(verdicts: Sequence[tuple[str, Verdict]]) -> tuple[Check, ...]:
     before passing, then the least margin (the rack passes a rule only by as much as its closest node
     does). The check names its node where that node alone has its value, as the live verdict's rules do
     (``mlperf.rules_forecast.worst_node``): a sample count every node was given names none."""
-    worst: dict[str, tuple[str, Check]] = {}
-    values: dict[str, list[float | None]] = {}
+    worst: dict[str, tuple[int, Check]] = {}  # each rule's worst check and its place in the rule's own
+    names: dict[str, list[str]] = {}
+    values: dict[str, list[float]] = {}
     for name, verdict in verdicts:
         for check in verdict.checks:
-            values.setdefault(check.name, []).append(check.value)
+            names.setdefault(check.name, []).append(name)
+            values.setdefault(check.name, []).append(math.nan if check.value is None else check.value)
             shown = worst.get(check.name)
             if shown is None or _worse(check, shown[1]):
-                worst[check.name] = (name, check)
+                worst[check.name] = (len(values[check.name]) - 1, check)
     return tuple(
-        dataclasses.replace(check, node=name)
-        if check.value is not None
-        and len(values[check.name]) > 1
-        and values[check.name].count(check.value) == 1
-        else check
-        for name, check in worst.values()
+        dataclasses.replace(
+            check, node=worst_node(tuple(names[check.name]), np.array(values[check.name]), at)
+        )
+        for at, check in worst.values()
     )
 
 
