@@ -163,6 +163,21 @@ def test_every_surface_shows_the_one_final_figure(case: Case, run_cli: RunCli, t
             assert surface[name][2:] == (node, estimated), name
     assert set(in_jsonl) - set(final_rules) <= {"every_node_finished"}
     assert last["verdict"]["valid"] == summary_json["verdict"]["valid"] == snap.verdict.valid
+    # summarize's text: the verdict's word, and a row per rule with its mark, its node and its estimate.
+    plain = run_cli("summarize", str(recording), timeout=900)
+    assert plain.returncode == 0, plain.stderr
+    word = {True: "VALID", False: "INVALID", None: "UNDECIDED"}[summary_json["verdict"]["valid"]]
+    assert f"Verdict: {word} " in plain.stdout
+    rows = {
+        line.split()[1]: line.split()
+        for line in plain.stdout.splitlines()
+        if line.startswith("  ") and line.split()[0] in ("✓", "✗", "?")
+    }
+    assert set(rows) == set(final_rules)
+    for name, (_value, ok, node, estimated) in final_rules.items():
+        assert rows[name][0] == {True: "✓", False: "✗", None: "?"}[ok], name
+        assert rows[name][2].startswith("~") is estimated, name
+        assert (rows[name][-1] == node) if node else rows[name][-1].endswith("%") or rows[name][-1] == "—"
 
     # The nodes MLPerf's figure leaves out: named, in the same words, wherever the figure is.
     note = snap.summary.left_out_note

@@ -198,6 +198,27 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
             for cell, key in zip(cells, ("p50", "p90", "p99"), strict=True):
                 assert estimate_shown(cell, summary["latency_ms"][metric][key]), (metric, key, cell)
         rest = rest[5:]
+    if summary.get("verdict") is not None:  # the final verdict, a row per check as the JSON states it
+        verdict = summary["verdict"]
+        word = {True: "VALID", False: "INVALID", None: "UNDECIDED"}[verdict["valid"]]
+        assert rest[0] == ""
+        assert rest[1].startswith(
+            f"Verdict: {word} ({verdict['benchmark']}, {summary['scenario']}), judged by "
+        )
+        assert rest[1].endswith("; the nodes left out above have no LoadGen result") is ("note" in agg)
+        for check, row in zip(verdict["checks"], rest[2:], strict=False):
+            cells = row.split()
+            assert cells[0] == {True: "✓", False: "✗", None: "?"}[check["ok"]], row
+            assert cells[1] == check["name"], row
+            assert cells[2].startswith("~") is check.get("estimated", False), row
+            node = check.get("node")
+            assert (cells[-1] == node) if node else cells[-1] in ("%", "—"), row
+            percent = cells[-3] if node else cells[-2]
+            if check["margin"] is not None:
+                assert shown(percent, check["margin"], 100.0), (row, check["margin"])
+        if not verdict["checks"]:  # LoadGen's result lines say what there is
+            assert rest[2] == "  " + " / ".join(line.strip() for line in verdict["result_lines"])
+        rest = rest[2 + max(len(verdict["checks"]), 1) :]
     flagged = [n["name"] for n in summary["nodes"] if n.get("valid") is False]
     if flagged:
         assert rest[0] == f"Flagged node results (see the warnings): {', '.join(flagged)}"

@@ -469,9 +469,52 @@ def test_a_node_silent_through_its_whole_pace_history_resumes_at_its_peers_pace(
     assert nodes.end_s[1:] == pytest.approx(np.full(n - 1, peers_end), rel=1e-3)
     fc = forecast(progress, assumptions=a)
     assert fc.end_s is not None
-    assert fc.end_s.low <= peers_end <= fc.end_s.value  # worked unheard: the run ends with its peers
+    assert fc.end_s.low <= peers_end <= fc.end_s.high  # worked unheard: the run ends with its peers
     # Gone, only a resume's own noise moves its figure up: its peers' (none here), not 100 %.
     assert nodes.up_random[0] <= 0.01 * nodes.tokens_per_s[0]
     assert nodes.up_systematic[0] == 0.0
     # A minute more of silence moves its end by that minute, not by minutes per minute.
     assert project_nodes(at(now + 60.0), a).end_s[0] - nodes.end_s[0] == pytest.approx(60.0, rel=0.01)
+
+
+def test_a_node_gone_does_not_bound_the_earliest_end_of_the_run() -> None:
+    """A node gone (silent past outage_s) may never finish, and the run then ends with its peers. Its own
+    earliest end (had it worked on unheard since it fell silent) is no bound on the run's: a node silent
+    from 2:00 put a 15-minute run's low end at 15:54, and the run ended at 15:47 with its 17 peers. Here
+    the silent node was slower than its peers while heard, so its earliest end comes after theirs."""
+    n, rate, total_samples, per_sample, silent_from = 6, 10_000.0, 30_000, 300.0, 300
+    now = 600.0
+    times = np.arange(0.0, now + 0.5, 1.0)
+    per_second = np.full((len(times), n), rate)
+    per_second[:, 0] = rate / 4
+    per_second[0] = 0.0
+    tokens = np.cumsum(per_second, axis=0)
+    tokens[silent_from:, 0] = tokens[silent_from, 0]
+    progress = NodeProgress(
+        "Offline",
+        now,
+        times,
+        tokens,
+        tokens[-1],
+        np.floor(tokens[-1] / per_sample),
+        np.zeros(n),
+        np.where(np.arange(n) == 0, float(silent_from), now),
+        np.zeros(n, bool),
+        np.full(n, float(total_samples)),
+        None,
+        per_sample,
+    )
+    a = Assumptions()
+    nodes = project_nodes(progress, a)
+    assert nodes.gone.tolist() == [True] + [False] * (n - 1)
+    # Independently: the peers end when their work left is done at their pace, plus half the drain.
+    peers_end = now + (total_samples * per_sample - tokens[-1, 1]) / rate + a.drain_s / 2
+    unheard_end = silent_from + (total_samples * per_sample - tokens[-1, 0]) / rate
+    assert unheard_end > peers_end + 60  # its own earliest end lies well past its peers'
+    fc = forecast(progress, assumptions=a)
+    assert fc.end_s is not None
+    # Projected at its work so far (its figure), the run ends with its peers: the end is theirs.
+    assert fc.end_s.low <= peers_end <= fc.end_s.value < unheard_end
+    assert fc.end_s.value == pytest.approx(peers_end, rel=1e-3)
+    # The band's high side still holds its resume: the node may come back and finish its work.
+    assert fc.end_s.high >= nodes.end_s[0]

@@ -164,9 +164,13 @@ def forecast(
     # work left is unknown (judged on what is done), and "now" is no projection of the end.
     ends_by = progress.total_samples is not None or progress.schedule_end_s is not None
     if nodes.projectable and (ends_by or bool(progress.finished.all())):
+        # A node gone is projected at its work so far (it may never finish), and the run then ends with its
+        # peers: the end is theirs, as the figure is, and its resume the band's late side (a node silent from
+        # 2:00 put a 15-minute run's end at 25:14, its low end at 15:54; it ended at 15:47 with its peers).
+        bounding = ~nodes.gone if not nodes.gone.all() else np.ones(len(nodes.gone), bool)
         end = Band(
-            float(nodes.end_s.max()),
-            float((nodes.end_s - nodes.end_early_s).max()),
+            float(nodes.end_s[bounding].max()),
+            float((nodes.end_s - nodes.end_early_s)[bounding].max()),
             float((nodes.end_s + nodes.end_late_s).max()),
         )
     rules = _duration_and_count_rules(

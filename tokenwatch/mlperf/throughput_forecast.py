@@ -72,6 +72,9 @@ class NodeProjection:
     end_early_s: FloatArray
     future_loss: FloatArray
     projectable: bool  # False until every running node has made progress
+    # Running nodes stalled past outage_s: projected at their work so far, they may never finish, and the
+    # run then ends with its peers (their own earliest end does not bound the run's).
+    gone: np.ndarray
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -163,6 +166,7 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
         running_only(parts.early),
         running_only(future),
         bool(np.all(done | ((p.samples_done > 0) & (p.tokens_done > 0)))),
+        gone & ~done,
     )
 
 

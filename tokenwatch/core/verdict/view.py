@@ -18,6 +18,7 @@ from tokenwatch.base.formatting import group, seconds_ms
 from tokenwatch.mlperf.early_stopping import queries_needed
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
 from tokenwatch.mlperf.settings_check import SettingCheck
+from tokenwatch.mlperf.verdict import Check
 
 # The forecast over time as the verdict history keeps it: projected tokens/s, its band, the projected end,
 # the verdict (1, 0, -1; NaN). Here, with the types, so the fleet wing reads it without the verdict's state.
@@ -127,3 +128,30 @@ def forecast_accuracy(history: VerdictHistory, final: float, within_pct: float =
         return float(times[misses[-1] + 1]) if misses.size else float(times[0])
 
     return ForecastAccuracy(settled(held), settled(close), within_pct)
+
+
+def format_check_value(value: float | None, unit: str) -> str:
+    """A final check's figure for people, as the live panel writes a rule's: a duration in whole seconds,
+    a latency in ms (or s from 1 s on), a count grouped."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if unit == "s" and value < 60:
+        return seconds_ms(value)
+    if unit == "s":
+        return f"{group(value)} s"
+    return group(value) if value == round(value) else group(value, 1)
+
+
+def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
+    """A final check as every table shows it (the report's, the summary's): (mark, rule, node, value,
+    limit, margin). The node is the one the rack's rule is read at, where it alone has that value; ``~``
+    marks a value read from histograms' buckets (a limit is never one)."""
+    value = format_check_value(check.value, check.unit)
+    return (
+        "✓" if check.ok else "✗" if check.ok is False else "?",
+        check.name,
+        check.node,
+        f"~{value}" if check.estimated and value != "—" else value,
+        format_check_value(check.limit, check.unit),
+        f"{100 * check.margin:+,.1f} %" if check.margin is not None else "—",
+    )

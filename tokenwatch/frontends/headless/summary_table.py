@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tokenwatch.base.durations import format_clock
-from tokenwatch.base.formatting import group, latency_cell, printable
+from tokenwatch.base.formatting import group, latency_cell, printable, verdict_word
 from tokenwatch.core.summary import RunSummary, coverage_lines, rack_table_rows
+from tokenwatch.core.verdict.view import check_cells
 
 
 def _what(summary: RunSummary) -> str:
@@ -30,6 +31,28 @@ def latency_lines(summary: RunSummary, label_width: int, column: int = 10) -> li
     return lines
 
 
+def verdict_lines(summary: RunSummary) -> list[str]:
+    """The final verdict and its rules at their worst node, the cells the report's verdict table shows
+    (the same values as ``summarize --json``'s checks); none for a summary with no verdict."""
+    final = summary.verdict
+    if final is None:
+        return []
+    what = f" ({final.benchmark}, {final.scenario})" if final.benchmark else ""
+    head = f"Verdict: {verdict_word(final.valid)}{what}, judged by {final.judged_by}"
+    # The nodes MLPerf's figure leaves out are named just above (coverage_lines), in the note's words.
+    lines = [head + ("; the nodes left out above have no LoadGen result" if final.note else "")]
+    rows = [check_cells(check) for check in final.checks]
+    if not rows:  # no rule to read at a node (no node finished; a result folder): LoadGen's own lines
+        return [*lines, "  " + " / ".join(printable(line.strip()) for line in final.lines)]
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+    for mark, name, node, value, limit, margin in rows:
+        lines.append(
+            f"  {mark} {name:<{widths[1]}}  {value:>{widths[3]}}  limit {limit:>{widths[4]}}  "
+            f"{margin:>{widths[5]}}" + (f"  {printable(node)}" if node else "")
+        )
+    return lines
+
+
 def render_summary(summary: RunSummary) -> str:
     name, took = printable(summary.name), format_clock(summary.duration_s)
     head = f"{name} · {summary.scenario} · {_what(summary)} · {took}"
@@ -42,6 +65,10 @@ def render_summary(summary: RunSummary) -> str:
     if summary.latency_ms:
         lines.append("")
         lines += latency_lines(summary, width)
+    verdict = verdict_lines(summary)
+    if verdict:
+        lines.append("")
+        lines += verdict
     flagged = [n.name for n in summary.nodes if n.valid is False]
     if flagged:
         lines.append(f"Flagged node results (see the warnings): {', '.join(printable(n) for n in flagged)}")

@@ -11,22 +11,14 @@ import math
 
 import numpy as np
 
-from tokenwatch.base.formatting import group, seconds_label, verdict_word
-from tokenwatch.core.verdict.view import forecast_accuracy
+from tokenwatch.base.formatting import group, verdict_word
+from tokenwatch.core.verdict.view import check_cells, forecast_accuracy
 from tokenwatch.frontends.report.charts import Frame, Line, RefLine, line_chart
 from tokenwatch.frontends.report.page import figure, note, section, table
 from tokenwatch.frontends.report.run_sections import TIME_AXIS, minutes
 from tokenwatch.runs.run_data import RunData
 
 CLIP_PCT = 5.0
-
-
-def _value(value: float | None, unit: str) -> str:
-    if value is None or not math.isfinite(value):
-        return "—"
-    if unit == "s" and value < 60:
-        return seconds_label(value)
-    return group(value, 3 if abs(value) < 10 else 0) + (" s" if unit == "s" else "")
 
 
 def verdict_section(run: RunData) -> str:
@@ -42,20 +34,7 @@ def verdict_section(run: RunData) -> str:
             head += f"; {final.note}"
         rows, css = [], []
         for check in final.checks:
-            margin = f"{100 * check.margin:+.1f} %" if check.margin is not None else "—"
-            ok = "✓" if check.ok else "✗" if check.ok is False else "?"
-            value = _value(check.value, check.unit)
-            rows.append(
-                [
-                    ok,
-                    check.name,
-                    check.node,  # the node the rack's rule is read at, where it alone has that value
-                    f"~{value}" if check.estimated and value != "—" else value,  # a histogram's estimate
-                    _value(check.limit, check.unit),
-                    margin,
-                    check.detail,
-                ]
-            )
+            rows.append([*check_cells(check), check.detail])
             css.append(["good" if check.ok else "bad" if check.ok is False else "", "", "", "", "", "", ""])
         parts.append(
             note(f"{head}; judged by {final.judged_by}. " + " / ".join(s.strip() for s in final.lines))
