@@ -440,22 +440,7 @@ def test_a_node_silent_through_its_whole_pace_history_resumes_at_its_peers_pace(
         times = np.arange(0.0, now + 0.5, 1.0)
         per_second = np.where(times[:, None] <= 30, rate / 2, rate) * np.ones((1, n))  # a half-pace warm-up
         per_second[0] = 0.0
-        tokens = np.cumsum(per_second, axis=0)
-        tokens[silent_from:, 0] = tokens[silent_from, 0]
-        return NodeProgress(
-            "Offline",
-            now,
-            times,
-            tokens,
-            tokens[-1],
-            np.floor(tokens[-1] / per_sample),
-            np.zeros(n),
-            np.where(np.arange(n) == 0, float(silent_from), now),
-            np.zeros(n, bool),
-            np.full(n, float(total_samples)),
-            None,
-            per_sample,
-        )
+        return _node0_silent_from(per_second, silent_from, total_samples, per_sample)
 
     a = Assumptions()
     now = 600.0
@@ -488,22 +473,8 @@ def test_a_node_gone_does_not_bound_the_earliest_end_of_the_run() -> None:
     per_second = np.full((len(times), n), rate)
     per_second[:, 0] = rate / 4
     per_second[0] = 0.0
-    tokens = np.cumsum(per_second, axis=0)
-    tokens[silent_from:, 0] = tokens[silent_from, 0]
-    progress = NodeProgress(
-        "Offline",
-        now,
-        times,
-        tokens,
-        tokens[-1],
-        np.floor(tokens[-1] / per_sample),
-        np.zeros(n),
-        np.where(np.arange(n) == 0, float(silent_from), now),
-        np.zeros(n, bool),
-        np.full(n, float(total_samples)),
-        None,
-        per_sample,
-    )
+    progress = _node0_silent_from(per_second, silent_from, total_samples, per_sample)
+    tokens = progress.tokens
     a = Assumptions()
     nodes = project_nodes(progress, a)
     assert nodes.gone.tolist() == [True] + [False] * (n - 1)
@@ -518,3 +489,29 @@ def test_a_node_gone_does_not_bound_the_earliest_end_of_the_run() -> None:
     assert fc.end_s.value == pytest.approx(peers_end, rel=1e-3)
     # The band's high side still holds its resume: the node may come back and finish its work.
     assert fc.end_s.high >= nodes.end_s[0]
+
+
+def _node0_silent_from(
+    per_second: np.ndarray, silent_from: int, total_samples: int, per_sample: float
+) -> NodeProgress:
+    """An Offline run read every second (``per_second``: tokens each node made in each second, from 0 s)
+    whose node 0 falls silent at ``silent_from`` s; now is its last second."""
+    n = per_second.shape[1]
+    times = np.arange(float(len(per_second)))
+    now = float(times[-1])
+    tokens = np.cumsum(per_second, axis=0)
+    tokens[silent_from:, 0] = tokens[silent_from, 0]
+    return NodeProgress(
+        "Offline",
+        now,
+        times,
+        tokens,
+        tokens[-1],
+        np.floor(tokens[-1] / per_sample),
+        np.zeros(n),
+        np.where(np.arange(n) == 0, float(silent_from), now),
+        np.zeros(n, bool),
+        np.full(n, float(total_samples)),
+        None,
+        per_sample,
+    )

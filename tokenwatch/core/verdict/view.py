@@ -79,8 +79,13 @@ def format_rule_value(value: float | None, rule: RuleForecast) -> str:
 def rule_figure(value: float | None, rule: RuleForecast) -> str:
     """A rule's own figure (now, projected) for people: ``~`` before a histogram's estimate, as the Run
     result table marks its percentiles (a limit is never one)."""
-    text = format_rule_value(value, rule)
-    return f"~{text}" if rule.estimated and value is not None and math.isfinite(value) else text
+    return estimate_marked(format_rule_value(value, rule), rule.estimated)
+
+
+def estimate_marked(text: str, estimated: bool) -> str:
+    """A figure with ``~`` before it where it is read from histograms' buckets (about three digits), as
+    every surface marks one; no mark on the dash of an unknown value."""
+    return f"~{text}" if estimated and text != "—" else text
 
 
 def describe_rule(rule: RuleForecast) -> str:
@@ -151,7 +156,7 @@ def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
         "✓" if check.ok else "✗" if check.ok is False else "?",
         check.name,
         check.node,
-        f"~{value}" if check.estimated and value != "—" else value,
+        estimate_marked(value, check.estimated),
         format_check_value(check.limit, check.unit),
         f"{100 * check.margin:+,.1f} %" if check.margin is not None else "—",
     )
