@@ -16,7 +16,8 @@ def add_summarize_parser(sub: argparse._SubParsersAction[OneLineParser]) -> None
         help="the rack summary table of a recording or MLPerf result folders, and client benchmark results",
         description="Summarise a recording, or MLPerf LoadGen result folders (each result named by its "
         "path relative to the folder the DIRs have in common; a result that states samples/s and no tokens "
-        "is summarised in samples/s). Client-side benchmark results given among the paths (AIPerf's "
+        "is summarised in samples/s): the published rack table, the latencies and the final MLPerf verdict "
+        "rule by rule, each at its worst node. Client-side benchmark results given among the paths (AIPerf's "
         "profile_export_aiperf.json or its per-interval _timeslices.json, GenAI-Perf's "
         "profile_export_genai_perf.json, vllm bench serve's result JSON, SGLang bench_serving's JSONL; "
         "recognised by their content; a folder with no LoadGen summary stands for the AIPerf and GenAI-Perf "
