@@ -211,6 +211,10 @@ def test_the_summary_table_says_what_summarize_json_says(produced: Produced, cas
             assert cells[0] == {True: "✓", False: "✗", None: "?"}[check["ok"]], row
             assert cells[1] == check["name"], row
             assert cells[2].startswith("~") is check.get("estimated", False), row
+            if check["name"].endswith("_p99") and check["value"] is not None:  # the latency table's digits
+                ms = check["value"] * 1000.0
+                assert cells[3] == "ms", row
+                assert estimate_shown(cells[2], ms) if check.get("estimated") else shown(cells[2], ms), row
             node = check.get("node")
             assert (cells[-1] == node) if node else cells[-1] in ("%", "—"), row
             percent = cells[-3] if node else cells[-2]

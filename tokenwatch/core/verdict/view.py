@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
-from tokenwatch.base.formatting import group, seconds_ms
+from tokenwatch.base.formatting import group, latency_cell, seconds_ms
 from tokenwatch.mlperf.early_stopping import queries_needed
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
 from tokenwatch.mlperf.settings_check import SettingCheck
@@ -151,12 +151,18 @@ def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
     """A final check as every table shows it (the report's, the summary's): (mark, rule, node, value,
     limit, margin). The node is the one the rack's rule is read at, where it alone has that value; ``~``
     marks a value read from histograms' buckets (a limit is never one)."""
-    value = format_check_value(check.value, check.unit)
+    if check.unit == "s" and check.name != "min_duration" and check.value is not None:
+        # A latency to the digits the summary's latency table gives the same value: LoadGen's own to
+        # 0.1 ms, a histogram's estimate to its three digits (``~88.5 ms`` beside the table's ``~88.5``).
+        value = latency_cell(check.value * 1000.0, check.estimated)
+        value = value if value == "—" else f"{value} ms"
+    else:
+        value = estimate_marked(format_check_value(check.value, check.unit), check.estimated)
     return (
         "✓" if check.ok else "✗" if check.ok is False else "?",
         check.name,
         check.node,
-        estimate_marked(value, check.estimated),
+        value,
         format_check_value(check.limit, check.unit),
         f"{100 * check.margin:+,.1f} %" if check.margin is not None else "—",
     )
