@@ -491,6 +491,33 @@ def test_a_node_gone_does_not_bound_the_earliest_end_of_the_run() -> None:
     assert fc.end_s.high >= nodes.end_s[0]
 
 
+def test_a_node_unread_for_a_few_seconds_is_projected_as_working_on() -> None:
+    """A flat spell shorter than a pause is a source read between its reports: the node is projected as
+    having worked through it, at its pace up to its last report, and the band's late side allows that it
+    did not. A real engine's /metrics went unanswered 3 s, 8 s before its Offline run's end: its pace was
+    read over a window with those 3 s as no work, 14 % low, and LoadGen's figure landed 2 % above the
+    band."""
+    rng = np.random.default_rng(7)
+    rate, per_sample, total_samples, now, silent_from = 1_000.0, 30.0, 3_000, 80, 77
+    per_second = rate * (1.0 + 0.03 * rng.standard_normal((now + 1, 1)))
+    progress = _node0_silent_from(per_second, silent_from, total_samples, per_sample)
+    a = Assumptions()
+    nodes = project_nodes(progress, a)
+    left = total_samples * per_sample - progress.tokens_done[0]
+    penalty = a.drain_s / 2  # no latency stated: a drain of drain_s, which costs half of it
+    worked_on = silent_from + left / rate + penalty  # independently: its work went on unheard
+    stopped = now + left / rate + penalty  # or it did nothing since its last report
+    assert nodes.end_s[0] == pytest.approx(worked_on, abs=0.5)
+    fc = forecast(progress, assumptions=a)
+    assert fc.end_s is not None
+    assert fc.tokens_per_s is not None
+    assert fc.end_s.low <= worked_on
+    assert stopped <= fc.end_s.high
+    total = total_samples * per_sample
+    assert fc.tokens_per_s.low <= total / stopped
+    assert total / worked_on <= fc.tokens_per_s.high
+
+
 def _node0_silent_from(
     per_second: np.ndarray, silent_from: int, total_samples: int, per_sample: float
 ) -> NodeProgress:

@@ -143,7 +143,8 @@ def _since_last_pause(
     a silence its next report made up for): a pause that has ended says nothing of the pace now. A flat
     spell shorter than that is a source read between its reports (a /metrics scrape every second or more,
     the core's points every second), no pause: taken as one, the pace of a real engine scraped every
-    second was unknown most of its run. NaN: resumed too recently."""
+    second was unknown most of its run. Either rate runs to the node's last growth, for the same reason.
+    NaN: resumed too recently."""
     now, window, block = now_window_block
     inside = np.flatnonzero(times >= now - window)
     if inside.size < 3:
@@ -156,16 +157,26 @@ def _since_last_pause(
     latest = np.maximum.accumulate(np.where(grew, t[1:, None], -np.inf), axis=0)
     before = np.vstack((np.full((1, n), t[0]), np.maximum(latest[:-1], t[0])))
     ended = grew & (t[1:, None] - before >= pause_s)  # growth that ends a pause (its catch-up step)
-    still = now - np.maximum(latest[-1], t[0]) >= pause_s  # paused now
+    heard = np.maximum(latest[-1], t[0])  # when each node's count last grew (the window's start: never)
+    still = now - heard >= pause_s  # paused now
     last = np.where(ended.any(axis=0), m - 2 - np.argmax(ended[::-1], axis=0), -1)
     # The first growth after the catch-up step: the pace is measured from there.
     upcoming = np.where(grew & (step > last), step, m)
     resume = upcoming.min(axis=0)
     found = resume < m - 1
     at = np.minimum(resume + 1, m - 1)
-    span = now - t[at]
+    # Both rates run to the node's last growth: the flat spell since is its source unread, not work undone
+    # (a real engine's /metrics unanswered for 3 s of a 20-s window read its pace 14 % low, 8 s before its
+    # end). A node resumed less than a block ago has no pace yet, however the time since was read.
+    span = heard - t[at]
     gained = tokens_now - values[at, np.arange(n)]
-    paced = np.where(found & (span >= block), gained / np.where(span > 0, span, 1.0), np.nan)
+    paced = np.where(
+        found & (now - t[at] >= block) & (span > 0), gained / np.where(span > 0, span, 1.0), np.nan
+    )
+    heard_span = heard - (now - window)
+    window_rate = np.where(
+        heard_span >= block, window_rate * window / np.maximum(heard_span, 1e-9), window_rate
+    )
     return np.where(still, np.nan, np.where(last >= 0, paced, window_rate))
 
 

@@ -118,9 +118,9 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     changed = np.abs(pace.usual - rate) > a.z * pace.spread(np.zeros(len(rate))) * rate
     usual = np.where(stalled | (pace.usual <= 0) | ~(changed | (pace.usual < rate)), rate, pace.usual)
     if p.total_samples is None and p.schedule_end_s is not None:
-        parts = _time_bounded(p, a, pace, rate, usual, stalled)
+        parts = _time_bounded(p, a, pace, (rate, usual), stalled)
     else:
-        parts = _work_bounded(p, a, pace, rate, usual, stalled)
+        parts = _work_bounded(p, a, pace, (rate, usual), stalled)
     duration = np.maximum(parts.end - p.start_s, 1e-9)
     # Work an unforeseen fault may still cost one node: a share of the run time it has left (faults come
     # at some rate in time: the more run is left, the more they can take; a throttle or slowdown that costs
@@ -185,49 +185,65 @@ def _resume_pace(overall: FloatArray, peers: FloatArray) -> FloatArray:
     return np.maximum(overall, linear_quantiles(working, (0.25,))[0])
 
 
+def _working_since(p: NodeProgress, stalled: np.ndarray) -> tuple[FloatArray, FloatArray]:
+    """(when each node's work left is counted from, how long it has gone unheard). A node heard growing
+    within ``stall_after_s`` is taken to have worked on since, unheard (a source read between its reports:
+    a real engine's /metrics unanswered for 3 s, 8 s before its end, had done 6 % of its run's samples in
+    them); its work left is counted from its last report, and the band's late side allows that it did
+    not. A stalled node's is counted from now (an outage has terms of its own)."""
+    unheard = np.clip(p.now_s - p.last_change_s, 0.0, None)
+    return np.where(stalled, p.now_s, p.now_s - unheard), unheard
+
+
 def _time_bounded(
-    p: NodeProgress, a: Assumptions, pace: Pace, rate: FloatArray, usual: FloatArray, stalled: np.ndarray
+    p: NodeProgress, a: Assumptions, pace: Pace, paces: tuple[FloatArray, FloatArray], stalled: np.ndarray
 ) -> _Parts:
-    """A run that ends at a fixed time (the simulator's Server): the end is known, the tokens are not."""
+    """A run that ends at a fixed time (the simulator's Server): the end is known, the tokens are not.
+    ``paces``: each node's pace now and its usual pace."""
     assert p.schedule_end_s is not None
+    rate, usual = paces
+    since, unheard = _working_since(p, stalled)
     end = np.maximum(p.schedule_end_s, p.now_s)
-    left = end - p.now_s
+    left = end - since
     duration = np.maximum(end - p.start_s, 1e-9)
     figure = (p.tokens_done + rate * left) / duration
     random = a.z * pace.spread(left) * rate * left / duration
     regime = (usual - rate) * left / duration
     outage = np.where(stalled, np.minimum(a.outage_s, left) * rate / duration, 0.0)
-    unheard = np.where(stalled, (p.now_s - p.last_change_s) * rate / duration, 0.0)  # see _work_bounded
+    # A stalled node may have worked on unheard; one heard lately (counted as working on) may not have.
+    unheard_work = unheard * rate / duration
     zero = np.zeros(len(rate))
     return _Parts(
         figure,
         end,
         random,
         random,
-        np.maximum(-regime, 0.0) + outage,
-        np.maximum(regime, 0.0) + unheard,
+        np.maximum(-regime, 0.0) + outage + np.where(stalled, 0.0, unheard_work),
+        np.maximum(regime, 0.0) + np.where(stalled, unheard_work, 0.0),
         zero,
         zero,
     )
 
 
 def _work_bounded(
-    p: NodeProgress, a: Assumptions, pace: Pace, rate: FloatArray, usual: FloatArray, stalled: np.ndarray
+    p: NodeProgress, a: Assumptions, pace: Pace, paces: tuple[FloatArray, FloatArray], stalled: np.ndarray
 ) -> _Parts:
-    """A run that ends when its samples are done (Offline; Server with a known query count)."""
+    """A run that ends when its samples are done (Offline; Server with a known query count). ``paces``:
+    each node's pace now and its usual pace."""
+    rate, usual = paces
+    since, unheard = _working_since(p, stalled)
     total, total_sd = _total_tokens(p, a)
     remaining = np.maximum(total - p.tokens_done, 0.0)
     left = remaining / rate  # seconds of work at the current pace
     end, late_rand, early_rand, late_sys, early_sys, paced = _end_of_work(
-        p, a, left, a.z * pace.spread(left), remaining / usual
+        p, a, (since, left), a.z * pace.spread(left), remaining / usual
     )
     # A stalled node may stay down a while longer (outage_s), or may have been working all along unheard
-    # (a silent source whose next report makes up the gap): its end then comes that much sooner.
-    late_sys = late_sys + np.where(stalled, a.outage_s, 0.0)
-    # So may any node read between its reports (a scrape every few seconds on a loaded machine): its end
-    # may come as much sooner as it has gone unheard (a real engine, its /metrics unanswered for 11.7 s,
-    # did a third of its run's samples in that time).
-    early_sys = early_sys + np.maximum(p.now_s - p.last_change_s, 0.0)
+    # (a silent source whose next report makes up the gap: a real engine, its /metrics unanswered for
+    # 11.7 s, did a third of its run's samples in that time): its end then comes that much sooner. A node
+    # heard lately is counted as working on (_working_since): its end may come as much later.
+    late_sys = late_sys + np.where(stalled, a.outage_s, unheard)
+    early_sys = early_sys + np.where(stalled, unheard, 0.0)
     # However it went unheard or the pace turns, a node cannot end before it was last heard still working.
     earliest = np.maximum(end - p.last_change_s, 0.0)
     early_rand = np.clip(early_rand, 0.0, earliest)
@@ -261,11 +277,17 @@ def _total_tokens(p: NodeProgress, a: Assumptions) -> tuple[FloatArray, FloatArr
 
 
 def _end_of_work(
-    p: NodeProgress, a: Assumptions, left: FloatArray, spread: FloatArray, left_usual: FloatArray
+    p: NodeProgress,
+    a: Assumptions,
+    since_left: tuple[FloatArray, FloatArray],
+    spread: FloatArray,
+    left_usual: FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, np.ndarray]:
-    """Each node's end; how much later / earlier it may come from the pace's noise (``spread``, relative),
-    then from the drain, the final query's latency or a change of pace (``left_usual``: the work left at
-    the usual pace); and whether the pace (not a schedule) decides the end."""
+    """Each node's end, its ``left`` seconds of work counted from ``since``; how much later / earlier it
+    may come from the pace's noise (``spread``, relative), then from the drain, the final query's latency
+    or a change of pace (``left_usual``: the work left at the usual pace); and whether the pace (not a
+    schedule) decides the end."""
+    since, left = since_left
     noise = left * spread
     if p.scenario == "Offline":
         # The drain tail: the last batch empties over about twice a request's typical latency where the
@@ -277,8 +299,8 @@ def _end_of_work(
         if p.final_latency_s is not None:
             drain = np.where(p.final_latency_s > 0, np.minimum(2.0 * p.final_latency_s, a.drain_s), drain)
         penalty = np.minimum(drain / 2.0, left)  # a tail of length d costs d/2
-        end = p.now_s + left + penalty
-        other = p.now_s + left_usual + penalty
+        end = np.maximum(since + left + penalty, p.now_s)  # not yet ended: not before now
+        other = since + left_usual + penalty
         late_sys = a.drain_s - penalty + np.maximum(other - end, 0.0)
         early_sys = penalty + np.maximum(end - other, 0.0)
         return end, noise, noise, late_sys, early_sys, np.ones(len(left), bool)
@@ -291,8 +313,8 @@ def _end_of_work(
     keep_up = schedule + latency
     expected = total / np.maximum(schedule - p.start_s, 1e-9) * np.maximum(p.now_s - p.start_s - latency, 0.0)
     behind = expected - p.samples_done > a.z * np.sqrt(expected) + 1.0
-    end = np.where(behind, np.maximum(keep_up, p.now_s + left), keep_up)
-    other = np.where(behind, np.maximum(keep_up, p.now_s + left_usual), keep_up)
+    end = np.where(behind, np.maximum(keep_up, since + left), keep_up)
+    other = np.where(behind, np.maximum(keep_up, since + left_usual), keep_up)
     return (
         end,
         np.where(behind, noise, latency),  # the final query may take twice the typical latency
