@@ -318,8 +318,12 @@ def test_the_history_is_the_same_either_way_and_the_rules_start_is_filled_raw(ru
     for x, y in zip(a, b, strict=True):
         if x.down.any() or y.down.any():
             continue  # the scrapes' first seconds: a rack not read yet
-        assert np.array_equal(x.values, y.values, equal_nan=True), x.t
-        assert x.worst_node == y.worst_node
+        # Rack by rack: a batch's rows come in its answer's order (the core reads them by name), and the
+        # recorded series' answer listed rack08 before rack07 where the raw one did not.
+        assert sorted(x.racks) == sorted(y.racks), x.t
+        xi, yi = np.argsort(x.racks), np.argsort(y.racks)
+        assert np.array_equal(x.values[xi], y.values[yi], equal_nan=True), x.t
+        assert [x.worst_node[i] for i in xi] == [y.worst_node[i] for i in yi], x.t
         whole += 1
     assert whole >= 5
 
