@@ -253,6 +253,25 @@ def test_offline_ending_before_its_minimum_is_projected_invalid() -> None:
     assert fc.rule("min_duration").projected == pytest.approx(24_576 * 100 / 10_000 + 5.0)
 
 
+def test_the_duration_rule_reads_now_at_the_node_it_projects() -> None:
+    """The min_duration row reads its now and its projection at one node, the shortest: one node finished
+    at 40 s, another runs on at 100 s of the run. Its now is that node's own duration (40 s), as LoadGen
+    counts it, not the run's time (100 s) beside a projected 40 s."""
+    progress = offline_progress(np.array([1_000.0, 1_000.0]), 100.0, 1_000, 300.0)
+    mixed = dataclasses.replace(
+        progress,
+        tokens_done=np.array([40_000.0, 100_000.0]),
+        samples_done=np.array([1_000.0, 333.0]),
+        last_change_s=np.array([40.0, 100.0]),
+        finished=np.array([True, False]),
+    )
+    rule = forecast(mixed, RunSettings("Offline", 600.0, 1, 24_576)).rule("min_duration")
+    assert rule.projected == 40.0
+    assert rule.now == 40.0
+    running = forecast(progress, RunSettings("Offline", 600.0, 1, 24_576)).rule("min_duration")
+    assert running.now == 100.0  # every node still running: the run's time so far
+
+
 @pytest.mark.parametrize("name", list(LOADGEN_RUNS))
 def test_real_loadgen_runs_at_half_way(loadgen_runs: dict[str, LoadGenRun], name: str) -> None:
     """At 50 % of each real run the projected verdict is LoadGen's final one wherever it is decided, and the

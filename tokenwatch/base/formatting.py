@@ -96,6 +96,15 @@ def latency_cell(value_ms: float | None, estimated: bool) -> str:
     return f"~{group(rounded, max(0, digits))}"
 
 
+def latency_figure(seconds: float | None, estimated: bool) -> str:
+    """A latency percentile in ms beside other figures (a verdict rule, a check, a histogram's legend), to
+    the digits the latency tables give the same value (:func:`latency_cell`): LoadGen's own to 0.1 ms
+    (``276.3 ms``), a histogram's estimate to its three digits, marked (``~88.5 ms`` beside the table's
+    ``~88.5``, where the panel wrote ``~88 ms``)."""
+    cell = latency_cell(None if seconds is None else seconds * 1000.0, estimated)
+    return cell if cell == DASH else f"{cell} ms"
+
+
 def json_number(value: float | None, digits: int = 3) -> float | None:
     """A figure for JSON: rounded to ``digits`` decimals; None (null) where it is missing or not finite
     (JSON has no NaN or infinity)."""

@@ -236,10 +236,8 @@ def _duration_and_count_rules(
         return [missing_rule("min_duration", "s", "progress on every node", limit), *_count_rule(p, settings)]
     if p.scenario == "Offline":
         basis, low, high = end - p.start_s, end - early - p.start_s, end + late - p.start_s
-        now = p.now_s - float(np.min(p.start_s))
     elif p.schedule_end_s is not None:  # the final query's scheduled time is known from the start
         basis = low = high = p.schedule_end_s - p.start_s
-        now = p.now_s - float(np.min(p.start_s))
     else:
         return [
             missing_rule("min_duration", "s", "the query schedule (generated_query_duration)", limit),
@@ -247,9 +245,12 @@ def _duration_and_count_rules(
         ]
     flags = np.where(low >= limit, 1, np.where(high < limit, -1, 0))
     worst = int(np.argmin(basis))
+    # The duration so far of the node the rule is read at, as LoadGen will count it: a finished node's is
+    # its own (at the end the row read the run's time beside the shortest node's duration).
+    so_far = np.minimum(np.where(p.finished, basis, p.now_s - p.start_s), basis)
     rule = RuleForecast(
         "min_duration",
-        now,
+        float(so_far[worst]),
         float(basis[worst]),
         limit,
         float((basis[worst] - limit) / limit) if limit else None,

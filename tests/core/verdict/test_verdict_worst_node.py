@@ -9,7 +9,7 @@ from tests.sources.conftest import LOADGEN
 from tokenwatch.base.events import Event, NodeStatus, RunEnded, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core.snapshot_json import snapshot_json
-from tokenwatch.core.verdict.view import rule_figure
+from tokenwatch.core.verdict.view import check_cells, rule_figure
 from tokenwatch.inputs.sim.faults import parse_faults
 from tokenwatch.inputs.sim.profile import load_profile
 from tokenwatch.inputs.sim.rack_sim import RackSimulation, SimSettings
@@ -46,6 +46,8 @@ def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
     assert shown["ttft_p99"].now == slower_ns / 1e9
     assert shown["ttft_p99"].node == "node02"  # the engineer's next look: which node
     assert not shown["ttft_p99"].estimated  # LoadGen's own figure
+    # ... to the 0.1 ms the latency tables give LoadGen's figures, on the panel as in the final rows
+    assert rule_figure(shown["ttft_p99"].now, shown["ttft_p99"]) == "1,500.0 ms"
     assert shown["min_queries"].node == ""  # both nodes' LoadGen issued the same count: no one node's
     for event in [*finished, RunEnded(2.5)]:
         core.ingest(event)
@@ -57,6 +59,7 @@ def test_every_surface_shows_the_worst_nodes_ttft_p99() -> None:
     assert checks["ttft_p99"].value == slower_ns / 1e9
     assert checks["ttft_p99"].node == "node02"
     assert not checks["ttft_p99"].estimated
+    assert check_cells(checks["ttft_p99"])[3] == "1,500.0 ms"
     assert checks["min_queries"].node == ""
 
 

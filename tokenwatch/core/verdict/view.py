@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenwatch.base.events import FloatArray
-from tokenwatch.base.formatting import group, latency_cell, seconds_ms
+from tokenwatch.base.formatting import group, latency_figure, seconds_ms
 from tokenwatch.mlperf.early_stopping import queries_needed
 from tokenwatch.mlperf.forecast import Band, Forecast, RuleForecast
 from tokenwatch.mlperf.settings_check import SettingCheck
@@ -78,8 +78,14 @@ def format_rule_value(value: float | None, rule: RuleForecast) -> str:
 
 def rule_figure(value: float | None, rule: RuleForecast) -> str:
     """A rule's own figure (now, projected) for people: ``~`` before a histogram's estimate, as the Run
-    result table marks its percentiles (a limit is never one)."""
+    result table marks its percentiles (a limit is never one); a latency to that table's digits."""
+    if _is_latency(rule.name, rule.unit):
+        return latency_figure(value, rule.estimated)
     return estimate_marked(format_rule_value(value, rule), rule.estimated)
+
+
+def _is_latency(name: str, unit: str) -> bool:
+    return unit == "s" and name != "min_duration"
 
 
 def estimate_marked(text: str, estimated: bool) -> str:
@@ -151,11 +157,8 @@ def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
     """A final check as every table shows it (the report's, the summary's): (mark, rule, node, value,
     limit, margin). The node is the one the rack's rule is read at, where it alone has that value; ``~``
     marks a value read from histograms' buckets (a limit is never one)."""
-    if check.unit == "s" and check.name != "min_duration" and check.value is not None:
-        # A latency to the digits the summary's latency table gives the same value: LoadGen's own to
-        # 0.1 ms, a histogram's estimate to its three digits (``~88.5 ms`` beside the table's ``~88.5``).
-        value = latency_cell(check.value * 1000.0, check.estimated)
-        value = value if value == "—" else f"{value} ms"
+    if _is_latency(check.name, check.unit):
+        value = latency_figure(check.value, check.estimated)
     else:
         value = estimate_marked(format_check_value(check.value, check.unit), check.estimated)
     return (

@@ -20,7 +20,7 @@ from textual.app import RenderResult
 from textual.widget import Widget
 
 from tokenwatch.base.events import LATENCY_METRICS, LatencyMetric
-from tokenwatch.base.formatting import group, seconds_label, seconds_ms
+from tokenwatch.base.formatting import group, latency_figure, seconds_label, seconds_ms
 from tokenwatch.core.baseline.display import overlay_histogram
 from tokenwatch.core.baseline.view import BaselineLatency
 from tokenwatch.core.snapshot import LatencyStats, RackSnapshot
@@ -166,10 +166,9 @@ class LatencyHistogram(Widget):
             markers[column(sla)] = ("SLA", styles["SLA"], "┃")
         # Legend line: the marker values, each in its marker's colour.
         # LoadGen's exact figures as they are; the buckets' estimates marked "~" (they hold ~3 digits).
-        mark = "" if stats.exact else "~"
         for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
             text.append(f"{name} ", style=styles[name])
-            text.append(f"{mark}{seconds_ms(value)}   ", style="bold")
+            text.append(f"{latency_figure(value, not stats.exact)}   ", style="bold")
         if math.isfinite(sla):
             breach = stats.p99 > sla
             text.append(f"SLA {seconds_ms(sla)}", style=pal.bad)

@@ -76,7 +76,9 @@ class VerdictRules(Widget):
         width, height = self.content_size
         show_now = width >= 53
         rules, why = _fitted(view.forecast.rules, self.why, width, height - 1)
-        cols = (16, 9, 10, 9, 8) if show_now else (15, 0, 9, 8, 8)
+        # A latency has the latency table's digits: LoadGen's 1,500.0 ms fills ten columns (the longest
+        # label, "early stop TTFT", fifteen).
+        cols = (15, 10, 10, 9, 8) if show_now else (15, 0, 9, 8, 8)
         text = Text(no_wrap=True, overflow="crop")
         head = ["  rule".ljust(cols[0] + 2), "now".rjust(cols[1]) if show_now else ""]
         head += ["projected".rjust(cols[2]), "limit".rjust(cols[3]), "margin".rjust(cols[4])]
