@@ -5,15 +5,18 @@ and its end both show, and the throughput chart's y-axis carries numbers, not on
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
-from tests.frontends.tui.apps import end_of, replay_app, settle
+from tests.frontends.tui.apps import SERVER, end_of, replay_app, settle
 from tests.frontends.tui.recordings import FAULT_RUN
 from tests.frontends.tui.test_tui_run_edges import rendered, strips, text_of
+from tokenwatch.base.formatting import latency_cell
+from tokenwatch.frontends.tui.palette import palette
 from tokenwatch.frontends.tui.widgets.alerts_panel import AlertsPanel
 from tokenwatch.frontends.tui.widgets.node_spread import NodeSpreadPanel
-from tokenwatch.frontends.tui.widgets.run_summary import warning_lines
+from tokenwatch.frontends.tui.widgets.run_summary import summary_text, warning_lines
 from tokenwatch.frontends.tui.widgets.throughput_timeline import ThroughputTimeline
 
 END_S = end_of(FAULT_RUN)
@@ -90,3 +93,41 @@ async def test_the_throughput_y_axis_carries_numbers_with_the_mean_near_the_top(
         values = [float(n.rstrip("kMG")) for n in numbers]
         assert values == sorted(values, reverse=True)
         assert values[-1] == 0
+
+
+@pytest.mark.parametrize("size", [(200, 60), (120, 40)], ids=["200x60", "120x40"])
+async def test_the_run_results_latency_table_fits_its_panel_whole(size: tuple[int, int]) -> None:
+    """Every p50 / p90 / p99 of the ended Server run is on the result panel whole: the figures are never
+    the part cropped (a 44-column panel cut ~918 to ~91), the label column gives way first."""
+    app = replay_app(SERVER, end_of(SERVER))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        summary = app.latest.summary
+        assert summary is not None
+        assert summary.latency_ms
+        panel = app.screen.query_one(NodeSpreadPanel)
+        width = panel.content_size.width
+        lines = rendered(panel).splitlines()
+        for metric, figures in summary.latency_ms.items():
+            row = next(line for line in lines if line.startswith(metric.upper() + " "))
+            assert len(row) <= width, (row, width)
+            cells = [latency_cell(figures.get(k), summary.latency_estimated) for k in ("p50", "p90", "p99")]
+            assert row.split()[1:] == cells
+
+
+async def test_a_latency_table_wider_than_its_panel_keeps_its_figures() -> None:
+    """Seven-figure latencies (a stalled Server run's E2E) in a narrow panel: the title shortens to
+    ``ms`` before a figure is cut."""
+    app = replay_app(SERVER, end_of(SERVER))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        summary = app.latest.summary
+        assert summary is not None
+        huge = {"e2e": {"p50": 1_359_534.3, "p90": 2_000_000.0, "p99": 2_500_000.5}}
+        summary = replace(summary, latency_ms={**summary.latency_ms, **huge}, latency_estimated=False)
+        for width in (44, 40):
+            lines = summary_text(summary, palette(app), width).plain.splitlines()
+            e2e = next(line for line in lines if line.startswith("E2E "))
+            assert len(e2e) <= width
+            assert e2e.split()[1:] == ["1,359,534.3", "2,000,000.0", "2,500,000.5"]
+        assert any(line.startswith("ms ") for line in lines)
