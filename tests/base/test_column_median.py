@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tokenwatch.base.column_median import linear_quantiles, median_columns, nanmedian_columns
+from tokenwatch.base.column_median import (
+    linear_quantiles,
+    median_columns,
+    nanmedian_columns,
+    quantile_columns,
+)
 
 
 def _columns(min_rows: int, elements: st.SearchStrategy[float]) -> st.SearchStrategy[np.ndarray]:
@@ -117,3 +122,28 @@ def test_the_peers_quartiles_of_a_rack() -> None:
     ordered = np.sort(rates)
     assert math.isclose(q1, ordered[4] + 0.25 * (ordered[5] - ordered[4]), rel_tol=1e-12)
     assert math.isclose(q3, ordered[12] + 0.75 * (ordered[13] - ordered[12]), rel_tol=1e-12)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_columns(1, _NO_NEGATIVE_ZERO), st.lists(_QUANTILES, min_size=1, max_size=3))
+def test_quantile_columns_equal_numpys_quantile(values: np.ndarray, qs: list[float]) -> None:
+    """A pace's block rates: each column's quantiles as numpy's figures, a column with a NaN NaN."""
+    with np.errstate(all="ignore"):
+        expected = np.quantile(values, tuple(qs), axis=0)
+        ours = quantile_columns(values, tuple(qs))
+    assert len(ours) == len(qs)
+    for k in range(len(qs)):
+        assert _same(ours[k], expected[k])
+
+
+def test_quantile_columns_of_a_paces_blocks() -> None:
+    """360 blocks of 18 nodes: the median as the middle two interpolated, the 90th by hand."""
+    rates = np.random.default_rng(5).normal(1_000.0, 40.0, (360, 18))
+    rates[7, 4] = np.nan
+    median, top = quantile_columns(rates, (0.5, 0.9))
+    for k in (0, 17):
+        ordered = np.sort(rates[:, k])
+        assert math.isclose(median[k], (ordered[179] + ordered[180]) / 2, rel_tol=1e-12)
+        assert math.isclose(top[k], ordered[323] + 0.1 * (ordered[324] - ordered[323]), rel_tol=1e-12)
+    assert math.isnan(median[4])
+    assert math.isnan(top[4])

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatch.base.column_median import linear_quantiles, nanmedian_columns
+from tokenwatch.base.column_median import (
+    linear_quantiles,
+    median_columns,
+    nanmedian_columns,
+    quantile_columns,
+)
 from tokenwatch.base.events import FloatArray
 
 
@@ -106,7 +111,8 @@ def measure_pace(
             window,
             block,
         )
-    median, top = np.quantile(block_rates, (0.5, 0.9), axis=0)
+    # numpy's figures by one sort (rates of counts: no negative zero, which a sort may order otherwise)
+    median, top = quantile_columns(block_rates, (0.5, 0.9))
     # Blocks of no progress are left out of the pace's scale and wander: a stall or an outage has terms of
     # its own in the band. A node with no working block: NaN.
     working = np.where(block_rates > 0, block_rates, np.nan)
@@ -118,7 +124,7 @@ def measure_pace(
     # the middle of the node's good blocks, so a slowdown that has lasted most of the run is still seen as
     # one.
     scale = np.where(median > 0, median, np.nan_to_num(centre))
-    step = np.median(np.abs(np.diff(block_rates, axis=0)), axis=0)
+    step = median_columns(np.abs(np.diff(block_rates, axis=0)))
     # A node with no working block (silent through the whole history) has no noise of its own: NaN, read
     # from its peers' (with_peers), which a node's own column cannot tell.
     noise = np.where(scale > 0, step / (0.6745 * math.sqrt(2.0)) / np.where(scale > 0, scale, 1.0), np.nan)
