@@ -63,15 +63,22 @@ class VerdictView:
 
 
 def format_rule_value(value: float | None, rule: RuleForecast) -> str:
-    """A rule's figure for people: durations in s, latencies in ms, counts grouped; early stopping's
-    budget of -1 (a run too short to pass it whatever its latencies) is ``none``."""
+    """A rule's figure for people (:func:`figure_text`): the live panel's, the alerts'."""
+    return figure_text(value, rule.name, rule.unit)
+
+
+def figure_text(value: float | None, name: str, unit: str) -> str:
+    """A rule's or a final check's figure for people, one form on every surface: a duration in whole
+    seconds from a minute on, below it to the ms (a LoadGen test run's 0.4-s min_duration read ``0 s`` on
+    the live panel beside the summary's ``400 ms``); a latency in ms (or s from 1 s on); a count grouped;
+    early stopping's budget of -1 (a run too short to pass it whatever its latencies) is ``none``."""
     if value is None or not math.isfinite(value):
         return "—"
-    if rule.name.startswith("early_stopping") and value < 0:
+    if name.startswith("early_stopping") and value < 0:
         return "none"
-    if rule.unit == "s" and rule.name == "min_duration":
+    if unit == "s" and name == "min_duration" and value >= 60:
         return f"{group(value)} s"
-    if rule.unit == "s":
+    if unit == "s":
         return seconds_ms(value)
     return group(value)
 
@@ -141,18 +148,6 @@ def forecast_accuracy(history: VerdictHistory, final: float, within_pct: float =
     return ForecastAccuracy(settled(held), settled(close), within_pct)
 
 
-def format_check_value(value: float | None, unit: str) -> str:
-    """A final check's figure for people, as the live panel writes a rule's: a duration in whole seconds,
-    a latency in ms (or s from 1 s on), a count grouped."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    if unit == "s" and value < 60:
-        return seconds_ms(value)
-    if unit == "s":
-        return f"{group(value)} s"
-    return group(value) if value == round(value) else group(value, 1)
-
-
 def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
     """A final check as every table shows it (the report's, the summary's): (mark, rule, node, value,
     limit, margin). The node is the one the rack's rule is read at, where it alone has that value; ``~``
@@ -160,12 +155,12 @@ def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
     if _is_latency(check.name, check.unit):
         value = latency_figure(check.value, check.estimated)
     else:
-        value = estimate_marked(format_check_value(check.value, check.unit), check.estimated)
+        value = estimate_marked(figure_text(check.value, check.name, check.unit), check.estimated)
     return (
         "✓" if check.ok else "✗" if check.ok is False else "?",
         check.name,
         check.node,
         value,
-        format_check_value(check.limit, check.unit),
+        figure_text(check.limit, check.name, check.unit),
         f"{100 * check.margin:+,.1f} %" if check.margin is not None else "—",
     )
