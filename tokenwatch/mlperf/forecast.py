@@ -247,10 +247,10 @@ def _duration_and_count_rules(
     worst = int(np.argmin(basis))
     # The duration so far of the node the rule is read at, as LoadGen will count it: a finished node's is
     # its own (at the end the row read the run's time beside the shortest node's duration).
-    so_far = np.minimum(np.where(p.finished, basis, p.now_s - p.start_s), basis)
+    so_far = basis[worst] if p.finished[worst] else min(p.now_s - p.start_s[worst], basis[worst])
     rule = RuleForecast(
         "min_duration",
-        float(so_far[worst]),
+        float(so_far),
         float(basis[worst]),
         limit,
         float((basis[worst] - limit) / limit) if limit else None,

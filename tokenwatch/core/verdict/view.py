@@ -84,15 +84,17 @@ def figure_text(value: float | None, name: str, unit: str) -> str:
 
 
 def rule_figure(value: float | None, rule: RuleForecast) -> str:
-    """A rule's own figure (now, projected) for people: ``~`` before a histogram's estimate, as the Run
-    result table marks its percentiles (a limit is never one); a latency to that table's digits."""
-    if _is_latency(rule.name, rule.unit):
-        return latency_figure(value, rule.estimated)
-    return estimate_marked(format_rule_value(value, rule), rule.estimated)
+    """A rule's own figure (now, projected) for people (:func:`measured_text`)."""
+    return measured_text(value, rule.name, rule.unit, rule.estimated)
 
 
-def _is_latency(name: str, unit: str) -> bool:
-    return unit == "s" and name != "min_duration"
+def measured_text(value: float | None, name: str, unit: str, estimated: bool) -> str:
+    """A rule's or a check's measured figure (not its limit) for people: ``~`` before a histogram's
+    estimate, as the Run result table marks its percentiles (a limit is never one); a latency to that
+    table's digits."""
+    if unit == "s" and name != "min_duration":
+        return latency_figure(value, estimated)
+    return estimate_marked(figure_text(value, name, unit), estimated)
 
 
 def estimate_marked(text: str, estimated: bool) -> str:
@@ -152,15 +154,11 @@ def check_cells(check: Check) -> tuple[str, str, str, str, str, str]:
     """A final check as every table shows it (the report's, the summary's): (mark, rule, node, value,
     limit, margin). The node is the one the rack's rule is read at, where it alone has that value; ``~``
     marks a value read from histograms' buckets (a limit is never one)."""
-    if _is_latency(check.name, check.unit):
-        value = latency_figure(check.value, check.estimated)
-    else:
-        value = estimate_marked(figure_text(check.value, check.name, check.unit), check.estimated)
     return (
         "✓" if check.ok else "✗" if check.ok is False else "?",
         check.name,
         check.node,
-        value,
+        measured_text(check.value, check.name, check.unit, check.estimated),
         figure_text(check.limit, check.name, check.unit),
         f"{100 * check.margin:+,.1f} %" if check.margin is not None else "—",
     )
