@@ -247,7 +247,7 @@ def _duration_and_count_rules(
     worst = int(np.argmin(basis))
     # The duration so far of the node the rule is read at, as LoadGen will count it: a finished node's is
     # its own (at the end the row read the run's time beside the shortest node's duration).
-    so_far = basis[worst] if p.finished[worst] else min(p.now_s - p.start_s[worst], basis[worst])
+    so_far = basis[worst] if p.finished[worst] else np.minimum(p.now_s - p.start_s[worst], basis[worst])
     rule = RuleForecast(
         "min_duration",
         float(so_far),
