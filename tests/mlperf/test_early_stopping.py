@@ -18,6 +18,7 @@ from tokenwatch.mlperf.early_stopping import (
     SERVER_PERCENTILE,
     TOLERANCE,
     KnownBudgets,
+    budget_between,
     budget_search,
     early_stopping_result,
     min_passing_queries,
@@ -258,6 +259,17 @@ def test_the_budgets_of_many_totals_are_each_totals_own_budget(rounds: list[list
         ns = np.array([centre + o // 7 if o % 2 else max(centre - o // 7, 0) for o in offsets], np.int64)
         got = known.of(ns, SERVER_PERCENTILE, CONFIDENCE)
         assert got.tolist() == [budget_search(int(n))[0] for n in ns]
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 400_000), below=st.integers(1, 5_000), above=st.integers(1, 5_000))
+def test_a_budget_searched_between_its_neighbours_budgets_is_its_own(n: int, below: int, above: int) -> None:
+    """A total's budget lies between those of a smaller and a larger total (it never falls as the total
+    grows): halving that range gives the search's own budget, -1 (not even none over the limit passes)
+    included."""
+    low, high = budget_search(max(n - below, 0))[0], budget_search(n + above)[0]
+    assert low <= budget_search(n)[0] <= high
+    assert budget_between(n, low, high) == budget_search(n)[0]
 
 
 def test_the_budgets_of_many_totals_start_again_past_their_limit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -241,6 +241,22 @@ def budget_search(
     return good, probes
 
 
+def budget_between(
+    n: int, low: int, high: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE
+) -> int:
+    """:func:`overlatency_budget` of ``n`` where it is known to lie in ``low..high`` (the budgets of a smaller
+    and a larger total: it never falls as the total grows): ``passes(n, t)`` holds for every ``t`` up to
+    the budget and for none above it, so halving ``low..high`` finds it (-1: not even ``t = 0`` passes)."""
+    good, bad = low, high + 1  # passes at good (or good is -1), fails at bad
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if passes(n, middle, percentile, confidence):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
 @lru_cache(maxsize=4096)
 def overlatency_budget(n: int, percentile: float = SERVER_PERCENTILE, confidence: float = CONFIDENCE) -> int:
     """The most queries of ``n`` that may exceed the limit and still pass; -1 when even none would do.
@@ -282,7 +298,7 @@ class KnownBudgets:
             out[known] = budgets[above][known]
         missing = np.unique(wanted[~known])
         if missing.size:
-            found = np.array([budget_search(int(n), percentile, confidence)[0] for n in missing], np.int64)
+            found = _searched(missing, (ns, budgets), percentile, confidence)
             out[~known] = found[np.searchsorted(missing, wanted[~known])]
             self._add(missing, found)
         return out
@@ -296,6 +312,24 @@ class KnownBudgets:
         merged = np.concatenate((old_ns, ns))
         order = np.argsort(merged, kind="stable")
         self.known = (merged[order], np.concatenate((old_budgets, budgets))[order])
+
+
+def _searched(
+    missing: np.ndarray, known: tuple[np.ndarray, np.ndarray], percentile: float, confidence: float
+) -> np.ndarray:
+    """The budgets of ``missing`` (ascending, none of them in ``known``, the totals and budgets found so
+    far): where known totals lie on both sides of one, its budget is between theirs (it never falls as
+    the total grows), so only that range is searched: a question or two, where a live run's budget steps
+    by one between its neighbours, against four to eight for a search from nothing."""
+    ns, budgets = known
+    right = np.searchsorted(ns, missing, side="left").tolist()
+    found = []
+    for n, r in zip(missing.tolist(), right, strict=True):
+        if 0 < r < len(ns):
+            found.append(budget_between(n, int(budgets[r - 1]), int(budgets[r]), percentile, confidence))
+        else:
+            found.append(budget_search(n, percentile, confidence)[0])
+    return np.array(found, np.int64)
 
 
 _KNOWN: dict[tuple[float, float], KnownBudgets] = {}
