@@ -231,6 +231,14 @@ def budget_search(
                 break
             bad -= step
             step *= 2
+    budget, asked = _halved(n, good, bad, percentile, confidence)
+    return budget, probes + asked
+
+
+def _halved(n: int, good: int, bad: int, percentile: float, confidence: float) -> tuple[int, int]:
+    """(the budget of ``n``, the questions asked) where ``passes(n, good)`` holds (or ``good`` is -1) and
+    ``passes(n, bad)`` does not: the gap between them halved until they meet."""
+    probes = 0
     while bad - good > 1:
         probes += 1
         middle = (good + bad) // 2
@@ -247,14 +255,7 @@ def budget_between(
     """:func:`overlatency_budget` of ``n`` where it is known to lie in ``low..high`` (the budgets of a smaller
     and a larger total: it never falls as the total grows): ``passes(n, t)`` holds for every ``t`` up to
     the budget and for none above it, so halving ``low..high`` finds it (-1: not even ``t = 0`` passes)."""
-    good, bad = low, high + 1  # passes at good (or good is -1), fails at bad
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        if passes(n, middle, percentile, confidence):
-            good = middle
-        else:
-            bad = middle
-    return good
+    return _halved(n, low, high + 1, percentile, confidence)[0]
 
 
 @lru_cache(maxsize=4096)
