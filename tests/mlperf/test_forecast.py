@@ -17,7 +17,7 @@ from tokenwatch.base.formatting import BAND_UNKNOWN, projection
 from tokenwatch.mlperf.early_stopping import overlatency_budget
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.forecast import Assumptions, NodeProgress, OverLimit, forecast, honest_band
-from tokenwatch.mlperf.rules_forecast import project_counts
+from tokenwatch.mlperf.rules_forecast import latency_rules, project_counts
 from tokenwatch.mlperf.throughput_forecast import project_nodes, rack_band
 
 from .conftest import LOADGEN_RUNS
@@ -561,3 +561,27 @@ def _node0_silent_from(
         None,
         per_sample,
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    p99=st.lists(
+        st.one_of(st.just(math.nan), st.floats(0.0, 5.0), st.sampled_from([0.25, 0.5])),
+        min_size=1,
+        max_size=24,
+    ).filter(lambda v: any(math.isfinite(x) for x in v)),
+    names=st.booleans(),
+)
+def test_a_latency_rule_is_read_at_numpys_worst_node(p99: list[float], names: bool) -> None:
+    """The p99 rule is read at the node np.nanargmax names (NaN: a node with no latency yet; ties: the
+    first), with its figure and margin, and named only where that node alone has it."""
+    values = np.array(p99)
+    nodes = tuple(f"node{i:02d}" for i in range(len(values))) if names else ()
+    n = np.full(len(values), 10_000.0)
+    over = OverLimit("ttft", 2.0, n, np.zeros(len(values)), np.zeros(len(values)), values)
+    rule, _ = latency_rules(over, n, nodes)
+    worst = int(np.nanargmax(values))
+    assert rule.now == values[worst]
+    assert rule.margin == (2.0 - values[worst]) / 2.0
+    alone = int(np.count_nonzero(values == values[worst])) == 1
+    assert rule.node == (nodes[worst] if names and len(values) > 1 and alone else "")

@@ -341,7 +341,7 @@ def overlatency_budgets(
 ) -> np.ndarray:
     """:func:`overlatency_budget` of each of ``ns`` (int64), each the same number, searched only where the
     budgets already found do not bracket it (see :class:`KnownBudgets`)."""
-    if np.any(np.asarray(ns) < 0):
+    if (np.asarray(ns) < 0).any():
         raise ValueError("n must be >= 0")
     known = _KNOWN.setdefault((percentile, confidence), KnownBudgets())
     return known.of(np.asarray(ns, np.int64), percentile, confidence)

@@ -165,7 +165,7 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
         running_only(parts.late),
         running_only(parts.early),
         running_only(future),
-        bool(np.all(done | ((p.samples_done > 0) & (p.tokens_done > 0)))),
+        bool((done | ((p.samples_done > 0) & (p.tokens_done > 0))).all()),
         gone & ~done,
     )
 
