@@ -18,6 +18,7 @@ from tokenwatch.base.column_median import (
     quantile_columns,
 )
 from tokenwatch.base.events import FloatArray
+from tokenwatch.base.nan_to_zero import nan_to_zero
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ def measure_pace(
     edges = now - block * np.arange(blocks, -1, -1, dtype=np.float64)
     cum = cumulative_at(times, tokens, np.append(edges, now - window))
     block_rates = np.diff(cum[:-1], axis=0) / block
-    cadence = np.zeros(tokens.shape[1]) if cadence_s is None else np.nan_to_num(cadence_s, nan=0.0)
+    cadence = np.zeros(tokens.shape[1]) if cadence_s is None else nan_to_zero(cadence_s)
     pace_now = _since_last_pause(
         times,
         tokens,
@@ -123,17 +124,17 @@ def measure_pace(
     # and its band 80,000 tok/s above its figure). The usual pace: the 90th percentile less 1.28 SD, i.e.
     # the middle of the node's good blocks, so a slowdown that has lasted most of the run is still seen as
     # one.
-    scale = np.where(median > 0, median, np.nan_to_num(centre))
+    scale = np.where(median > 0, median, nan_to_zero(centre))
     step = median_columns(np.abs(np.diff(block_rates, axis=0)))
     # A node with no working block (silent through the whole history) has no noise of its own: NaN, read
     # from its peers' (with_peers), which a node's own column cannot tell.
     noise = np.where(scale > 0, step / (0.6745 * math.sqrt(2.0)) / np.where(scale > 0, scale, 1.0), np.nan)
-    usual = top - 1.28 * np.nan_to_num(noise) * median  # no noise of its own: no working block either
+    usual = top - 1.28 * nan_to_zero(noise) * median  # no noise of its own: no working block either
     # The band's noise is at least the spread of the block rates themselves (their median absolute
     # deviation as an SD): a pace that wanders (a CPU engine's follows the machine's load: its 10-s rates
     # ran from 255 to 1,393 tok/s in one 62-s run) varies more than its neighbouring blocks differ by.
     wander = nanmedian_columns(np.abs(working - centre)) / 0.6745
-    noise = np.fmax(noise, np.where(centre > 0, np.nan_to_num(wander / centre), np.nan))
+    noise = np.fmax(noise, np.where(centre > 0, nan_to_zero(wander / centre), np.nan))
     return Pace(pace_now, usual, noise, window, block)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tokenwatch.base.events import FloatArray, LatencyMetric
+from tokenwatch.base.nan_to_zero import nan_to_zero
 from tokenwatch.core._state import RackState
 from tokenwatch.core.cadence import STALE_CADENCE_FACTOR
 from tokenwatch.core.config import STATE_CODE
@@ -149,7 +150,7 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     total, schedule = planned_totals(state)
     latency = latency_quantile(state, "e2e", 0.5)
     latency = np.where(np.isfinite(latency), latency, 0.0)[keep]
-    typical = np.nan_to_num(state.cadence.typical_s[keep], nan=0.0)
+    typical = nan_to_zero(state.cadence.typical_s[keep])
     progress = NodeProgress(
         run.scenario,
         now,
