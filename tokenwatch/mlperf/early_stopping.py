@@ -273,8 +273,9 @@ class KnownBudgets:
 
     A ``t`` that passes at ``n`` passes at every larger ``n`` (:func:`passes` is ``n >= queries_needed(t)``),
     so the budget never falls as ``n`` grows: an ``n`` between two known ones whose budgets are equal has
-    that budget too, exactly, with no search. A live Server run's planned totals move a few queries a tick
-    on every node (a search each: 51,000 of them, ~85 % of a 64-rack verdict tick), while its budgets
+    that budget too, exactly, with no search; one between two known ones whose budgets differ is searched
+    only between them (:func:`budget_between`). A live Server run's planned totals move a few queries a
+    tick on every node (a search each: 51,000 of them, ~85 % of a 64-rack verdict tick), while its budgets
     step once every ~100 queries.
     """
 
