@@ -18,7 +18,8 @@ completion``, Server ``tokens / completion time of its final query``. So, per no
 
 **The band** combines, per node: the noise of the node's pace (measured from 10-s blocks of its own run,
 shrinking as the rest of the run gets shorter; the larger of how much neighbouring blocks differ and how
-widely the blocks spread, so a wandering pace widens it), the spread of tokens per sample when only their
+widely the blocks spread, so a wandering pace widens it; one standard error high, as few blocks read it
+noisily), the spread of tokens per sample when only their
 mean is known, the drain tail (0 to ``drain_s``), the work done unheard since the node's last report, a
 change of pace that may end now (a node slower than its usual pace, or far slower than its peers, may return
 to that pace; the band reaches to both), and for a stalled node an outage that may last ``outage_s`` more,

@@ -58,11 +58,14 @@ def test_a_node_down_for_good_decides_the_verdict_invalid_with_its_reason_and_sa
     before = [fc for t, fc in ticks if t < lost_at]
     assert before
     assert not any(fc.decided for fc in before)
-    # Until then warming up (no VALID from a ramp), then a projection (VALID, then undecided as the
-    # outage widens the band), never INVALID.
+    # Until then warming up (no VALID from a ramp), then a projection (VALID once its band is stated,
+    # then undecided as the outage widens the band), never INVALID. The first projection, its pace's
+    # noise read from the few blocks past the ramp, may state no band: it is then undecided.
     projected = [fc for _, fc in ticks if not fc.warming_up]
     assert all(fc.valid is None for fc in before if fc.warming_up)
-    assert projected[0].valid is True
+    stated = [fc.tokens_per_s is not None and fc.tokens_per_s.known for fc in projected]
+    assert all(fc.valid is None for fc, known in zip(projected, stated, strict=True) if not known)
+    assert next(fc for fc, known in zip(projected, stated, strict=True) if known).valid is True
     assert all(fc.valid is not False for fc in before)
     decided = [(t, fc) for t, fc in ticks if fc.decided]
     t, fc = decided[0]
