@@ -25,7 +25,7 @@ from tokenwatch.base.events import FloatArray
 from tokenwatch.core._state import RackState
 from tokenwatch.core.config import STATE_CODE
 from tokenwatch.core.fleet._memo import FleetMemo
-from tokenwatch.core.fleet._rack_view import forecast_view
+from tokenwatch.core.fleet._rack_view import ViewPlan, forecast_view, view_plan
 from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.snapshot import NodeTable
@@ -35,10 +35,10 @@ from tokenwatch.mlperf.forecast import Forecast
 _UP, _STALE, _DOWN = (STATE_CODE[s] for s in ("up", "stale", "down"))
 
 
-def rack_forecast(state: RackState, r: int, t: float) -> Forecast:
+def rack_forecast(state: RackState, r: int, t: float, plan: ViewPlan | None = None) -> Forecast:
     """Rack ``r``'s forecast at ``t``: the one a run of its nodes alone would make (what the verdict tick
-    keeps, or made on demand where ``rack_forecasts`` is off)."""
-    return current_forecast(forecast_view(state, r), t)
+    keeps, or made on demand where ``rack_forecasts`` is off). ``plan``: see :func:`forecast_view`."""
+    return current_forecast(forecast_view(state, r, plan), t)
 
 
 def fleet_tick(state: RackState, t: float) -> None:
@@ -63,9 +63,12 @@ def fleet_tick_steps(state: RackState, t: float) -> Iterator[None]:
         return  # nothing to project yet
     prime_latency_quantiles(state)  # read once for the fleet; each rack's view slices them
     rows = np.full((len(memo.groups), 5), math.nan)
+    plan = view_plan(state)  # the racks' views read through it while the state stands still
     try:
         for r in range(len(memo.groups)):
-            rows[r] = _history_row(rack_forecast(state, r, t))
+            if plan.version != state.version:
+                plan = view_plan(state)
+            rows[r] = _history_row(rack_forecast(state, r, t, plan))
             yield
     finally:
         state.verdict.joined_memo.forget()  # the fleet's joined series: only its racks at this tick read them

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -119,13 +120,16 @@ _FORECAST_FIELDS = frozenset(
 )
 
 
-def forecast_view(state: RackState, r: int) -> RackState:
+def forecast_view(state: RackState, r: int, plan: ViewPlan | None = None) -> RackState:
     """Rack ``r`` as a run of its own, holding only what its MLPerf forecast reads (see
     ``_FORECAST_FIELDS``): a fleet's verdict tick makes one per rack, 64 of them every 10 s, and slicing
-    every series of the state (GPU telemetry, logs, causes) for each was most of that tick."""
+    every series of the state (GPU telemetry, logs, causes) for each was most of that tick. ``plan``: the
+    state's :func:`view_plan`, where the caller makes several views of it (made here otherwise)."""
     memo = state.fleet
     if memo is None:
         raise ValueError("a run of one rack has no racks to look into")
+    if plan is None or plan.version != state.version:
+        plan = view_plan(state)
     rows = memo.groups.nodes(r)
     n = len(state.run.nodes)
     names = state.run.nodes[rows]
@@ -133,21 +137,99 @@ def forecast_view(state: RackState, r: int) -> RackState:
         "run": _rack_run(state.run, memo.groups.names[r], rows, n),
         "index": {name: i for i, name in enumerate(names)},
         "alerts": AlertLog(1),
-        "verdict": _rack_verdict(state.verdict, memo.history.columns(r), rows, n),
+        "verdict": plan.verdict(rows, memo.history.columns(r)),
         "fleet": None,
         "fleet_figures": None,
         "counters_at_first": state.counters_at_first[:, rows],  # (2, nodes): nodes on the second axis
         # Settings, shared as they are: walking them for per-node rows was a fifth of a view's cost.
         "config": state.config,
     }
-    view: RackState = _made_without_init(
-        RackState,
-        (
-            (name, made[name] if name in made else rows_of(getattr(state, name), rows, n))
-            for name in _FORECAST_FIELDS
-        ),
-    )
+    for name, rows_in in plan.fields:
+        made[name] = rows_in(rows)
+    view: RackState = _made_without_init(RackState, made.items())
     return view
+
+
+# Reads one rack's rows (a slice of the run's nodes) out of a value of the state: see rows_of.
+RowReader = Callable[[slice], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewPlan:
+    """How each field of a :func:`forecast_view` is read out of the state at one state version: the walk
+    of its dicts and dataclasses for the arrays indexed by node, done once for the fleet's 64 racks (it
+    was most of a view's cost). A rack's view reads the same values through it as :func:`rows_of`."""
+
+    version: int
+    fields: tuple[tuple[str, RowReader], ...]
+    verdict_fields: tuple[tuple[str, RowReader], ...]
+    joined_memo: Any
+
+    def verdict(self, rows: slice, history: DownsampledSeries) -> VerdictState:
+        """The rack's verdict state (see :func:`_rack_verdict`)."""
+        made = _verdict_made(history, self.joined_memo, rows)
+        for name, rows_in in self.verdict_fields:
+            made[name] = rows_in(rows)
+        out: VerdictState = _made_without_init(VerdictState, made.items())
+        return out
+
+
+def view_plan(state: RackState) -> ViewPlan:
+    """The state's :class:`ViewPlan` at its current version: valid until the state changes."""
+    n = len(state.run.nodes)
+    verdict = state.verdict
+    return ViewPlan(
+        state.version,
+        tuple(
+            (name, _row_reader(getattr(state, name), n))
+            for name in _FORECAST_FIELDS
+            if name not in _VIEW_MADE
+        ),
+        tuple(
+            (
+                name,
+                _row_reader(getattr(verdict, name), n)
+                if name not in _VERDICT_WHOLE_RUN
+                else _as_is(getattr(verdict, name)),
+            )
+            for name in _field_names(VerdictState) or ()
+            if name not in _VERDICT_MADE
+        ),
+        verdict.joined_memo,
+    )
+
+
+# The fields forecast_view makes for the rack itself rather than reading rows of the fleet's.
+_VIEW_MADE = frozenset(
+    {"run", "index", "alerts", "verdict", "fleet", "fleet_figures", "counters_at_first", "config"}
+)
+
+
+def _row_reader(value: Any, n: int) -> RowReader:
+    """What :func:`rows_of` does with ``value`` for any ``rows``, the walk of its structure done now."""
+    if isinstance(value, np.ndarray):
+        return value.__getitem__ if value.ndim and value.shape[0] == n else _as_is(value)
+    if isinstance(value, list):
+        return value.__getitem__ if len(value) == n else _as_is(value)
+    if isinstance(value, RecentRing | DownsampledSeries):
+        shape = (value.capacity, *value.value_shape) if isinstance(value, RecentRing) else value.sums.shape
+        return value.columns if len(shape) > 1 and shape[1] == n else _as_is(value)
+    if isinstance(value, dict):
+        items = tuple((key, _row_reader(item, n)) for key, item in value.items())
+        return lambda rows: {key: rows_in(rows) for key, rows_in in items}
+    cls = type(value)
+    names = _field_names(cls)
+    if names is None:
+        return _as_is(value)
+    parts = tuple((name, _row_reader(getattr(value, name), n)) for name in names)
+    if hasattr(cls, "__post_init__"):
+        return lambda rows: dataclasses.replace(value, **{name: rows_in(rows) for name, rows_in in parts})
+    return lambda rows: _made_without_init(cls, ((name, rows_in(rows)) for name, rows_in in parts))
+
+
+def _as_is(value: Any) -> RowReader:
+    """A reader of a value that has no rows: the value as it is, whatever the rows."""
+    return lambda _rows: value
 
 
 def rows_of(value: Any, rows: slice, n: int) -> Any:
@@ -254,15 +336,7 @@ def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice
     assert history.sums.shape[1:] == (len(HISTORY_COLUMNS),)
     # The fleet's memoised forecast is keyed by run time and state version, which the view shares: the
     # rack's own forecast must be made afresh, never read from it.
-    made: dict[str, Any] = {
-        "history": history,
-        "margin_alerted": set(),
-        "settings_alerted": set(),
-        "forecast_memo": None,
-        "projection_memo": None,
-        "loadgen_memo": None,
-        "joined_memo": verdict.joined_memo.columns(rows),
-    }
+    made = _verdict_made(history, verdict.joined_memo, rows)
 
     def value_of(name: str) -> Any:
         if name in _VERDICT_MADE:
@@ -275,3 +349,16 @@ def _rack_verdict(verdict: VerdictState, history: DownsampledSeries, rows: slice
         VerdictState, ((name, value_of(name)) for name in _field_names(VerdictState) or ())
     )
     return out
+
+
+def _verdict_made(history: DownsampledSeries, joined_memo: Any, rows: slice) -> dict[str, Any]:
+    """The fields of a rack's verdict state made for the rack (``_VERDICT_MADE``)."""
+    return {
+        "history": history,
+        "margin_alerted": set(),
+        "settings_alerted": set(),
+        "forecast_memo": None,
+        "projection_memo": None,
+        "loadgen_memo": None,
+        "joined_memo": joined_memo.columns(rows),
+    }
