@@ -6,7 +6,9 @@ method). The method in words is in :mod:`tokenwatch.mlperf.forecast`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +37,9 @@ class NodeProgress:
     caller caps it where a gap that long is a node gone quiet, not a late reading.
     ``pace``: the nodes' pace at ``now_s`` where
     the caller measured it already (a fleet's racks share the fleet's); None: measured here. ``nodes``:
-    their names, where known, so a rule read at its worst node can name it.
+    their names, where known, so a rule read at its worst node can name it. ``projection``: the nodes'
+    projection where the caller made it already (a fleet's racks, projected together:
+    :mod:`tokenwatch.mlperf.projected_together`); None: made here.
     """
 
     scenario: str
@@ -55,6 +59,7 @@ class NodeProgress:
     pace: Pace | None = None
     end_gap_s: FloatArray | None = None
     nodes: tuple[str, ...] = ()
+    projection: NodeProjection | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -90,8 +95,23 @@ class _Parts:
 
 
 def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
-    """Each node's projected final tokens/s (LoadGen's figure for that node) and its deviations."""
+    """Each node's projected final tokens/s (LoadGen's figure for that node) and its deviations
+    (``p.projection`` where the caller projected them already: a fleet's racks, projected together)."""
+    if p.projection is not None:
+        return p.projection
+    nodes, projectable = project_groups(p, a, (slice(None),))
+    return dataclasses.replace(nodes, projectable=projectable[0])
+
+
+def project_groups(
+    p: NodeProgress, a: Assumptions, groups: Sequence[slice]
+) -> tuple[NodeProjection, list[bool]]:
+    """:func:`project_nodes` of each group of nodes (slices of ``p``'s, each node in one: a fleet's racks)
+    in one pass: each node projected as its group's alone would project it (its peers are its group's),
+    and whether each group is projectable (the returned projection's own flag is the first group's)."""
     pace = p.pace
+    if pace is None and list(groups) != [slice(None)]:
+        raise ValueError("groups of nodes are projected from a pace measured for each group")
     if pace is None:
         pace = measure_pace(
             p.times_s, p.tokens, p.tokens_done, p.now_s, float(np.min(p.start_s)), a, p.timing_s
@@ -103,14 +123,15 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     # A stalled (or just resumed) node is assumed to go on at its usual pace from now; the band's outage
     # allowance covers it staying down. Its peers: the nodes working now at their usual pace, and those
     # that finished at their figure (near a run's end most have).
-    peers = np.concatenate((pace.usual[running & ~stalled], exact[p.finished]))
-    rate = np.where(
-        stalled | ~(pace.now > 0),
-        np.where(pace.usual > 0, pace.usual, _resume_pace(overall, peers)),
-        pace.now,
-    )
+    working = running & ~stalled
+    resume = np.empty(len(overall))
+    for g in groups:
+        resume[g] = _resume_pace(
+            overall[g], np.concatenate((pace.usual[g][working[g]], exact[g][p.finished[g]]))
+        )
+    rate = np.where(stalled | ~(pace.now > 0), np.where(pace.usual > 0, pace.usual, resume), pace.now)
     rate = np.where(rate > 0, rate, 1.0)
-    pace = with_peers(pace, rate, running & ~stalled)
+    pace = _with_group_peers(pace, rate, working, groups)
     # A change of pace beyond the noise may end now: the band then reaches to the usual pace as well. So
     # may a pace above the usual, however noisy: the low side reaches back to the usual pace (a CPU
     # engine read in a burst at 3x its usual pace, its noise a third of its pace, ended 19 s after the
@@ -155,7 +176,9 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
     if p.timing_s is not None:
         span = np.maximum(np.where(done, p.last_change_s, parts.end) - p.start_s, 1e-9)
         timing = node_figure * np.minimum(2.0 * _interval_timed(p.timing_s, p.end_gap_s) / span, 0.5)
-    return NodeProjection(
+    progressed = done | ((p.samples_done > 0) & (p.tokens_done > 0))
+    projectable = [bool(progressed[g].all()) for g in groups]
+    nodes = NodeProjection(
         node_figure,
         np.where(done, p.last_change_s, parts.end),
         np.hypot(running_only(parts.down_random), timing),
@@ -165,9 +188,24 @@ def project_nodes(p: NodeProgress, a: Assumptions) -> NodeProjection:
         running_only(parts.late),
         running_only(parts.early),
         running_only(future),
-        bool((done | ((p.samples_done > 0) & (p.tokens_done > 0))).all()),
+        projectable[0],
         gone & ~done,
     )
+    return nodes, projectable
+
+
+def _with_group_peers(pace: Pace, rate: FloatArray, running: np.ndarray, groups: Sequence[slice]) -> Pace:
+    """:func:`with_peers` of each group, its peers its own running nodes."""
+    if len(groups) == 1:
+        g = groups[0]
+        if g == slice(None):
+            return with_peers(pace, rate, running)
+    usual, noise = pace.usual.copy(), pace.noise.copy()
+    for g in groups:
+        own = Pace(pace.now[g], pace.usual[g], pace.noise[g], pace.window_s, pace.block_s)
+        peered = with_peers(own, rate[g], running[g])
+        usual[g], noise[g] = peered.usual, peered.noise
+    return Pace(pace.now, usual, noise, pace.window_s, pace.block_s)
 
 
 def _resume_pace(overall: FloatArray, peers: FloatArray) -> FloatArray:

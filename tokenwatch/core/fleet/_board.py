@@ -29,7 +29,7 @@ from tokenwatch.core.fleet._rack_view import ViewPlan, forecast_view, view_plan
 from tokenwatch.core.fleet.table import FleetTable
 from tokenwatch.core.node_spread import below_median_pct
 from tokenwatch.core.snapshot import NodeTable
-from tokenwatch.core.verdict import current_forecast, prime_latency_quantiles
+from tokenwatch.core.verdict import current_forecast, prime_latency_quantiles, project_racks_together
 from tokenwatch.mlperf.forecast import Forecast
 
 _UP, _STALE, _DOWN = (STATE_CODE[s] for s in ("up", "stale", "down"))
@@ -65,10 +65,16 @@ def fleet_tick_steps(state: RackState, t: float) -> Iterator[None]:
     rows = np.full((len(memo.groups), 5), math.nan)
     plan = view_plan(state)  # the racks' views read through it while the state stands still
     try:
+        views = []
         for r in range(len(memo.groups)):
-            if plan.version != state.version:
-                plan = view_plan(state)
-            rows[r] = _history_row(rack_forecast(state, r, t, plan))
+            views.append(forecast_view(state, r, plan))
+            yield
+        project_racks_together(views, t)  # their projections, made in one pass
+        yield
+        for r, view in enumerate(views):
+            # A state changed since (not while a tick's steps run) is read afresh, the rack on its own.
+            seen = view if plan.version == state.version else forecast_view(state, r)
+            rows[r] = _history_row(current_forecast(seen, t))
             yield
     finally:
         state.verdict.joined_memo.forget()  # the fleet's joined series: only its racks at this tick read them

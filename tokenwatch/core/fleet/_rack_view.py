@@ -326,6 +326,7 @@ _VERDICT_MADE = frozenset(
         "settings_alerted",
         "forecast_memo",
         "projection_memo",
+        "progress_memo",
         "loadgen_memo",
         "joined_memo",  # its series are (points, nodes): the rack's are columns, made below
     }
@@ -359,6 +360,7 @@ def _verdict_made(history: DownsampledSeries, joined_memo: Any, rows: slice) -> 
         "settings_alerted": set(),
         "forecast_memo": None,
         "projection_memo": None,
+        "progress_memo": None,
         "loadgen_memo": None,
         "joined_memo": joined_memo.columns(rows),
     }

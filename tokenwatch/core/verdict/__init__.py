@@ -4,8 +4,9 @@ Public: :mod:`.view` (what a snapshot carries: :class:`~.view.VerdictView`, the 
 rule lines the front ends write; types and pure readers) and :mod:`.final` (the verdict at a run's end, also
 read from a result folder). The rest is the core's own: the verdict's part of the state (``_state``), its
 handling of events (``_ingest``), the inputs a tick reads (``_inputs``, ``_node_quantiles``,
-``_pace_memo``), the forecast, the view and the tick over the state (``_tick``), the decided verdict
-(``_decided``, ``_beyond``, ``_loadgen``) and its JSON (``_json``).
+``_pace_memo``), the forecast, the view and the tick over the state (``_tick``), a fleet's racks
+projected together (``_together``), the decided verdict (``_decided``, ``_beyond``, ``_loadgen``) and its
+JSON (``_json``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from tokenwatch.core.verdict._inputs import prime_latency_quantiles
     from tokenwatch.core.verdict._state import VerdictState
     from tokenwatch.core.verdict._tick import current_forecast, verdict_tick
+    from tokenwatch.core.verdict._together import project_racks_together
 
 # The decided verdict and the tick read the core's state, whose module holds the verdict's part of it
 # (``_state``):
@@ -32,6 +34,7 @@ _LAZY = {
     "prime_latency_quantiles": "tokenwatch.core.verdict._inputs",
     "current_forecast": "tokenwatch.core.verdict._tick",
     "verdict_tick": "tokenwatch.core.verdict._tick",
+    "project_racks_together": "tokenwatch.core.verdict._together",
 }
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "VerdictView",
     "current_forecast",
     "prime_latency_quantiles",
+    "project_racks_together",
     "verdict_tick",
 ]
 

@@ -175,16 +175,30 @@ def node_progress(state: RackState, now: float, keep: np.ndarray) -> NodeProgres
     return dataclasses.replace(progress, pace=pace)
 
 
+def projection_key(state: RackState, now: float, keep: np.ndarray) -> tuple[float, int, bytes]:
+    """What a projection of the nodes ``keep`` selects at ``now`` is memoised under."""
+    return (now, state.version, keep.tobytes())
+
+
+def projected_nodes(state: RackState, now: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the nodes down without any progress, left out of the projection; the nodes projected): every
+    node where none has run."""
+    absent = never_ran(state, now)
+    return absent, ~absent if not absent.all() else np.ones(len(absent), bool)
+
+
 def projection(state: RackState, now: float, keep: np.ndarray) -> Forecast:
     """The forecast of the nodes ``keep`` selects at ``now``, made once per (run time, state version,
     nodes): a verdict tick that decides INVALID asks again for the end of the nodes still running, which
     are all of them when none is lost (the same forecast, most of a tick's cost, made twice)."""
-    key = (now, state.version, keep.tobytes())
+    key = projection_key(state, now, keep)
     memo = state.verdict.projection_memo
     if memo is not None and memo[0] == key:
         return memo[1]
     settings, _ = run_settings(state)
-    fc = forecast(node_progress(state, now, keep), settings, over_limits(state, keep), state.config.forecast)
+    made = state.verdict.progress_memo
+    progress = made[1] if made is not None and made[0] == key else node_progress(state, now, keep)
+    fc = forecast(progress, settings, over_limits(state, keep), state.config.forecast)
     state.verdict.projection_memo = (key, fc)
     return fc
 

@@ -21,7 +21,7 @@ from tokenwatch.core.verdict._decided import SAVES, decide
 from tokenwatch.core.verdict._ingest import NOT_CHECKED
 from tokenwatch.core.verdict._inputs import (
     limits_origin,
-    never_ran,
+    projected_nodes,
     projection,
     run_settings,
 )
@@ -51,8 +51,8 @@ def current_forecast(state: RackState, now: float) -> Forecast:
 
 
 def _forecast(state: RackState, now: float) -> Forecast:
-    absent = never_ran(state, now)
-    ran = keep = ~absent if not absent.all() else np.ones(len(absent), bool)
+    absent, ran = projected_nodes(state, now)
+    keep = ran
     codes = state.effective_state(now) if state.ended else None
     if codes is not None:
         # The rules are then judged over the nodes that finished, as the final verdict judges them: one
