@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
 from tokenwatch.mlperf.figures import RunSettings
 from tokenwatch.mlperf.pace import Assumptions
 from tokenwatch.mlperf.rules_forecast import (
@@ -299,14 +300,19 @@ def _count_rule(p: NodeProgress, settings: RunSettings) -> list[RuleForecast]:
     ]
 
 
-def _latency_rules(p: NodeProgress, latency: Sequence[OverLimit]) -> list[RuleForecast]:
+def latency_sample_totals(p: NodeProgress) -> FloatArray:
+    """Each node's samples at the end, which its latency rules count over: its sample count, a
+    time-bounded run's at its average pace so far, else those done."""
     if p.total_samples is not None:
-        total = p.total_samples.astype(np.float64)
-    elif p.schedule_end_s is not None:  # a time-bounded run: samples at the average pace so far
+        return p.total_samples.astype(np.float64)
+    if p.schedule_end_s is not None:  # a time-bounded run: samples at the average pace so far
         elapsed = np.maximum(p.now_s - p.start_s, 1e-9)
-        total = p.samples_done * np.maximum(p.schedule_end_s - p.start_s, elapsed) / elapsed
-    else:
-        total = p.samples_done.astype(np.float64)
+        return np.asarray(p.samples_done * np.maximum(p.schedule_end_s - p.start_s, elapsed) / elapsed)
+    return p.samples_done.astype(np.float64)
+
+
+def _latency_rules(p: NodeProgress, latency: Sequence[OverLimit]) -> list[RuleForecast]:
+    total = latency_sample_totals(p)
     rules: list[RuleForecast] = []
     given = {o.metric: o for o in latency}
     for metric in ("ttft", "tpot"):

@@ -8,6 +8,9 @@ in a few dozen numpy calls for the fleet instead of a few dozen for each of 64 r
 
 Only progress that reads alike is joined: the same scenario, time and kinds of input (a rack with a
 sample count where another has none is projected on its own), paces measured over the same spans.
+
+Likewise the latency rules' counts (Server): each node's count over a limit projected to its end and
+its early-stopping budget read node by node (:func:`counts_together`), the rules then read per rack.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from tokenwatch.base.events import FloatArray
 from tokenwatch.mlperf.pace import Assumptions, Pace
+from tokenwatch.mlperf.rules_forecast import OverLimit, count_projection
 from tokenwatch.mlperf.throughput_forecast import NodeProgress, NodeProjection, project_groups
 
 # The per-node fields of NodeProgress a projection reads, joined end to end (times_s and tokens, the
@@ -91,3 +96,35 @@ def _rows(nodes: NodeProjection, rows: slice, projectable: bool) -> NodeProjecti
         if f.name != "projectable"
     }
     return NodeProjection(**arrays, projectable=projectable)
+
+
+def counts_together(
+    latency: Sequence[Sequence[OverLimit]], totals: Sequence[FloatArray]
+) -> list[list[OverLimit]] | None:
+    """Each rack's over-limit counts (``latency``, each rack's metrics in the same order; ``totals``: its
+    nodes' final sample counts) with their projection to the end made in one pass
+    (:attr:`OverLimit.projected`); None where the racks count different metrics."""
+    if len(latency) < 2 or any(
+        [o.metric for o in rack] != [o.metric for o in latency[0]] for rack in latency
+    ):
+        return None
+    sizes = [len(total) for total in totals]
+    ends = np.cumsum(sizes).tolist()
+    groups = [slice(end - size, end) for size, end in zip(sizes, ends, strict=True)]
+    total = np.concatenate(totals)
+    out: list[list[OverLimit]] = [[] for _ in latency]
+    for m, first in enumerate(latency[0]):
+        metric = [rack[m] for rack in latency]
+        if any(len(o.completed) != size for o, size in zip(metric, sizes, strict=True)):
+            return None
+        joined = OverLimit(
+            first.metric,
+            first.limit_s,
+            np.concatenate([o.completed for o in metric]),
+            np.concatenate([o.low for o in metric]),
+            np.concatenate([o.high for o in metric]),
+        )
+        projected = count_projection(joined, total)
+        for r, (o, g) in enumerate(zip(metric, groups, strict=True)):
+            out[r].append(dataclasses.replace(o, projected=projected.rows(g)))
+    return out

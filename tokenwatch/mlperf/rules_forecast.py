@@ -35,6 +35,25 @@ class OverLimit:
     low: FloatArray
     high: FloatArray
     p99_s: FloatArray | None = None
+    # The counts projected to the end where the caller made it already (a fleet's racks, projected
+    # together: mlperf/projected_together.py); None: made here, from the totals given.
+    projected: CountProjection | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CountProjection:
+    """Per node, one metric's over-limit count at the end (:func:`project_counts`' point) against the
+    early-stopping budget of its final sample count, and whether each node's p99 rule and early stopping
+    are projected to pass (1), fail (-1) or are undecided (0)."""
+
+    point: FloatArray
+    budget: FloatArray
+    p99_flags: np.ndarray
+    es_flags: np.ndarray
+
+    def rows(self, rows: slice) -> CountProjection:
+        """The projection of the nodes ``rows``."""
+        return CountProjection(self.point[rows], self.budget[rows], self.p99_flags[rows], self.es_flags[rows])
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +126,25 @@ def _decide(low: FloatArray, high: FloatArray, limit: FloatArray) -> np.ndarray:
     return np.where(high <= limit, 1, np.where(low > limit, -1, 0))
 
 
+def count_projection(over: OverLimit, total: FloatArray) -> CountProjection:
+    """Each node's over-limit count projected among its ``total`` samples, against what its p99 rule
+    (``N - int(0.99 N) - 1``) and early stopping allow."""
+    point, low, high = project_counts(over, total)
+    n_final = np.floor(total).astype(np.int64)
+    allowed = n_final - np.floor(n_final * 0.99).astype(np.int64) - 1
+    budget = overlatency_budgets(n_final).astype(np.float64)
+    return CountProjection(
+        point, budget, _decide(low, high, allowed.astype(np.float64)), _decide(low, high, budget)
+    )
+
+
 def latency_rules(
     over: OverLimit, total: FloatArray, names: tuple[str, ...] = ()
 ) -> tuple[RuleForecast, RuleForecast]:
     """The p99 rule and the early-stopping rule of one metric, for the rack's worst node (``names``: the
     nodes', aligned with ``over``'s arrays; the rule names its node where they differ)."""
-    point, low, high = project_counts(over, total)
-    n_final = np.floor(total).astype(np.int64)
-    allowed = n_final - np.floor(n_final * 0.99).astype(np.int64) - 1
-    budget = overlatency_budgets(n_final).astype(np.float64)
-    p99_flags = _decide(low, high, allowed.astype(np.float64))
-    es_flags = _decide(low, high, budget)
+    counts = over.projected if over.projected is not None else count_projection(over, total)
+    point, budget = counts.point, counts.budget
     worst_es = int(np.argmin((budget - point) / np.maximum(budget, 1.0)))
     es = RuleForecast(
         f"early_stopping_{over.metric}",
@@ -125,7 +152,7 @@ def latency_rules(
         float(point[worst_es]),
         float(budget[worst_es]),
         float((budget[worst_es] - point[worst_es]) / max(budget[worst_es], 1.0)),
-        combine(es_flags),
+        combine(counts.es_flags),
         "samples",
         node=worst_node(names, (budget - point) / np.maximum(budget, 1.0), worst_es),
     )
@@ -147,7 +174,7 @@ def latency_rules(
         shown,
         over.limit_s,
         margin,
-        combine(p99_flags),
+        combine(counts.p99_flags),
         "s",
         estimated=shown is not None,
         node=node,

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokenwatch.base.events import Event, RunStarted
 from tokenwatch.core import RackCore
 from tokenwatch.core import _ticks as ticks
 from tokenwatch.core._state import RackState
@@ -24,7 +25,8 @@ from tokenwatch.core.fleet._board import fleet_tick
 from tokenwatch.core.fleet._rack_view import forecast_view
 from tokenwatch.core.verdict import current_forecast
 from tokenwatch.mlperf.pace import Assumptions, Pace
-from tokenwatch.mlperf.projected_together import project_together
+from tokenwatch.mlperf.projected_together import counts_together, project_together
+from tokenwatch.mlperf.rules_forecast import OverLimit, count_projection
 from tokenwatch.mlperf.throughput_forecast import NodeProgress, project_nodes
 
 from .fleet_runs import fleet_events
@@ -43,7 +45,7 @@ def test_each_racks_forecast_projected_together_is_its_own(
     scenario: str, faults: str, per_rack: int, nodes: int
 ) -> None:
     core = RackCore()
-    compared = together = 0
+    compared = together = counted = 0
 
     def tick_and_compare(state: RackState, t: float) -> None:
         nonlocal compared, together
@@ -56,9 +58,10 @@ def test_each_racks_forecast_projected_together_is_its_own(
         real = current_forecast
 
         def keep(view: RackState, now: float) -> object:
-            nonlocal together
+            nonlocal together, counted
             handed = view.verdict.progress_memo
             together += handed is not None and handed[1].projection is not None
+            counted += handed is not None and any(o.projected is not None for o in handed[2])
             fc = real(view, now)
             made.append(repr(fc))
             return fc
@@ -81,12 +84,12 @@ def test_each_racks_forecast_projected_together_is_its_own(
             core.ingest(event)
     assert compared >= 10  # verdict ticks with forecasts to compare
     assert together >= 3 * (compared - 6)  # ...most of them projected together (past the pace's start)
+    if scenario == "Server":
+        assert counted >= 3 * (compared - 6)  # ...and their latency counts
 
 
-def _fewer_nodes(events: list, nodes: int) -> list:
+def _fewer_nodes(events: list[Event], nodes: int) -> list[Event]:
     """The run with its last racks' nodes cut to ``nodes`` in all: a fleet whose last rack is smaller."""
-    from tokenwatch.base.events import RunStarted
-
     out = []
     for event in events:
         if isinstance(event, RunStarted):
@@ -152,3 +155,26 @@ def test_progress_that_does_not_read_alike_is_not_joined() -> None:
     unmeasured = _progress(rng, 4, samples=True)
     assert project_together([dataclasses.replace(unmeasured, pace=None), unmeasured], a) is None
     assert project_together([unmeasured], a) is None  # one alone: nothing to join
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(1, 12), min_size=2, max_size=6))
+def test_each_racks_latency_counts_projected_together_are_its_own(seed: int, sizes: list[int]) -> None:
+    rng = np.random.default_rng(seed)
+    latency, totals = [], []
+    for n in sizes:
+        completed = np.floor(rng.uniform(0.0, 3e4, n))
+        low = np.floor(completed * rng.uniform(0.0, 0.03, n))
+        high = low + np.floor(rng.uniform(0.0, 20.0, n))
+        latency.append([OverLimit(m, 0.5, completed, low, high) for m in ("ttft", "tpot")])
+        totals.append(completed + np.floor(rng.uniform(0.0, 5e4, n)))
+    together = counts_together(latency, totals)
+    assert together is not None
+    for own, joined, total in zip(latency, together, totals, strict=True):
+        for o, j in zip(own, joined, strict=True):
+            expected, made = count_projection(o, total), j.projected
+            assert made is not None
+            for f in dataclasses.fields(expected):
+                assert repr(getattr(made, f.name)) == repr(getattr(expected, f.name)), f.name
+    other = [latency[0], latency[1][:1]]  # a rack without the TPOT counts: not joined
+    assert counts_together(other, totals[:2]) is None

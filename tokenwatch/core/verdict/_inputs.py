@@ -197,8 +197,11 @@ def projection(state: RackState, now: float, keep: np.ndarray) -> Forecast:
         return memo[1]
     settings, _ = run_settings(state)
     made = state.verdict.progress_memo
-    progress = made[1] if made is not None and made[0] == key else node_progress(state, now, keep)
-    fc = forecast(progress, settings, over_limits(state, keep), state.config.forecast)
+    if made is not None and made[0] == key:
+        progress, latency = made[1], made[2]
+    else:
+        progress, latency = node_progress(state, now, keep), over_limits(state, keep)
+    fc = forecast(progress, settings, latency, state.config.forecast)
     state.verdict.projection_memo = (key, fc)
     return fc
 

@@ -26,7 +26,7 @@ from tokenwatch.core.verdict._node_quantiles import NodeQuantileMemo
 from tokenwatch.core.verdict._pace_memo import PaceMemo
 from tokenwatch.core.verdict.view import HISTORY_COLUMNS
 from tokenwatch.mlperf.figures import RunSettings
-from tokenwatch.mlperf.forecast import Forecast, NodeProgress
+from tokenwatch.mlperf.forecast import Forecast, NodeProgress, OverLimit
 from tokenwatch.mlperf.rules import BenchmarkRef, latency_limits, normalize_benchmark
 from tokenwatch.mlperf.settings_check import SettingCheck
 
@@ -152,9 +152,10 @@ class VerdictState:
     # The latest projection of some of the nodes, keyed by run time, state version and which nodes
     # (core/verdict/_inputs.projection): the tick's forecast and a decided verdict's rest share it.
     projection_memo: tuple[tuple[float, int, bytes], Forecast] | None = None
-    # The projection's inputs made already, under the same key: a fleet's racks' views, projected
-    # together at a verdict tick (core/fleet/_board.py), are each handed their own this way.
-    progress_memo: tuple[tuple[float, int, bytes], NodeProgress] | None = None
+    # The projection's inputs (progress, latency counts) made already, under the same key: a fleet's
+    # racks' views, projected together at a verdict tick (core/verdict/_together.py), are each handed
+    # their own this way.
+    progress_memo: tuple[tuple[float, int, bytes], NodeProgress, list[OverLimit]] | None = None
     # Each node's verdict from its LoadGen result, judged once per change of the detail records (judging
     # one takes ~0.5 ms: a fleet's 1,152 nodes must not be judged again at every snapshot).
     details_version: int = 0
