@@ -8,10 +8,10 @@ numpy pass over a (racks x nodes-per-rack) index, so a 64-rack table costs a fra
 
 The projected verdict is each rack's own forecast (the forecast a run of that rack alone would make,
 :func:`tokenwatch.core.fleet._rack_view.forecast_view`, a view of its rows holding only what a forecast reads,
-with the nodes' latency quantiles read once for the fleet), made at each verdict tick by :func:`fleet_tick`
-and kept in the state; once the run has ended, it is made at the snapshot (the end decides it: a node that
-did not finish makes its rack INVALID). Where nothing reads them as the run goes (``rack_forecasts`` off:
-no dashboard) the tick makes none.
+with the nodes' latency quantiles read once for the fleet and the racks' projections made together), made
+at each verdict tick by :func:`fleet_tick` and kept in the state; once the run has ended, it is made at the
+snapshot (the end decides it: a node that did not finish makes its rack INVALID). Where nothing reads them
+as the run goes (``rack_forecasts`` off: no dashboard) the tick makes none.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def fleet_tick(state: RackState, t: float) -> None:
 
 
 def fleet_tick_steps(state: RackState, t: float) -> Iterator[None]:
-    """:func:`fleet_tick` a rack at a time: it yields after each rack's forecast, so a caller on an event
-    loop can let the loop in (64 racks' forecasts are 100-250 ms in one piece on a loaded machine). The
+    """:func:`fleet_tick` a rack at a time: it yields after each rack's view, after their projection
+    (made together: core/verdict/_together.py) and after each rack's forecast, so a caller on an event
+    loop can let the loop in (64 racks' forecasts are 50-250 ms in one piece on a loaded machine). The
     racks' forecasts are kept together after the last one: until then the memo holds the last tick's."""
     memo = state.fleet
     if memo is None or not state.config.rack_forecasts or t + 1e-9 < memo.next_due_s:
