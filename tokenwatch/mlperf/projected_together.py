@@ -48,9 +48,7 @@ def project_together(progress: Sequence[NodeProgress], a: Assumptions) -> list[N
     where they do not read alike (each is then projected on its own)."""
     if len(progress) < 2 or not _alike(progress):
         return None
-    sizes = [len(p.tokens_done) for p in progress]
-    ends = np.cumsum(sizes).tolist()
-    groups = [slice(end - size, end) for size, end in zip(sizes, ends, strict=True)]
+    groups = _end_to_end([len(p.tokens_done) for p in progress])
     first = progress[0]
     joined: dict[str, Any] = {
         name: None if getattr(first, name) is None else np.concatenate([getattr(p, name) for p in progress])
@@ -67,6 +65,12 @@ def project_together(progress: Sequence[NodeProgress], a: Assumptions) -> list[N
     whole = dataclasses.replace(first, **joined, pace=pace, times_s=np.zeros(0), tokens=np.zeros(0))
     nodes, projectable = project_groups(whole, a, groups)
     return [_rows(nodes, g, ok) for g, ok in zip(groups, projectable, strict=True)]
+
+
+def _end_to_end(sizes: list[int]) -> list[slice]:
+    """Where each of groups of ``sizes`` nodes lies once they are joined end to end."""
+    ends = np.cumsum(sizes).tolist()
+    return [slice(end - size, end) for size, end in zip(sizes, ends, strict=True)]
 
 
 def _alike(progress: Sequence[NodeProgress]) -> bool:
@@ -109,8 +113,7 @@ def counts_together(
     ):
         return None
     sizes = [len(total) for total in totals]
-    ends = np.cumsum(sizes).tolist()
-    groups = [slice(end - size, end) for size, end in zip(sizes, ends, strict=True)]
+    groups = _end_to_end(sizes)
     total = np.concatenate(totals)
     out: list[list[OverLimit]] = [[] for _ in latency]
     for m, first in enumerate(latency[0]):

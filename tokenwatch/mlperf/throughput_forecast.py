@@ -196,10 +196,8 @@ def project_groups(
 
 def _with_group_peers(pace: Pace, rate: FloatArray, running: np.ndarray, groups: Sequence[slice]) -> Pace:
     """:func:`with_peers` of each group, its peers its own running nodes."""
-    if len(groups) == 1:
-        g = groups[0]
-        if g == slice(None):
-            return with_peers(pace, rate, running)
+    if list(groups) == [slice(None)]:
+        return with_peers(pace, rate, running)
     usual, noise = pace.usual.copy(), pace.noise.copy()
     for g in groups:
         own = Pace(pace.now[g], pace.usual[g], pace.noise[g], pace.window_s, pace.block_s)
